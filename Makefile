@@ -1,0 +1,39 @@
+# The two set-up commands of the README: `make run` and `make test`.
+# Both create (and then reuse) .venv and install what they need into it.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+FACTOR := $(shell $(PYTHON) -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")')
+PLUGINS := ./plugins/pmca-ompi-13021 ./examples/pmca-hello
+
+.PHONY: run test install tools bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+# pmca itself, rebuilt from the working tree each time (the native
+# libraries are compiled by its build), then the bundled plugins.
+install: $(PY)
+	$(PY) -m pip install --quiet --force-reinstall --no-deps . && \
+	$(PY) -m pip install --quiet . && \
+	$(PY) -m pip install --quiet --no-deps --force-reinstall $(PLUGINS)
+
+tools: $(PY)
+	$(PY) -m pip install --quiet "tox>=4.20"
+
+run: install
+	$(BIN)/pmca doctor
+
+# ruff, mypy --strict, then the suite in both load modes for this interpreter.
+test: install tools
+	$(BIN)/tox run -e lint,type,$(FACTOR)-static,$(FACTOR)-dso
+
+bench: install
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) .tox build dist src/*.egg-info
+	find src -name '*.so' -delete

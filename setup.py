@@ -1,0 +1,77 @@
+"""Build pmca's native libraries.
+
+They are plain shared libraries loaded with ctypes, not CPython extensions:
+an extension module can never be unloaded, and pmca's load modes need the
+component libraries to be really ``dlclose``d while the hook backend itself
+must stay resident (``-z nodelete``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class build_plain_shared(build_ext):  # noqa: N801 - setuptools command naming
+    """Link each extension as ``lib<name>.so`` with no Python ABI suffix."""
+
+    def get_ext_filename(self, fullname: str) -> str:
+        package, _, name = fullname.rpartition(".")
+        return os.path.join(*package.split("."), f"lib{name}.so")
+
+    def get_export_symbols(self, ext: Extension) -> list[str]:
+        return []
+
+    def get_libraries(self, ext: Extension) -> list[str]:
+        return list(ext.libraries)
+
+
+CFLAGS = ["-O2", "-std=gnu11", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra",
+          "-fno-strict-aliasing", "-fno-omit-frame-pointer"]
+
+
+def libdl() -> list[str]:
+    """dlopen/dladdr1 live in libc from glibc 2.34 on, in libdl before."""
+    version = os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else None
+    if not version:
+        return []
+    major, minor = (int(part) for part in version.split()[1].split(".")[:2])
+    return [] if (major, minor) >= (2, 34) else ["dl"]
+
+
+def native_extensions() -> list[Extension]:
+    if not sys.platform.startswith("linux"):
+        return []
+    return [
+        Extension(
+            "pmca.native.pmca_hooks",
+            sources=[
+                "src/pmca/native/hooks.c",
+                "src/pmca/native/ring.c",
+                "src/pmca/native/patch_x86_64.c",
+                "src/pmca/native/x86_decode.c",
+            ],
+            depends=["src/pmca/native/hooks.h", "src/pmca/native/x86_decode.h"],
+            extra_compile_args=CFLAGS,
+            extra_link_args=["-Wl,-z,nodelete", "-pthread"],
+            libraries=libdl(),
+        ),
+        # Loaded (fresh copy) and dlclosed by pmca.native.coverage() only.
+        Extension(
+            "pmca.native.pmca_probe",
+            sources=["src/pmca/native/probe.c"],
+            extra_compile_args=CFLAGS,
+        ),
+        Extension(
+            "pmca.patcher.overwrite.pmca_patcher_overwrite",
+            sources=["src/pmca/patcher/overwrite/overwrite.c"],
+            extra_compile_args=CFLAGS,
+            extra_link_args=["-pthread"],
+        ),
+    ]
+
+
+setup(ext_modules=native_extensions(), cmdclass={"build_ext": build_plain_shared})

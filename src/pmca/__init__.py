@@ -1,0 +1,59 @@
+"""pmca: Open MPI's Modular Component Architecture on pluggy, with real native memory hooks."""
+
+from __future__ import annotations
+
+from . import memory, native, patcher
+from ._version import __version__
+from .mca import (
+    Alias,
+    Component,
+    ComponentContext,
+    ComponentError,
+    ComponentFailure,
+    ComponentInfo,
+    ComponentParams,
+    ComponentRef,
+    Framework,
+    FrameworkBase,
+    FrameworkError,
+    NotAvailable,
+    PmcaError,
+    Query,
+    SelectionError,
+    SessionError,
+    StaleReferenceError,
+    hookimpl,
+    hookspec,
+)
+from .mca.params import ParamError, PmcaDeprecationWarning
+from .runtime import Session
+
+
+__all__ = [
+    "Alias",
+    "Component",
+    "ComponentContext",
+    "ComponentError",
+    "ComponentFailure",
+    "ComponentInfo",
+    "ComponentParams",
+    "ComponentRef",
+    "Framework",
+    "FrameworkBase",
+    "FrameworkError",
+    "NotAvailable",
+    "ParamError",
+    "PmcaDeprecationWarning",
+    "PmcaError",
+    "Query",
+    "SelectionError",
+    "Session",
+    "SessionError",
+    "StaleReferenceError",
+    "__version__",
+    "hookimpl",
+    "hookspec",
+    "memory",
+    "native",
+    "patcher",
+]

@@ -1,0 +1,154 @@
+"""What components and framework bases see of pmca while they are loaded."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ._errors import SessionError
+from ._loader import LoadMode, NativeLibrary, close_library, open_library
+
+
+if TYPE_CHECKING:
+    import structlog
+
+    from .params import Param, ParamSpace
+
+
+class FrameworkHost(Protocol):
+    """The runtime services a loaded component may use."""
+
+    @property
+    def params(self) -> ParamSpace: ...
+
+    def open_framework(self, name: str) -> Any: ...
+
+    def close_framework(self, name: str) -> None: ...
+
+
+class _GroupParams:
+    """Parameters of one ``<framework>_<component>_*`` group."""
+
+    def __init__(self, space: ParamSpace, framework: str, component: str) -> None:
+        self._space = space
+        self.framework = framework
+        self.component = component
+
+    def full_name(self, name: str) -> str:
+        return f"{self.framework}_{self.component}_{name}"
+
+    def register(self, name: str, **options: Any) -> Param:
+        """Register ``<framework>_<component>_<name>``; see :meth:`ParamSpace.register`."""
+        return self._space.register(self.framework, self.component, name, **options)
+
+    def param(self, name: str) -> Param:
+        return self._space.get(self.full_name(name))
+
+    def __getitem__(self, name: str) -> Any:
+        return self._space.value(self.full_name(name))
+
+
+class ComponentParams(_GroupParams):
+    """A component's parameter group, handed to its ``register`` hook."""
+
+
+class FrameworkParams(_GroupParams):
+    """The ``<framework>_base_*`` group, handed to a framework base."""
+
+    def __init__(self, space: ParamSpace, framework: str) -> None:
+        super().__init__(space, framework, "base")
+
+
+class ComponentContext:
+    """Handed to ``open``, ``query`` and ``close``; valid while the component is loaded.
+
+    It records the frameworks and native libraries the component acquires,
+    so that pmca can release whatever the component forgets, in reverse
+    order, when it closes.
+    """
+
+    def __init__(
+        self,
+        host: FrameworkHost,
+        framework: str,
+        component: str,
+        load_mode: LoadMode,
+        log: structlog.typing.FilteringBoundLogger,
+    ) -> None:
+        self._host: FrameworkHost | None = host
+        self.framework = framework
+        self.component = component
+        self.load_mode: LoadMode = load_mode
+        self.log = log
+        self.params = ComponentParams(host.params, framework, component)
+        self._opened: list[str] = []
+        self.libraries: list[NativeLibrary] = []
+
+    @property
+    def host(self) -> FrameworkHost:
+        if self._host is None:
+            raise SessionError(
+                f"component {self.framework}/{self.component} used its context after it was closed"
+            )
+        return self._host
+
+    def open_framework(self, name: str) -> Any:
+        """Open (or take another reference on) framework ``name``."""
+        handle = self.host.open_framework(name)
+        self._opened.append(name)
+        return handle
+
+    def close_framework(self, name: str) -> None:
+        """Drop a reference taken with :meth:`open_framework`."""
+        if name not in self._opened:
+            raise SessionError(
+                f"component {self.framework}/{self.component} closes framework {name!r} "
+                f"that it did not open"
+            )
+        self._opened.reverse()
+        self._opened.remove(name)
+        self._opened.reverse()
+        self.host.close_framework(name)
+
+    def load_library(
+        self, path: str | Path, *, before_unload: Callable[[], str | None] | None = None
+    ) -> NativeLibrary:
+        """``dlopen`` a native library owned by this component.
+
+        In ``dso`` mode it is ``dlclose``d when the component unloads, after
+        ``before_unload`` (if given) has had a chance to undo anything the
+        library still owns.
+        """
+        library = open_library(
+            path, owner=f"{self.framework}/{self.component}", resident=self.load_mode == "static"
+        )
+        if before_unload is not None and not library.resident:
+            library.before_unload.append(before_unload)
+        if library not in self.libraries:
+            self.libraries.append(library)
+        return library
+
+    def release(self) -> tuple[list[str], list[BaseException]]:
+        """Close what the component left open; invalidate the context.
+
+        Returns notes from library unload guards and the errors met, so the
+        caller can report them without stopping.
+        """
+        notes: list[str] = []
+        errors: list[BaseException] = []
+        host = self._host
+        while host is not None and self._opened:
+            name = self._opened.pop()
+            try:
+                host.close_framework(name)
+            except Exception as exc:
+                errors.append(exc)
+        for library in reversed(self.libraries):
+            try:
+                notes.extend(close_library(library))
+            except Exception as exc:
+                errors.append(exc)
+        self.libraries.clear()
+        self._host = None
+        return notes, errors

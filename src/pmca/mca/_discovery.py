@@ -1,0 +1,192 @@
+"""Finding components without importing them.
+
+Three places hold components: a framework's static table (built-ins), the
+``pmca.<framework>`` entry-point group (third-party distributions) and the
+drop-in directories of ``mca_base_component_path``. Discovery reads only
+metadata and file names, so that the selection parameter can rule a component
+out before a single line of it runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+from typing import Literal
+
+import importlib_metadata
+from attrs import define, field
+
+from ._errors import ComponentError
+from ._framework import Framework
+from ._names import COMPONENT_NAME
+
+
+Origin = Literal["static", "entry point", "drop-in"]
+
+#: When two places offer the same component name, the first origin wins.
+ORIGIN_PRECEDENCE: tuple[Origin, ...] = ("static", "entry point", "drop-in")
+
+
+@define(eq=False)
+class Candidate:
+    """A component that was found but not imported."""
+
+    framework: str
+    name: str
+    origin: Origin
+    target: str
+    entry_point: importlib_metadata.EntryPoint | None = None
+    path: Path | None = None
+    _distribution: str | None = field(default=None, alias="distribution")
+
+    @property
+    def distribution(self) -> str | None:
+        """``name version`` of the distribution that provides it, if any."""
+        if self._distribution is None and self.entry_point is not None:
+            dist = getattr(self.entry_point, "dist", None)
+            if dist is not None:
+                self._distribution = f"{dist.name} {dist.version}"
+        return self._distribution
+
+    @property
+    def location(self) -> str:
+        """Where the component came from, for messages and ``pmca info``."""
+        if self.origin == "static":
+            return f"built-in ({self.target})"
+        if self.origin == "entry point":
+            where = f"entry point pmca.{self.framework}:{self.name} = {self.target}"
+            dist = self.distribution
+            return f"{where} (distribution {dist})" if dist else where
+        return f"drop-in {self.path}"
+
+    @property
+    def module_root(self) -> str:
+        """The module (and its submodules) a dso load imports afresh and unloads."""
+        if self.origin == "drop-in":
+            return self.target
+        module = self.target.partition(":")[0]
+        if self.origin == "entry point":
+            top = module.partition(".")[0]
+            if top != "pmca" and top not in sys.modules:
+                return top
+        return module
+
+    def load(self) -> object:
+        """Import the component's module and return the object it names."""
+        if self.origin == "drop-in":
+            assert self.path is not None
+            return _component_in(_import_drop_in(self.target, self.path), self)
+        module_name, _, attribute = self.target.partition(":")
+        module = importlib.import_module(module_name)
+        if not attribute:
+            return _component_in(module, self)
+        obj: object = module
+        for part in attribute.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+
+def _import_drop_in(module_name: str, path: Path) -> ModuleType:
+    location = path / "__init__.py" if path.is_dir() else path
+    spec = importlib.util.spec_from_file_location(
+        module_name,
+        location,
+        submodule_search_locations=[str(path)] if path.is_dir() else None,
+    )
+    if spec is None or spec.loader is None:
+        raise ComponentError(f"cannot import drop-in component file {location}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module
+
+
+def _component_in(module: ModuleType, candidate: Candidate) -> object:
+    """A module's ``component`` attribute, else its one component class."""
+    from ._component import Component
+
+    explicit = getattr(module, "component", None)
+    if explicit is not None:
+        return explicit
+    found = [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, Component)
+        and value.__module__ == module.__name__
+    ]
+    if len(found) != 1:
+        raise ComponentError(
+            f"{candidate.location}: expected a module attribute 'component' or exactly one "
+            f"pmca.Component subclass, found {len(found)}"
+        )
+    return found[0]
+
+
+def static_candidates(framework: Framework) -> list[Candidate]:
+    return [
+        Candidate(framework.name, ref.name, "static", ref.target) for ref in framework.static_components
+    ]
+
+
+def entry_point_candidates(framework: str) -> list[Candidate]:
+    return [
+        Candidate(framework, ep.name, "entry point", ep.value, entry_point=ep)
+        for ep in importlib_metadata.entry_points(group=f"pmca.{framework}")
+    ]
+
+
+def drop_in_candidates(framework: str, directories: Iterable[str]) -> list[Candidate]:
+    prefix = f"pmca_{framework}_"
+    found: list[Candidate] = []
+    for directory in directories:
+        base = Path(directory).expanduser()
+        if not base.is_dir():
+            continue
+        for entry in sorted(base.iterdir()):
+            stem = entry.name[:-3] if entry.suffix == ".py" and entry.is_file() else entry.name
+            if not stem.startswith(prefix) or (entry.is_dir() and not (entry / "__init__.py").exists()):
+                continue
+            if entry.is_file() and entry.suffix != ".py":
+                continue
+            name = stem[len(prefix) :]
+            if COMPONENT_NAME.fullmatch(name):
+                found.append(Candidate(framework, name, "drop-in", stem, path=entry))
+    return found
+
+
+@define
+class Discovered:
+    """The components of one framework, one per name, plus the shadowed ones."""
+
+    candidates: dict[str, Candidate]
+    shadowed: list[Candidate]
+
+
+def discover_components(framework: Framework, component_path: Iterable[str]) -> Discovered:
+    """Every component of ``framework``, by name; nothing is imported."""
+    chosen: dict[str, Candidate] = {}
+    shadowed: list[Candidate] = []
+    for candidate in [
+        *static_candidates(framework),
+        *entry_point_candidates(framework.name),
+        *drop_in_candidates(framework.name, component_path),
+    ]:
+        if candidate.name in chosen:
+            shadowed.append(candidate)
+        else:
+            chosen[candidate.name] = candidate
+    return Discovered(chosen, shadowed)
+
+
+def framework_entry_points() -> list[importlib_metadata.EntryPoint]:
+    """Third-party frameworks, group ``pmca.frameworks``."""
+    return list(importlib_metadata.entry_points(group="pmca.frameworks"))

@@ -1,0 +1,110 @@
+"""How a framework is declared, and the hooks for its base logic."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal
+
+from attrs import field, frozen
+
+from ._names import Version, check_component_name, check_framework_name
+
+
+if TYPE_CHECKING:
+    from ._context import FrameworkParams
+    from ._open import OpenFramework
+
+
+Policy = Literal["single", "multi"]
+
+
+@frozen
+class ComponentRef:
+    """A built-in component in a framework's static table, not yet imported.
+
+    :param target: ``"package.module:attribute"`` naming the component class
+        or instance.
+    """
+
+    name: str = field(validator=lambda _i, _a, v: check_component_name(v))
+    target: str
+
+    @property
+    def module(self) -> str:
+        return self.target.partition(":")[0]
+
+
+@frozen
+class Alias:
+    """Another name for a component (Open MPI's ``vader`` for ``sm``)."""
+
+    target: str
+    deprecated: bool = False
+
+
+def _to_aliases(value: Mapping[str, str | Alias]) -> Mapping[str, Alias]:
+    return {k: v if isinstance(v, Alias) else Alias(v) for k, v in value.items()}
+
+
+class FrameworkBase:
+    """A framework's base logic, instantiated once per framework open.
+
+    All of its state lives on the instance, which pmca drops at the last
+    close: nothing a framework base remembers can outlive the components it
+    pointed at (Open MPI's ``opal_patcher`` global did, and crashed).
+    """
+
+    def __init__(self, framework: OpenFramework) -> None:
+        self.framework = framework
+
+    def register_params(self, params: FrameworkParams) -> None:
+        """Register ``<framework>_base_*`` parameters beyond the standard ones."""
+
+    def opened(self) -> None:
+        """Run after selection, with :attr:`framework` fully populated."""
+
+    def closing(self) -> None:
+        """Run at the last close, before any component is closed."""
+
+    def peer_opened(self, peer: OpenFramework) -> None:
+        """Another framework opened while this one is open (or was open before it)."""
+
+
+@frozen(eq=False)
+class Framework:
+    """A named kind of plugin with one interface.
+
+    :param name: ``[a-z][a-z0-9]*``.
+    :param api_version: the interface version; components must match its
+        major version.
+    :param interface: a class of pluggy hook specifications for the
+        framework's own hooks, beyond the lifecycle.
+    :param policy: ``single`` keeps the highest-priority module, ``multi``
+        keeps every available one ordered by priority.
+    :param depends: frameworks opened before this one and closed after it.
+    :param allow_dso: ``False`` forces every component of this framework to
+        load statically.
+    :param static_components: the built-in components.
+    :param aliases: alternative component names accepted in the selection
+        parameter.
+    :param base: the framework's base logic (see :class:`FrameworkBase`).
+    """
+
+    name: str = field(validator=lambda _i, _a, v: check_framework_name(v))
+    description: str
+    api_version: Version = field(converter=lambda v: Version.parse(v, what="API version"))
+    interface: type | None = None
+    policy: Policy = field(default="single")
+    depends: tuple[str, ...] = field(default=(), converter=tuple)
+    allow_dso: bool = True
+    static_components: tuple[ComponentRef, ...] = field(default=(), converter=tuple)
+    aliases: Mapping[str, Alias] = field(factory=dict, converter=_to_aliases)
+    base: type[FrameworkBase] = FrameworkBase
+
+    @policy.validator
+    def _check_policy(self, _attribute: object, value: str) -> None:
+        if value not in ("single", "multi"):
+            raise ValueError(f"framework {self.name!r}: policy must be 'single' or 'multi'")
+
+    def __repr__(self) -> str:
+        return f"<Framework {self.name} API {self.api_version} ({self.policy})>"

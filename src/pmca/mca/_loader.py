@@ -1,0 +1,162 @@
+"""Loading and unloading components: load modes, Python modules, native libraries.
+
+``static`` components are imported once per process and stay resident, with
+their native libraries. ``dso`` components are imported afresh at framework
+open and really unloaded at the last close: their modules leave
+``sys.modules`` and the native libraries they opened through
+:func:`load_library` are ``dlclose``d, as Open MPI does with
+``mca_<fw>_<comp>.so``.
+"""
+
+from __future__ import annotations
+
+import _ctypes
+import ctypes
+import importlib
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from attrs import define, field
+
+from ._errors import LibraryError, SelectionError
+
+
+LoadMode = Literal["static", "dso"]
+
+
+@define(frozen=True)
+class LoadModeSpec:
+    """A parsed ``mca_base_component_dso`` or ``mca_base_component_static`` value."""
+
+    everything: bool = False
+    frameworks: frozenset[str] = frozenset()
+    components: frozenset[tuple[str, str]] = frozenset()
+
+    @classmethod
+    def parse(cls, value: object, *, parameter: str) -> LoadModeSpec:
+        if isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        text = str(value or "").strip()
+        if text in ("", "none"):
+            return cls()
+        if text == "all":
+            return cls(everything=True)
+        frameworks: set[str] = set()
+        components: set[tuple[str, str]] = set()
+        for item in (part.strip() for part in text.split(",")):
+            framework, dash, component = item.partition("-")
+            if not item or not framework or (dash and not component) or item in ("all", "none"):
+                raise SelectionError(
+                    f"parameter {parameter!r} = {text!r}: invalid item {item!r} "
+                    f"(expected 'all', 'none', or a list of 'fw' and 'fw-comp')"
+                )
+            if dash:
+                components.add((framework, component))
+            else:
+                frameworks.add(framework)
+        return cls(False, frozenset(frameworks), frozenset(components))
+
+
+def choose_load_mode(
+    framework: str,
+    component: str,
+    *,
+    dso: LoadModeSpec,
+    static: LoadModeSpec,
+    forced_static: bool,
+) -> LoadMode:
+    """Open MPI's ``--enable-mca-dso``/``--enable-mca-static`` rules.
+
+    Component level beats framework level beats ``all``; at the same level
+    static wins; with nothing said, everything is static.
+    """
+    if forced_static:
+        return "static"
+    key = (framework, component)
+    for static_hit, dso_hit in (
+        (key in static.components, key in dso.components),
+        (framework in static.frameworks, framework in dso.frameworks),
+        (static.everything, dso.everything),
+    ):
+        if static_hit:
+            return "static"
+        if dso_hit:
+            return "dso"
+    return "static"
+
+
+def purge_modules(root: str) -> list[str]:
+    """Remove ``root`` and its submodules from ``sys.modules`` and its parent."""
+    doomed = [name for name in list(sys.modules) if name == root or name.startswith(root + ".")]
+    for name in doomed:
+        module = sys.modules.pop(name, None)
+        parent_name, _, leaf = name.rpartition(".")
+        parent = sys.modules.get(parent_name) if parent_name else None
+        if parent is not None and module is not None and getattr(parent, leaf, None) is module:
+            delattr(parent, leaf)
+    importlib.invalidate_caches()
+    return doomed
+
+
+@define(eq=False)
+class NativeLibrary:
+    """A shared library opened through pmca's loader on behalf of a component."""
+
+    path: Path
+    owner: str
+    cdll: ctypes.CDLL
+    resident: bool
+    #: Called before ``dlclose``; each returns a message (or ``None``) saying
+    #: what it had to undo first, e.g. live patches it restored.
+    before_unload: list[Callable[[], str | None]] = field(factory=list)
+
+    @property
+    def handle(self) -> int:
+        return int(self.cdll._handle)
+
+
+_resident_lock = threading.Lock()
+_resident: dict[Path, NativeLibrary] = {}
+
+
+def open_library(path: str | Path, *, owner: str, resident: bool) -> NativeLibrary:
+    """``dlopen`` a library for a component.
+
+    Resident (static-mode) libraries are opened once per process and shared;
+    the others get their own handle, closed by :func:`close_library`.
+    """
+    resolved = Path(path).resolve()
+    if resident:
+        with _resident_lock:
+            existing = _resident.get(resolved)
+            if existing is not None:
+                return existing
+    try:
+        cdll = ctypes.CDLL(str(resolved), mode=ctypes.RTLD_LOCAL)
+    except OSError as exc:
+        raise LibraryError(f"{owner}: cannot load native library {resolved}: {exc}") from exc
+    library = NativeLibrary(resolved, owner, cdll, resident)
+    if resident:
+        with _resident_lock:
+            library = _resident.setdefault(resolved, library)
+    return library
+
+
+def close_library(library: NativeLibrary) -> list[str]:
+    """Run the library's unload guards, then ``dlclose`` it.
+
+    Returns what the guards reported. A resident library is never closed.
+    """
+    if library.resident:
+        return []
+    notes: list[str] = []
+    for guard in list(library.before_unload):
+        note = guard()
+        if note:
+            notes.append(note)
+    library.before_unload.clear()
+    _ctypes.dlclose(library.handle)
+    return notes

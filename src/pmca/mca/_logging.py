@@ -1,0 +1,74 @@
+"""Per-framework, per-component structured logging.
+
+pmca never configures logging globally. Each framework gets its own
+structlog logger, filtered by ``<framework>_base_verbose`` (Open MPI's
+verbosity scale) and written where ``mca_base_verbose`` says: ``stderr``
+(default, like Open MPI's ``opal_output``), ``stdout``, or ``logging`` to hand
+records to the standard library logger ``pmca.<framework>`` and let the
+application decide.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import MutableMapping
+from typing import Any
+
+import structlog
+from structlog.typing import FilteringBoundLogger
+
+
+def level_for_verbosity(verbosity: int) -> int:
+    """Map Open MPI's 0–100 verbosity to a stdlib level (``-1`` silences)."""
+    if verbosity < 0:
+        return logging.CRITICAL + 10
+    if verbosity < 20:
+        return logging.ERROR
+    if verbosity < 40:
+        return logging.WARNING
+    if verbosity < 60:
+        return logging.INFO
+    return logging.DEBUG
+
+
+def _render(_logger: object, method: str, event: MutableMapping[str, Any]) -> str:
+    where = event.pop("framework", "pmca")
+    component = event.pop("component", None)
+    if component:
+        where = f"{where}/{component}"
+    message = event.pop("event", "")
+    extras = " ".join(f"{key}={value!r}" for key, value in event.items())
+    text = f"[pmca:{where}] {method}: {message}"
+    return f"{text} {extras}" if extras else text
+
+
+class _StreamLogger:
+    """Writes rendered lines to a stream looked up at call time (pytest swaps them)."""
+
+    def __init__(self, stream_name: str) -> None:
+        self._stream_name = stream_name
+
+    def msg(self, message: str) -> None:
+        stream = getattr(sys, self._stream_name)
+        stream.write(message + "\n")
+        stream.flush()
+
+    log = debug = info = warning = warn = error = critical = exception = msg
+
+
+def framework_logger(framework: str, verbosity: int, destination: str = "stderr") -> FilteringBoundLogger:
+    """A logger bound to ``framework``; bind ``component=`` for a component."""
+    sink: object
+    if destination == "logging":
+        sink = logging.getLogger(f"pmca.{framework}")
+    else:
+        sink = _StreamLogger("stdout" if destination == "stdout" else "stderr")
+    logger: FilteringBoundLogger = structlog.wrap_logger(
+        sink,
+        wrapper_class=structlog.make_filtering_bound_logger(level_for_verbosity(verbosity)),
+        processors=[_render],
+        context_class=dict,
+        cache_logger_on_first_use=False,
+    )
+    return logger.bind(framework=framework)

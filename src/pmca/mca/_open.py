@@ -1,0 +1,393 @@
+"""One open framework: its components from discovery to close.
+
+The sequence follows Open MPI's ``mca_base_framework_open`` and
+``mca_base_select``: register the framework's parameters, find components,
+filter them by name before import, load and register them, lock the
+framework's parameters, open them, query them, keep the winners and close the
+rest. Every hook call is isolated: a component that fails is recorded and
+unloaded, and nothing else is disturbed.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pluggy
+from attrs import define, frozen
+
+from ._component import Component, Query, check_api, make_component
+from ._context import ComponentContext, FrameworkHost, FrameworkParams
+from ._discovery import Candidate, discover_components
+from ._errors import FrameworkError, NotAvailable
+from ._failures import ComponentFailure, show_load_errors_matches
+from ._framework import Framework, FrameworkBase
+from ._lifecycle import ComponentLifecycle
+from ._loader import LoadMode, LoadModeSpec, choose_load_mode, purge_modules
+from ._logging import framework_logger
+from ._markers import PROJECT
+from ._selection import check_included_exist, parse_selection, resolve_aliases
+
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
+
+class OpenHost(FrameworkHost, Protocol):
+    """What an open framework needs from the runtime that owns it."""
+
+    def component_path(self) -> list[str]: ...
+
+    def load_mode_specs(self) -> tuple[LoadModeSpec, LoadModeSpec]: ...
+
+    def departed(self, what: str, objects: list[object]) -> None: ...
+
+
+#: Components known to force static loading, learnt at their first import, so
+#: that a later dso-mode open never purges a resident component's modules.
+_forced_static: set[tuple[str, str]] = set()
+_forced_static_lock = threading.Lock()
+
+
+@define(eq=False)
+class LoadedComponent:
+    """A component imported and registered by an open framework."""
+
+    candidate: Candidate
+    component: Component
+    load_mode: LoadMode
+    context: ComponentContext
+    owned_modules: tuple[str, ...]
+    priority: int | None = None
+    module: object | None = None
+
+
+@frozen
+class ComponentInfo:
+    """What :meth:`pmca.Session.components` reports for one component."""
+
+    framework: str
+    name: str
+    version: str
+    api_version: str
+    load_mode: LoadMode
+    location: str
+    distribution: str | None
+    priority: int | None
+    selected: bool
+
+
+class OpenFramework:
+    """The live state of one framework between its first open and last close."""
+
+    def __init__(self, framework: Framework, host: OpenHost) -> None:
+        self.framework = framework
+        self.name = framework.name
+        self.host = host
+        self.refcount = 0
+        self.pm = pluggy.PluginManager(PROJECT)
+        self.pm.add_hookspecs(ComponentLifecycle)
+        if framework.interface is not None:
+            self.pm.add_hookspecs(framework.interface)
+        self.loaded: list[LoadedComponent] = []
+        self.failures: list[ComponentFailure] = []
+        self.not_available: list[str] = []
+        self.log: FilteringBoundLogger = framework_logger(self.name, 0)
+        self.base: FrameworkBase | None = None
+
+    # -- public views -------------------------------------------------------
+
+    @property
+    def selected(self) -> list[LoadedComponent]:
+        """The components kept after selection, best first."""
+        return list(self.loaded)
+
+    @property
+    def modules(self) -> list[object]:
+        return [lc.module for lc in self.loaded if lc.module is not None]
+
+    def module(self) -> object:
+        """The selected module of a ``single`` framework."""
+        modules = self.modules
+        if not modules:
+            raise FrameworkError(f"framework {self.name!r} has no selected module")
+        return modules[0]
+
+    def infos(self) -> list[ComponentInfo]:
+        return [
+            ComponentInfo(
+                self.name,
+                lc.component.name,
+                lc.component.version,
+                lc.component.api_version,
+                lc.load_mode,
+                lc.candidate.location,
+                lc.candidate.distribution,
+                lc.priority,
+                lc.module is not None,
+            )
+            for lc in self.loaded
+        ]
+
+    def hook(self) -> pluggy.HookRelay:
+        """The framework's own hooks, implemented by the selected components."""
+        return self.pm.hook
+
+    # -- open ---------------------------------------------------------------
+
+    def open(self) -> None:
+        """Register, discover, load, open and select. Raises only for bad input."""
+        space = self.host.params
+        self._register_framework_params()
+        verbosity = int(space.value(f"{self.name}_base_verbose"))
+        destination = str(space.value("mca_base_verbose"))
+        self.log = framework_logger(self.name, verbosity, destination)
+        self.base = self.framework.base(self)
+        self.base.register_params(FrameworkParams(space, self.name))
+        try:
+            self._load_selected_components()
+            space.lock(self.name)
+            for loaded in list(self.loaded):
+                self._open_component(loaded)
+            self._select()
+            self.base.opened()
+        except BaseException:
+            self.close()
+            raise
+        self.log.info("framework opened", selected=[lc.component.name for lc in self.loaded])
+
+    def _register_framework_params(self) -> None:
+        from .params import VERBOSITY
+
+        space = self.host.params
+        space.register(
+            self.name,
+            None,
+            None,
+            type=str,
+            default="",
+            help=f"Default selection set of components for the {self.name} framework "
+            f"(<none> means use all components that can be found)",
+            level=2,
+            settable=True,
+        )
+        space.register(
+            self.name,
+            "base",
+            "verbose",
+            type=int,
+            enumeration=VERBOSITY,
+            default=0,
+            help=f"Verbosity level for the {self.name} framework (default: 0)",
+            level=8,
+            settable=True,
+        )
+
+    def _load_selected_components(self) -> None:
+        space = self.host.params
+        param = space.get(self.name)
+        source = str(param.origin)
+        selection = parse_selection(str(param.value), parameter=self.name, source=source)
+        selection, deprecated = resolve_aliases(selection, self.framework.aliases)
+        for alias, target in deprecated:
+            self.log.warning("deprecated component alias", alias=alias, use=target)
+        discovered = discover_components(self.framework, self.host.component_path())
+        for shadowed in discovered.shadowed:
+            self.log.info(
+                "component shadowed", component=shadowed.name, ignored=shadowed.location
+            )
+        check_included_exist(
+            selection,
+            discovered.candidates,
+            self.framework.aliases,
+            framework=self.name,
+            source=source,
+        )
+        for name, candidate in discovered.candidates.items():
+            if selection.admits(name):
+                self._load(candidate)
+            else:
+                self.log.debug("component not selected, not imported", component=name)
+
+    def _load(self, candidate: Candidate) -> None:
+        dso_spec, static_spec = self.host.load_mode_specs()
+        key = (self.name, candidate.name)
+        mode = choose_load_mode(
+            self.name,
+            candidate.name,
+            dso=dso_spec,
+            static=static_spec,
+            forced_static=not self.framework.allow_dso or key in _forced_static,
+        )
+        root = candidate.module_root
+        before = set(sys.modules)
+        if mode == "dso":
+            purge_modules(root)
+        try:
+            obj = candidate.load()
+        except Exception as exc:
+            self._load_failed(candidate, "import", exc, root if mode == "dso" else None)
+            return
+        try:
+            component = make_component(
+                obj, expected_framework=self.name, expected_name=candidate.name
+            )
+            check_api(component, self.framework)
+            self.pm.register(component, name=candidate.name)
+        except Exception as exc:
+            self._load_failed(candidate, "validate", exc, root if mode == "dso" else None)
+            return
+        if component.force_static and mode == "dso":
+            with _forced_static_lock:
+                _forced_static.add(key)
+            mode = "static"
+        owned = tuple(
+            name
+            for name in sys.modules
+            if name not in before and (name == root or name.startswith(root + "."))
+        )
+        context = ComponentContext(
+            self.host, self.name, candidate.name, mode, self.log.bind(component=candidate.name)
+        )
+        loaded = LoadedComponent(candidate, component, mode, context, owned)
+        self.loaded.append(loaded)
+        try:
+            self._call(loaded, "register", params=context.params)
+        except Exception as exc:
+            self._fail(candidate, "register", exc)
+            self._unload(loaded)
+
+    def _load_failed(
+        self, candidate: Candidate, hook: str, error: Exception, purge_root: str | None
+    ) -> None:
+        self._fail(candidate, hook, error)
+        if purge_root is not None:
+            purge_modules(purge_root)
+
+    def _open_component(self, loaded: LoadedComponent) -> None:
+        try:
+            result = self._call(loaded, "open", ctx=loaded.context)
+        except NotAvailable as exc:
+            result = False
+            loaded.context.log.debug("not available", reason=str(exc))
+        except Exception as exc:
+            self._fail(loaded.candidate, "open", exc)
+            self._unload(loaded)
+            return
+        if result is False:
+            self.not_available.append(loaded.candidate.name)
+            self._unload(loaded)
+
+    def _select(self) -> None:
+        offers: list[LoadedComponent] = []
+        for loaded in list(self.loaded):
+            try:
+                offer = self._call(loaded, "query", ctx=loaded.context)
+                if offer is not None and not (
+                    isinstance(offer, Query) and isinstance(offer.priority, int)
+                ):
+                    raise TypeError(f"query returned {offer!r}, expected pmca.Query or None")
+            except Exception as exc:
+                self._fail(loaded.candidate, "query", exc)
+                self._close_component(loaded)
+                continue
+            if offer is None or offer.module is None:
+                loaded.context.log.debug("declined selection")
+                self._close_component(loaded)
+                continue
+            loaded.priority, loaded.module = offer.priority, offer.module
+            offers.append(loaded)
+        offers.sort(key=lambda lc: lc.priority if lc.priority is not None else 0, reverse=True)
+        keep = offers[:1] if self.framework.policy == "single" else offers
+        for loser in offers[len(keep) :]:
+            self.log.debug("not selected", component=loser.component.name, priority=loser.priority)
+            self._close_component(loser)
+        self.loaded = keep
+
+    # -- close --------------------------------------------------------------
+
+    def close(self) -> list[ComponentFailure]:
+        """Tear everything down; report failures and keep going."""
+        failures_before = len(self.failures)
+        if self.base is not None:
+            try:
+                self.base.closing()
+            except Exception as exc:
+                self.failures.append(
+                    ComponentFailure.capture(
+                        framework=self.name,
+                        component="base",
+                        hook="close",
+                        location=f"framework {self.name} base",
+                        distribution=None,
+                        error=exc,
+                    )
+                )
+                self.log.error("framework base failed to close", error=repr(exc))
+        for loaded in reversed(list(self.loaded)):
+            self._close_component(loaded)
+        self.loaded = []
+        space = self.host.params
+        space.deregister_group(self.name, "base")
+        space.deregister(self.name)
+        base, self.base = self.base, None
+        if base is not None:
+            self.host.departed(f"framework {self.name} base", [base])
+        return self.failures[failures_before:]
+
+    def _close_component(self, loaded: LoadedComponent) -> None:
+        try:
+            self._call(loaded, "close", ctx=loaded.context)
+        except Exception as exc:
+            self._fail(loaded.candidate, "close", exc)
+        self._unload(loaded)
+
+    def _unload(self, loaded: LoadedComponent) -> None:
+        """Release a component's resources, parameters and (dso) its modules."""
+        if loaded in self.loaded:
+            self.loaded.remove(loaded)
+        notes, errors = loaded.context.release()
+        for note in notes:
+            self.log.warning(note, component=loaded.candidate.name)
+        for error in errors:
+            self._fail(loaded.candidate, "close", error)
+        if self.pm.is_registered(loaded.component):
+            self.pm.unregister(loaded.component)
+        self.host.params.deregister_group(self.name, loaded.candidate.name)
+        departed: list[object] = [loaded.component]
+        if loaded.module is not None:
+            departed.append(loaded.module)
+        if loaded.load_mode == "dso":
+            departed.extend(sys.modules[name] for name in loaded.owned_modules if name in sys.modules)
+            purge_modules(loaded.candidate.module_root)
+        loaded.module = None
+        self.host.departed(f"component {self.name}/{loaded.candidate.name}", departed)
+
+    # -- helpers ------------------------------------------------------------
+
+    def _call(self, loaded: LoadedComponent, hook: str, **kwargs: Any) -> Any:
+        """Call one component's implementation of a lifecycle hook."""
+        caller = getattr(self.pm.hook, hook)
+        for impl in caller.get_hookimpls():
+            if impl.plugin is loaded.component:
+                function: Callable[..., Any] = impl.function
+                return function(*[kwargs[name] for name in impl.argnames])
+        return None
+
+    def _fail(self, candidate: Candidate, hook: str, error: BaseException) -> None:
+        failure = ComponentFailure.capture(
+            framework=self.name,
+            component=candidate.name,
+            hook=hook,
+            location=candidate.location,
+            distribution=candidate.distribution,
+            error=error,
+        )
+        self.failures.append(failure)
+        setting = str(self.host.params.value("mca_base_component_show_load_errors"))
+        if show_load_errors_matches(setting, self.name, candidate.name):
+            self.log.error("component failed and was skipped", failure=str(failure))
+        else:
+            self.log.debug("component failed and was skipped", failure=str(failure))

@@ -1,0 +1,74 @@
+"""pmca's parameter space [Open MPI: MCA variables, ``mca_base_var``].
+
+Typed, documented settings registered by frameworks and components, with
+values from (highest first) the override file, the API/command line, the
+environment (``PMCA_MCA_<name>``), parameter files and defaults; every value
+knows where it came from.
+"""
+
+from __future__ import annotations
+
+from ._dump import format_parsable, format_readable
+from ._errors import (
+    ParamError,
+    ParamFileError,
+    ParamPermissionError,
+    ParamRegistrationError,
+    ParamValueError,
+    ParamWarning,
+    PmcaDeprecationWarning,
+    UnknownParamError,
+)
+from ._param import Param, Synonym
+from ._paramfile import Entry, expand_home, parse_param_file, parse_param_text
+from ._space import (
+    ENV_PREFIX,
+    OVERRIDE_FILE,
+    PARAM_FILES,
+    ParamSpace,
+    default_override_file,
+    default_param_files,
+)
+from ._values import (
+    AUTO_BOOL,
+    BOOL_ENUM,
+    VERBOSITY,
+    Enumeration,
+    InfoLevel,
+    Origin,
+    ParamType,
+    Source,
+)
+
+__all__ = [
+    "AUTO_BOOL",
+    "BOOL_ENUM",
+    "ENV_PREFIX",
+    "OVERRIDE_FILE",
+    "PARAM_FILES",
+    "VERBOSITY",
+    "Entry",
+    "Enumeration",
+    "InfoLevel",
+    "Origin",
+    "Param",
+    "ParamError",
+    "ParamFileError",
+    "ParamPermissionError",
+    "ParamRegistrationError",
+    "ParamSpace",
+    "ParamType",
+    "ParamValueError",
+    "ParamWarning",
+    "PmcaDeprecationWarning",
+    "Source",
+    "Synonym",
+    "UnknownParamError",
+    "default_override_file",
+    "default_param_files",
+    "expand_home",
+    "format_parsable",
+    "format_readable",
+    "parse_param_file",
+    "parse_param_text",
+]

@@ -1,0 +1,101 @@
+"""The parameter file grammar.
+
+One ``key = value`` per line::
+
+    # a comment: '#' (or '//') as the first non-blank character of a line
+    btl = self,sm
+    btl_tcp_if_include =            # <- not a comment: the value is "# <- not ..."
+    mpool_hugepage_page_size = 2m
+
+Rules, chosen to match Open MPI's keyval lexer where it is well defined:
+
+* A line is blank, a comment, or ``key = value``. Comments are whole lines
+  whose first non-blank character is ``#`` (or ``//``, which Open MPI also
+  accepts). There are **no trailing comments**: after the ``=`` everything up
+  to the end of the line is the value, ``#`` included (Open MPI's lexer
+  reads the value to the end of the line too). This keeps values such as
+  ``a#b`` expressible, since the grammar has no quoting.
+* Whitespace around the key and around the value is stripped; an empty value
+  is allowed. Quotes are not special: they become part of the value.
+* The key must match ``[A-Za-z_][A-Za-z0-9_]*`` and is used literally (no
+  ``PMCA_MCA_`` or ``mca_`` prefix is stripped).
+* The value is everything after the *first* ``=``.
+* Anything else (no ``=``, an invalid key, ``/* */`` blocks) is a
+  :class:`ParamFileError` naming ``path:line`` and the line.
+* Files are UTF-8 (a BOM is ignored); ``\\r\\n`` line ends are accepted.
+* A key repeated within one file: the last line wins (Open MPI's
+  ``save_value`` replaces earlier entries).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+from ._errors import ParamFileError
+
+KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@attrs.frozen
+class Entry:
+    """One ``key = value`` line of a parameter file."""
+
+    key: str
+    value: str
+    path: str
+    lineno: int
+
+
+def parse_param_file(path: str | os.PathLike[str]) -> list[Entry]:
+    """Read and parse one parameter file; raise :class:`ParamFileError` on any problem.
+
+    A missing file raises too: whether that matters is the caller's decision.
+    """
+    name = os.fspath(path)
+    try:
+        text = Path(name).read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise ParamFileError(name, None, "parameter file not found") from None
+    except UnicodeDecodeError as exc:
+        raise ParamFileError(name, None, f"not valid UTF-8 ({exc.reason})") from None
+    except OSError as exc:
+        raise ParamFileError(name, None, f"cannot read parameter file: {exc.strerror}") from None
+    return parse_param_text(text, name)
+
+
+def parse_param_text(text: str, path: str) -> list[Entry]:
+    """Parse the contents of a parameter file; ``path`` is only used in entries and errors."""
+    entries: list[Entry] = []
+    # split("\n") rather than splitlines(): line numbers must match what an
+    # editor shows, and splitlines() also breaks on \f, \v and U+2028.
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "//")):
+            continue
+        key, equals, value = stripped.partition("=")
+        key = key.strip()
+        if not equals:
+            raise ParamFileError(path, lineno, f"expected 'key = value', got {line.strip()!r}")
+        if not KEY.fullmatch(key):
+            problem = "missing key" if not key else f"invalid key {key!r}"
+            raise ParamFileError(
+                path,
+                lineno,
+                f"{problem} (keys match [A-Za-z_][A-Za-z0-9_]*) in {line.strip()!r}",
+            )
+        entries.append(Entry(key, value.strip(), path, lineno))
+    return entries
+
+
+def expand_home(path: str, environ: Mapping[str, str] | None = None) -> str:
+    """Expand a leading ``~`` or ``~user``, using ``environ['HOME']`` when given."""
+    if environ is not None and (path == "~" or path.startswith("~/")):
+        home = environ.get("HOME")
+        if home:
+            return home + path[1:]
+    return os.path.expanduser(path)

@@ -1,0 +1,560 @@
+"""The parameter space: registration and value resolution [Open MPI: mca_base_var].
+
+All raw inputs (environment, API values, parameter files, override file) are
+read once, when the space is built, and kept *pending* by name: parameters
+are registered later, component by component, and each registration resolves
+its value from whatever was given for its name (or a synonym), exactly as
+Open MPI's ``var_set_initial`` does at ``mca_base_var_register`` time.
+
+Precedence, highest first: override file > API/command line > environment
+(``PMCA_MCA_<name>``) > parameter files (leftmost file wins) > default; a
+run-time :meth:`ParamSpace.set` beats everything but the override file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+import threading
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ._errors import (
+    ParamFileError,
+    ParamPermissionError,
+    ParamRegistrationError,
+    ParamValueError,
+    ParamWarning,
+    PmcaDeprecationWarning,
+    UnknownParamError,
+)
+from ._param import Param, Synonym, describe_conflict, full_name_of, make_definition
+from ._paramfile import Entry, expand_home, parse_param_file
+from ._values import (
+    DEFAULT_ORIGIN,
+    Enumeration,
+    InfoLevel,
+    InvalidValue,
+    Origin,
+    ParamType,
+    Source,
+    convert,
+)
+
+#: Environment variables ``PMCA_MCA_<full_name>`` give parameter values.
+ENV_PREFIX = "PMCA_MCA_"
+PARAM_FILES = "mca_base_param_files"
+OVERRIDE_FILE = "mca_base_override_param_file"
+
+#: Pending sources, in the order resolution consults them.
+_LOOKUP_ORDER = (Source.OVERRIDE, Source.API, Source.ENV, Source.FILE)
+_ALL_SOURCES = frozenset(_LOOKUP_ORDER)
+_CORE_SOURCES = frozenset({Source.API, Source.ENV})
+_DISABLED = ("", "none")
+
+
+def default_param_files() -> str:
+    """``~/.pmca/mca-params.conf,<sys.prefix>/etc/pmca-mca-params.conf``."""
+    system = os.path.join(sys.prefix, "etc", "pmca-mca-params.conf")
+    return f"~/.pmca/mca-params.conf,{system}"
+
+
+def default_override_file() -> str:
+    """``<sys.prefix>/etc/pmca-mca-params-override.conf``."""
+    return os.path.join(sys.prefix, "etc", "pmca-mca-params-override.conf")
+
+
+@attrs.frozen
+class _Raw:
+    """A value given for a name, not yet parsed (the parameter may not exist yet)."""
+
+    value: object
+    origin: Origin
+
+
+class ParamSpace:
+    """The registry of parameters for one parameter-space lifetime.
+
+    :param environ: the process environment (default :data:`os.environ`);
+        copied at construction. Its ``HOME`` also expands ``~`` in file names.
+    :param api: values given through the API or ``--mca k v`` (source
+        ``command line``); typed Python values or strings.
+    :param param_files: the parameter files to read, leftmost wins; ``None``
+        takes them from ``mca_base_param_files`` (API, environment or default).
+        Files named here or by the user must exist; missing default files are
+        skipped.
+    :param override_file: the override file; ``None`` takes it from
+        ``mca_base_override_param_file``; ``""`` or ``"none"`` disables it.
+    """
+
+    def __init__(
+        self,
+        *,
+        environ: Mapping[str, str] | None = None,
+        api: Mapping[str, object] | None = None,
+        param_files: Sequence[str | os.PathLike[str]] | None = None,
+        override_file: str | os.PathLike[str] | None = None,
+    ) -> None:
+        # Re-entrant: resolution runs inside register/set, which hold the lock.
+        self._lock = threading.RLock()
+        self._environ = dict(os.environ if environ is None else environ)
+        self._params: dict[str, Param] = {}
+        self._names: dict[str, Param] = {}
+        self._retired: dict[str, Param] = {}
+        self._locked: dict[str, str] = {}
+        self._pending: dict[Source, dict[str, _Raw]] = {source: {} for source in _LOOKUP_ORDER}
+        self._files_read: list[str] = []
+        self._override_read: str | None = None
+
+        for key, value in self._environ.items():
+            if key.startswith(ENV_PREFIX) and len(key) > len(ENV_PREFIX):
+                self._pending[Source.ENV][key[len(ENV_PREFIX) :]] = _Raw(
+                    value, Origin(Source.ENV, key)
+                )
+        for key, given in (api or {}).items():
+            self._pending[Source.API][str(key)] = _Raw(given, Origin(Source.API))
+        explicit_files = None
+        if param_files is not None:
+            explicit_files = [os.fspath(path) for path in param_files]
+            joined = ",".join(explicit_files) if explicit_files else "none"
+            self._pending[Source.API][PARAM_FILES] = _Raw(joined, Origin(Source.API))
+        if override_file is not None:
+            self._pending[Source.API][OVERRIDE_FILE] = _Raw(
+                os.fspath(override_file), Origin(Source.API)
+            )
+        self._register_core()
+        self._read_files(explicit_files)
+
+    # -- construction ---------------------------------------------------------
+
+    def _register_core(self) -> None:
+        self._register(
+            "mca",
+            "base",
+            "param_files",
+            type=ParamType.STRING,
+            default=default_param_files(),
+            help=(
+                "Comma-separated parameter files, leftmost wins; 'none' reads no file. "
+                "Settable from the command line/API or the environment only."
+            ),
+            level=InfoLevel.USER_DETAIL,
+            deprecated_synonyms=("mca_param_files",),
+            sources=_CORE_SOURCES,
+        )
+        self._register(
+            "mca",
+            "base",
+            "override_param_file",
+            type=ParamType.STRING,
+            default=default_override_file(),
+            help=(
+                "Parameters set in this file override every other source and cannot be "
+                "changed at run time; 'none' disables it. Settable from the command "
+                "line/API or the environment only."
+            ),
+            level=InfoLevel.USER_DETAIL,
+            sources=_CORE_SOURCES,
+        )
+
+    def _read_files(self, explicit_files: list[str] | None) -> None:
+        override = self._params[OVERRIDE_FILE]
+        path = str(override.value or "").strip()
+        if path.lower() not in _DISABLED:
+            path = expand_home(path, self._environ)
+            entries = self._read_one(path, override)
+            if entries is not None:
+                self._override_read = path
+                for entry in entries:
+                    origin = Origin.file(entry.path, entry.lineno, override=True)
+                    self._pending[Source.OVERRIDE][entry.key] = _Raw(entry.value, origin)
+
+        files_param = self._params[PARAM_FILES]
+        if explicit_files is not None:
+            files = explicit_files
+        else:
+            text = str(files_param.value or "").strip()
+            files = [] if text.lower() in _DISABLED else text.split(",")
+        paths = [expand_home(f.strip(), self._environ) for f in files if f.strip()]
+        # Right to left, each file replacing earlier entries: the leftmost wins,
+        # and within one file the last line wins (Open MPI's save_value()).
+        table = self._pending[Source.FILE]
+        read: list[str] = []
+        for file_path in reversed(paths):
+            entries = self._read_one(file_path, files_param)
+            if entries is None:
+                continue
+            read.append(file_path)
+            for entry in entries:
+                table[entry.key] = _Raw(entry.value, Origin.file(entry.path, entry.lineno))
+        self._files_read = list(reversed(read))
+        self._warn_core_in_files()
+
+    def _read_one(self, path: str, named_by: Param) -> list[Entry] | None:
+        """Parse one file; ``None`` if it is a missing default (skipped silently)."""
+        explicit = named_by.origin.source is not Source.DEFAULT
+        if not explicit and not os.path.lexists(path):
+            return None
+        try:
+            return parse_param_file(path)
+        except ParamFileError as exc:
+            if exc.lineno is None and explicit:
+                named = f"named by {named_by.full_name} from {named_by.origin}"
+                raise ParamFileError(path, None, f"{exc.problem} ({named})") from None
+            raise
+
+    def _warn_core_in_files(self) -> None:
+        for param in (self._params[PARAM_FILES], self._params[OVERRIDE_FILE]):
+            for name in (param.full_name, *(s.name for s in param.synonyms)):
+                for source in (Source.OVERRIDE, Source.FILE):
+                    raw = self._pending[source].get(name)
+                    if raw is not None:
+                        warnings.warn(
+                            ParamWarning(
+                                f"MCA parameter {name!r} can only be set from the command line "
+                                f"or the environment; ignoring the value from {raw.origin}"
+                            ),
+                            stacklevel=4,
+                        )
+
+    # -- registration -----------------------------------------------------------
+
+    def register(
+        self,
+        framework: str,
+        component: str | None,
+        name: str | None,
+        *,
+        type: object,
+        default: object,
+        help: str = "",
+        level: int = 1,
+        enumeration: Enumeration | None = None,
+        settable: bool = False,
+        internal: bool = False,
+        synonyms: Sequence[str] = (),
+        deprecated_synonyms: Sequence[str] = (),
+        group: str | None = None,
+    ) -> Param:
+        """Register ``<framework>_<component>_<name>`` and resolve its value from all sources.
+
+        Parts given as ``None`` are left out of the full name: ``("btl", None,
+        None)`` is the selection parameter ``btl``, ``("btl", "base",
+        "verbose")`` is ``btl_base_verbose``, ``("mpi", None, "leave_pinned")``
+        is ``mpi_leave_pinned``.
+
+        :param type: ``bool``, ``int``, ``float``, ``str``, ``list``, ``"size"``,
+            a :class:`ParamType`, or an :class:`Enumeration` (an ``int``
+            parameter with that enumeration).
+        :param default: a typed value or a string, parsed like any other value.
+        :param group: the deregistration group (``<framework>`` or
+            ``<framework>_<component>``); defaults to this parameter's own.
+        :returns: the :class:`Param`; registering an identical definition again
+            returns the same object.
+        :raises ParamRegistrationError: a malformed definition, or one that
+            conflicts with a registered parameter or synonym.
+        :raises ParamValueError: the default or the given value is invalid.
+        """
+        return self._register(
+            framework,
+            component,
+            name,
+            type=type,
+            default=default,
+            help=help,
+            level=level,
+            enumeration=enumeration,
+            settable=settable,
+            internal=internal,
+            synonyms=synonyms,
+            deprecated_synonyms=deprecated_synonyms,
+            group=group,
+            sources=_ALL_SOURCES,
+        )
+
+    def _register(
+        self,
+        framework: str,
+        component: str | None,
+        name: str | None,
+        *,
+        type: object,
+        default: object,
+        help: str,
+        level: int,
+        enumeration: Enumeration | None = None,
+        settable: bool = False,
+        internal: bool = False,
+        synonyms: Sequence[str] = (),
+        deprecated_synonyms: Sequence[str] = (),
+        group: str | None = None,
+        sources: frozenset[Source],
+    ) -> Param:
+        full_name = full_name_of(framework, component, name)
+        definition = make_definition(
+            full_name,
+            framework,
+            component,
+            name,
+            type_spec=type,
+            default=default,
+            help=help,
+            level=level,
+            enumeration=enumeration,
+            settable=settable,
+            internal=internal,
+            synonyms=synonyms,
+            deprecated_synonyms=deprecated_synonyms,
+            group=group,
+            sources=sources,
+        )
+        with self._lock:
+            existing = self._params.get(full_name)
+            if existing is not None:
+                if existing.definition == definition:
+                    return existing
+                raise ParamRegistrationError(
+                    describe_conflict(full_name, existing.definition, definition)
+                )
+            for other in (full_name, *(s.name for s in definition.synonyms)):
+                owner = self._names.get(other)
+                if owner is not None:
+                    raise ParamRegistrationError(
+                        f"cannot register MCA parameter {full_name!r}: the name {other!r} "
+                        f"already belongs to {owner.full_name!r}"
+                    )
+            retired = self._retired.get(full_name)
+            if retired is not None and retired.type is definition.type:
+                param = retired
+                param._redefine(definition)
+            else:
+                param = Param(full_name, definition)
+            param._framework_lock = self._locked.get(framework)
+            self._resolve(param)  # may raise: then nothing is registered
+            self._retired.pop(full_name, None)
+            param._registered = True
+            self._params[full_name] = param
+            self._names[full_name] = param
+            for synonym in definition.synonyms:
+                self._names[synonym.name] = param
+            return param
+
+    def _resolve(self, param: Param) -> None:
+        """Give ``param`` its value from the highest source that names it (or a synonym)."""
+        definition = param.definition
+        names: list[tuple[str, Synonym | None]] = [(param.full_name, None)]
+        names.extend((synonym.name, synonym) for synonym in definition.synonyms)
+        for source in _LOOKUP_ORDER:
+            if source not in definition.sources:
+                continue
+            table = self._pending[source]
+            # The real name first: it wins over a synonym given at the same level.
+            for name, synonym in names:
+                raw = table.get(name)
+                if raw is None:
+                    continue
+                if synonym is not None and synonym.deprecated:
+                    _warn_deprecated(name, param.full_name, raw.origin)
+                value = self._convert(
+                    param, raw.value, raw.origin, given_as=name if synonym else None
+                )
+                param._assign(value, raw.origin)
+                if source is Source.OVERRIDE:
+                    param._override_lock = f"locked by override file {raw.origin.detail}"
+                    self._warn_overridden(param, names, raw.origin)
+                else:
+                    param._override_lock = None
+                return
+        param._assign(definition.default, DEFAULT_ORIGIN)
+        param._override_lock = None
+
+    def _warn_overridden(
+        self, param: Param, names: list[tuple[str, Synonym | None]], origin: Origin
+    ) -> None:
+        # Open MPI's "overridden-param-set": a value the user explicitly gave is ignored.
+        for source in (Source.API, Source.ENV):
+            for name, _ in names:
+                raw = self._pending[source].get(name)
+                if raw is not None:
+                    warnings.warn(
+                        ParamWarning(
+                            f"MCA parameter {param.full_name!r} is set by the override file "
+                            f"({origin.detail}); ignoring the value from {raw.origin}"
+                        ),
+                        stacklevel=5,
+                    )
+
+    @staticmethod
+    def _convert(param: Param, raw: object, origin: Origin, *, given_as: str | None) -> Any:
+        try:
+            return convert(param.type, param.enumeration, raw)
+        except InvalidValue as exc:
+            raise ParamValueError(
+                param.full_name,
+                raw,
+                origin,
+                param.valid_values(),
+                str(exc),
+                given_as=given_as or None,
+            ) from None
+
+    def deregister(self, name: str) -> None:
+        """Remove one parameter (by full name or synonym) and its synonyms."""
+        with self._lock:
+            self._remove(self._lookup(name))
+
+    def deregister_group(self, framework: str, component: str | None = None) -> list[str]:
+        """Remove a component's parameters, or with ``component=None`` all of a framework's.
+
+        Matches the parameters' deregistration ``group``; returns the full names
+        removed, in registration order.
+        """
+        with self._lock:
+            doomed = [p for p in self._params.values() if _in_group(p.group, framework, component)]
+            for param in doomed:
+                self._remove(param)
+            return [param.full_name for param in doomed]
+
+    def _remove(self, param: Param) -> None:
+        del self._params[param.full_name]
+        for name in (param.full_name, *(s.name for s in param.synonyms)):
+            self._names.pop(name, None)
+        param._registered = False
+        self._retired[param.full_name] = param
+
+    # -- queries ------------------------------------------------------------------
+
+    def get(self, name: str) -> Param:
+        """The registered parameter with this full name or synonym."""
+        with self._lock:
+            return self._lookup(name)
+
+    def _lookup(self, name: str) -> Param:
+        param = self._names.get(name)
+        if param is None:
+            raise UnknownParamError(name, difflib.get_close_matches(name, list(self._names), n=3))
+        return param
+
+    def value(self, name: str) -> Any:
+        """The typed value of a parameter."""
+        return self.get(name).value
+
+    def origin(self, name: str) -> Origin:
+        """Where a parameter's value came from."""
+        return self.get(name).origin
+
+    def __contains__(self, name: object) -> bool:
+        with self._lock:
+            return isinstance(name, str) and name in self._names
+
+    def params(self, framework: str | None = None, component: str | None = None) -> list[Param]:
+        """Registered parameters in registration order, optionally filtered.
+
+        ``component="base"`` also matches parameters registered without a
+        component (the selection parameter ``btl``, ``mpi_leave_pinned``), as
+        ``pmca info`` lists them under ``<framework> base``.
+        """
+        with self._lock:
+            return [
+                p
+                for p in self._params.values()
+                if (framework is None or p.framework == framework)
+                and (
+                    component is None
+                    or p.component == component
+                    or (component == "base" and p.component is None)
+                )
+            ]
+
+    def groups(self) -> list[str]:
+        """Deregistration groups that have parameters, in registration order."""
+        with self._lock:
+            return list(dict.fromkeys(p.group for p in self._params.values()))
+
+    def unknown_names(self) -> list[str]:
+        """Names given by the API, environment or files that no registered parameter has."""
+        return sorted(self.unknown_origins())
+
+    def unknown_origins(self) -> dict[str, Origin]:
+        """Like :meth:`unknown_names`, with where each was given (highest source)."""
+        with self._lock:
+            found: dict[str, Origin] = {}
+            for source in _LOOKUP_ORDER:
+                for name, raw in self._pending[source].items():
+                    if name not in self._names and name not in found:
+                        found[name] = raw.origin
+            return found
+
+    @property
+    def param_files(self) -> tuple[str, ...]:
+        """The parameter files that were read, leftmost (highest precedence) first."""
+        return tuple(self._files_read)
+
+    @property
+    def override_file(self) -> str | None:
+        """The override file that was read, if any."""
+        return self._override_read
+
+    # -- run time ------------------------------------------------------------------
+
+    def set(self, name: str, value: object) -> Param:
+        """Change a settable parameter at run time (source ``set``).
+
+        :raises ParamPermissionError: the parameter is read-only, its framework
+            is locked, or the override file set it.
+        :raises ParamValueError: the value is invalid.
+        """
+        origin = Origin(Source.SET)
+        with self._lock:
+            param = self._lookup(name)
+            synonym = next((s for s in param.synonyms if s.name == name), None)
+            if synonym is not None and synonym.deprecated:
+                _warn_deprecated(name, param.full_name, origin, stacklevel=4)
+            reason = param.read_only_reason
+            if reason is not None:
+                raise ParamPermissionError(param.full_name, value, origin, reason)
+            typed = self._convert(param, value, origin, given_as=name if synonym else None)
+            param._assign(typed, origin)
+            return param
+
+    def lock(self, framework: str, reason: str | None = None) -> None:
+        """Make the parameters of ``framework`` (present and future) no longer settable.
+
+        Open MPI freezes a framework's variables once it is open.
+        """
+        why = reason or f"locked: framework {framework!r} is open"
+        with self._lock:
+            self._locked[framework] = why
+            for param in self._params.values():
+                if param.framework == framework:
+                    param._framework_lock = why
+
+    def unlock(self, framework: str) -> None:
+        """Undo :meth:`lock` (for example when the framework closes)."""
+        with self._lock:
+            self._locked.pop(framework, None)
+            for param in self._params.values():
+                if param.framework == framework:
+                    param._framework_lock = None
+
+    def __repr__(self) -> str:
+        return f"<ParamSpace: {len(self._params)} parameters>"
+
+
+def _in_group(group: str, framework: str, component: str | None) -> bool:
+    if component is None:
+        return group == framework or group.startswith(f"{framework}_")
+    return group == f"{framework}_{component}"
+
+
+def _warn_deprecated(old: str, new: str, origin: Origin, *, stacklevel: int = 6) -> None:
+    warnings.warn(
+        PmcaDeprecationWarning(
+            f"MCA parameter {old!r} is deprecated; use {new!r} instead (value given in {origin})"
+        ),
+        stacklevel=stacklevel,
+    )

@@ -1,0 +1,86 @@
+"""The memory framework and the memory-hooks API.
+
+Release callbacks receive ``(address, length, kind, from_alloc)`` and are
+called from Python (a listener thread, or whoever calls :func:`drain`),
+never from inside the native hook, so they may allocate, free and take
+locks.
+"""
+
+from __future__ import annotations
+
+from ._base import MemoryBase, MemoryHooksUnavailable, ReleaseCallback, ReleaseHandle
+from ._framework import FRAMEWORK
+from ._interface import MemoryModule, Support
+
+
+FREE = Support.FREE
+MUNMAP = Support.MUNMAP
+CHUNK = Support.CHUNK
+
+
+def _base() -> MemoryBase | None:
+    from ..runtime import RUNTIME
+
+    state = RUNTIME.frameworks.get(FRAMEWORK.name)
+    base = state.base if state is not None else None
+    return base if isinstance(base, MemoryBase) else None
+
+
+def support_level() -> Support:
+    """What the memory hooks catch now; ``Support.NONE`` with no memory framework open."""
+    base = _base()
+    return base.support_level() if base is not None else Support.NONE
+
+
+def register_release(callback: ReleaseCallback) -> ReleaseHandle:
+    """Call ``callback(address, length, kind, from_alloc)`` for every release.
+
+    Installs the hooks first when the leave_pinned matrix says "runtime".
+    Raises :class:`MemoryHooksUnavailable` when no hooks can be had, naming
+    why.
+    """
+    from .. import native
+
+    base = _base()
+    if base is None:
+        raise MemoryHooksUnavailable(
+            "no pmca session has the memory framework open; release callbacks need one"
+        )
+    if any(handle.callback is callback for handle in base.handles):
+        raise ValueError(f"release callback {callback!r} is already registered")
+    base.activate_for_release()
+    subscription = native.dispatcher().subscribe(callback)
+
+    def unsubscribe() -> None:
+        subscription.unregister()
+        if handle in base.handles:
+            base.handles.remove(handle)
+
+    handle = ReleaseHandle(callback, unsubscribe)
+    base.handles.append(handle)
+    return handle
+
+
+def drain() -> int:
+    """Deliver pending release events now; returns how many were delivered."""
+    from .. import native
+
+    if not native.available():
+        return 0
+    return native.dispatcher().drain()
+
+
+__all__ = [
+    "CHUNK",
+    "FRAMEWORK",
+    "FREE",
+    "MUNMAP",
+    "MemoryHooksUnavailable",
+    "MemoryModule",
+    "ReleaseCallback",
+    "ReleaseHandle",
+    "Support",
+    "drain",
+    "register_release",
+    "support_level",
+]

@@ -1,0 +1,10 @@
+"""The session runtime: sessions, shared state and ordered shutdown."""
+
+from __future__ import annotations
+
+from ._domains import CleanupFailure, FinalizeDomain
+from ._runtime import RUNTIME, Runtime
+from ._session import Session
+
+
+__all__ = ["RUNTIME", "CleanupFailure", "FinalizeDomain", "Runtime", "Session"]

@@ -1,0 +1,60 @@
+"""The ``mca_base_*`` parameters of the component architecture itself."""
+
+from __future__ import annotations
+
+from ..mca.params import ParamSpace
+
+
+def register_core_params(space: ParamSpace) -> None:
+    space.register(
+        "mca",
+        "base",
+        "component_path",
+        type=str,
+        default="",
+        help="':'-separated directories holding drop-in components "
+        "(files or packages named pmca_<framework>_<component>)",
+        level=9,
+        deprecated_synonyms=("mca_component_path",),
+    )
+    space.register(
+        "mca",
+        "base",
+        "component_dso",
+        type=str,
+        default="none",
+        help="Components loaded dynamically: imported afresh at framework open and "
+        "unloaded at the last close ('all', 'none', or a list of fw and fw-comp)",
+        level=9,
+    )
+    space.register(
+        "mca",
+        "base",
+        "component_static",
+        type=str,
+        default="none",
+        help="Components loaded statically, resident for the whole process ('all', 'none', "
+        "or a list of fw and fw-comp; beats mca_base_component_dso at the same level)",
+        level=9,
+    )
+    space.register(
+        "mca",
+        "base",
+        "component_show_load_errors",
+        type=str,
+        default="all",
+        help="Whether to show errors for components that fail to load: 'all', 'none', "
+        "or a comma-delimited list of fw and fw/comp items, negated by a leading '^'",
+        level=9,
+        deprecated_synonyms=("mca_component_show_load_errors",),
+    )
+    space.register(
+        "mca",
+        "base",
+        "verbose",
+        type=str,
+        default="stderr",
+        help="Where verbose output goes: 'stderr', 'stdout', or 'logging' (the standard "
+        "library logger pmca.<framework>)",
+        level=9,
+    )

@@ -1,0 +1,187 @@
+"""The process-wide runtime behind every session.
+
+Sessions are handles; the runtime holds what they share: the parameter
+space, the open frameworks with their reference counts and the finalize
+domains. The first session's init builds it, the last session's finalize
+tears it down, and the next init builds it anew (Open MPI's
+``sessions_init_twice``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from ..mca._errors import FrameworkError, SessionError, StaleReferenceError
+from ..mca._failures import ComponentFailure
+from ..mca._loader import LoadModeSpec
+from ..mca._open import OpenFramework
+from ..mca._stale import find_stale_references
+from ..mca.params import ParamSpace
+from ._catalog import Catalog
+from ._core_params import register_core_params
+from ._domains import CleanupFailure, FinalizeDomain
+
+
+class Runtime:
+    """Shared state of all live sessions in this process."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self._space: ParamSpace | None = None
+        self._catalog: Catalog | None = None
+        self.sessions = 0
+        self.frameworks: dict[str, OpenFramework] = {}
+        self.core_domain = FinalizeDomain("pmca core")
+        self.stale: list[str] = []
+        self.close_failures: list[ComponentFailure] = []
+        self.cleanup_failures: list[CleanupFailure] = []
+        #: ``("open" | "close", framework)`` in the order it happened, this epoch.
+        self.history: list[tuple[str, str]] = []
+        self._opening: list[str] = []
+
+    # -- services for open frameworks and components -------------------------
+
+    @property
+    def params(self) -> ParamSpace:
+        if self._space is None:
+            raise SessionError("no pmca session is initialized in this process")
+        return self._space
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            raise SessionError("no pmca session is initialized in this process")
+        return self._catalog
+
+    def component_path(self) -> list[str]:
+        value = self.params.value("mca_base_component_path")
+        return [part for part in str(value or "").split(":") if part]
+
+    def load_mode_specs(self) -> tuple[LoadModeSpec, LoadModeSpec]:
+        return (
+            LoadModeSpec.parse(
+                self.params.value("mca_base_component_dso"), parameter="mca_base_component_dso"
+            ),
+            LoadModeSpec.parse(
+                self.params.value("mca_base_component_static"),
+                parameter="mca_base_component_static",
+            ),
+        )
+
+    def departed(self, what: str, objects: list[object]) -> None:
+        for reference in find_stale_references(objects):
+            self.stale.append(f"{reference} still refers to {what} after it was closed")
+
+    def open_framework(self, name: str) -> OpenFramework:
+        """Open ``name`` (after its dependencies) or take another reference."""
+        with self.lock:
+            state = self.frameworks.get(name)
+            if state is not None:
+                state.refcount += 1
+                return state
+            if name in self._opening:
+                cycle = " -> ".join([*self._opening, name])
+                raise FrameworkError(f"framework {name!r} opened while opening itself: {cycle}")
+            framework = self.catalog.get(name)
+            opened_dependencies: list[str] = []
+            self._opening.append(name)
+            try:
+                for dependency in framework.depends:
+                    self.open_framework(dependency)
+                    opened_dependencies.append(dependency)
+                state = OpenFramework(framework, self)
+                state.refcount = 1
+                self.frameworks[name] = state
+                try:
+                    state.open()
+                except BaseException:
+                    self.frameworks.pop(name, None)
+                    raise
+                self.history.append(("open", name))
+                self._introduce(state)
+                return state
+            except BaseException:
+                for dependency in reversed(opened_dependencies):
+                    self.close_framework(dependency)
+                raise
+            finally:
+                self._opening.pop()
+
+    def _introduce(self, state: OpenFramework) -> None:
+        """Let the new framework's base and the others' bases see each other."""
+        for other in list(self.frameworks.values()):
+            if other is state:
+                continue
+            for base, peer in ((other.base, state), (state.base, other)):
+                if base is not None:
+                    base.peer_opened(peer)
+
+    def close_framework(self, name: str) -> None:
+        """Drop a reference; the last one closes the framework, then its dependencies."""
+        with self.lock:
+            state = self.frameworks.get(name)
+            if state is None:
+                raise FrameworkError(f"framework {name!r} is not open")
+            state.refcount -= 1
+            if state.refcount > 0:
+                return
+            del self.frameworks[name]
+            self.close_failures.extend(state.close())
+            self.history.append(("close", name))
+            for dependency in reversed(state.framework.depends):
+                self.close_framework(dependency)
+
+    # -- session support -----------------------------------------------------
+
+    def attach(self, mca: Mapping[str, Any]) -> None:
+        """Count a session in; the first one builds the parameter space."""
+        with self.lock:
+            if self.sessions == 0:
+                self._build(mca)
+            else:
+                self._check_compatible(mca)
+            self.sessions += 1
+
+    def detach(self) -> None:
+        """Count a session out; the last one tears everything down."""
+        with self.lock:
+            self.sessions -= 1
+            if self.sessions > 0:
+                return
+            self.cleanup_failures.extend(self.core_domain.run())
+            stale, self.stale = self.stale, []
+            if stale:
+                raise StaleReferenceError(
+                    "stale references to closed components:\n  " + "\n  ".join(stale)
+                )
+
+    def _build(self, mca: Mapping[str, Any]) -> None:
+        space = ParamSpace(api=dict(mca))
+        register_core_params(space)
+        self._space = space
+        self._catalog = Catalog.discover()
+        self.history = []
+        self.close_failures = []
+        self.cleanup_failures = []
+        self.core_domain.append(self._teardown, "tear down the parameter space")
+
+    def _teardown(self) -> None:
+        leftover = list(self.frameworks)
+        for name in reversed(leftover):
+            state = self.frameworks.get(name)
+            if state is not None:
+                state.refcount = 1
+                self.close_framework(name)
+        self._space = None
+        self._catalog = None
+
+    def _check_compatible(self, mca: Mapping[str, Any]) -> None:
+        space = self.params
+        for name, wanted in mca.items():
+            space.add_api_value(name, wanted)
+
+
+#: The one runtime of this process.
+RUNTIME = Runtime()

@@ -1,0 +1,161 @@
+"""``pmca.Session``: one handle on the shared runtime (Open MPI's MPI_Session)."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ..mca._errors import FrameworkError, SessionError
+from ..mca._open import ComponentInfo, OpenFramework
+from ._domains import FinalizeDomain
+from ._runtime import RUNTIME, Runtime
+
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from ..mca.params import Param
+
+
+class _State(enum.Enum):
+    NEW = "new"
+    ACTIVE = "active"
+    FINALIZED = "finalized"
+
+
+class Session:
+    """A handle whose init opens frameworks and whose finalize closes them.
+
+    Several sessions may be alive at once: the first init builds the shared
+    parameter space, each session takes references on the frameworks it
+    asks for, and the last finalize tears everything down.
+
+    :param mca: parameter values with the priority of the command line.
+    :param frameworks: the frameworks to open (with their dependencies);
+        ``None`` opens every installed framework.
+    """
+
+    def __init__(
+        self,
+        mca: Mapping[str, Any] | None = None,
+        frameworks: Sequence[str] | None = None,
+        *,
+        _runtime: Runtime | None = None,
+    ) -> None:
+        self._mca = dict(mca or {})
+        self._requested = None if frameworks is None else list(frameworks)
+        self._runtime = _runtime or RUNTIME
+        self._state = _State.NEW
+        self._opened: list[str] = []
+        #: Cleanups run at this session's finalize, last registered first.
+        self.domain = FinalizeDomain("session")
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def init(self) -> Self:
+        runtime = self._runtime
+        with runtime.lock:
+            if self._state is _State.ACTIVE:
+                raise SessionError("session is already initialized")
+            if self._state is _State.FINALIZED:
+                raise SessionError("session was finalized; create a new pmca.Session")
+            runtime.attach(self._mca)
+            try:
+                names = self._requested
+                if names is None:
+                    names = list(runtime.catalog.frameworks)
+                for name in runtime.catalog.dependency_order(names):
+                    runtime.open_framework(name)
+                    self._opened.append(name)
+            except BaseException:
+                self._close_frameworks()
+                runtime.detach()
+                self._state = _State.FINALIZED
+                raise
+            self._state = _State.ACTIVE
+        return self
+
+    def finalize(self) -> None:
+        runtime = self._runtime
+        with runtime.lock:
+            if self._state is _State.FINALIZED:
+                raise SessionError("session was already finalized")
+            if self._state is _State.NEW:
+                raise SessionError("session was never initialized")
+            self._state = _State.FINALIZED
+            errors = self._close_frameworks()
+            errors.extend(failure.error for failure in self.domain.run())
+            runtime.detach()
+        if errors:
+            raise errors[0]
+
+    def _close_frameworks(self) -> list[BaseException]:
+        errors: list[BaseException] = []
+        while self._opened:
+            name = self._opened.pop()
+            try:
+                self._runtime.close_framework(name)
+            except Exception as exc:
+                errors.append(exc)
+        return errors
+
+    def __enter__(self) -> Self:
+        return self.init()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._state is _State.ACTIVE:
+            self.finalize()
+
+    @property
+    def active(self) -> bool:
+        return self._state is _State.ACTIVE
+
+    # -- queries ----------------------------------------------------------------
+
+    def _framework(self, name: str) -> OpenFramework:
+        if self._state is not _State.ACTIVE:
+            raise SessionError(f"session is {self._state.value}; it cannot be used")
+        state = self._runtime.frameworks.get(name)
+        if state is None:
+            raise FrameworkError(f"framework {name!r} is not open")
+        return state
+
+    def modules(self, framework: str) -> list[object]:
+        """The selected modules of ``framework``, best first."""
+        return self._framework(framework).modules
+
+    def module(self, framework: str) -> object:
+        """The selected module of a ``single`` framework."""
+        return self._framework(framework).module()
+
+    def components(self, framework: str) -> list[ComponentInfo]:
+        """The components kept open by ``framework`` after selection."""
+        return self._framework(framework).infos()
+
+    def failures(self, framework: str) -> list[Any]:
+        """Components of ``framework`` that failed and were skipped, with why."""
+        return list(self._framework(framework).failures)
+
+    def param(self, name: str) -> Param:
+        """A parameter, with its value and where the value came from."""
+        self._require_active()
+        return self._runtime.params.get(name)
+
+    def set_param(self, name: str, value: Any) -> Param:
+        """Change a settable parameter at run time (source ``set``)."""
+        self._require_active()
+        return self._runtime.params.set(name, value)
+
+    def _require_active(self) -> None:
+        if self._state is not _State.ACTIVE:
+            raise SessionError(f"session is {self._state.value}; it cannot be used")
+
+    def __repr__(self) -> str:
+        return f"<pmca.Session {self._state.value} frameworks={self._opened}>"
