@@ -130,9 +130,7 @@ def test_not_utf8_and_directory_are_errors(tmp_path: Path) -> None:
 def test_explicit_missing_file_is_an_error_naming_it(tmp_path: Path) -> None:
     missing = tmp_path / "missing.conf"
     with pytest.raises(ParamFileError) as info:
-        ParamSpace(
-            environ={"PMCA_MCA_mca_base_param_files": str(missing)}, override_file="none"
-        )
+        ParamSpace(environ={"PMCA_MCA_mca_base_param_files": str(missing)}, override_file="none")
     message = str(info.value)
     assert message.startswith(f"{missing}: ")
     assert "mca_base_param_files" in message
@@ -192,9 +190,7 @@ def test_none_disables_param_files(tmp_path: Path, off: str) -> None:
 
 def test_override_file_from_environment(tmp_path: Path) -> None:
     over = conf(tmp_path, "test_comp_knob = 5\n", "o.conf")
-    space = ParamSpace(
-        environ={"PMCA_MCA_mca_base_override_param_file": str(over)}, param_files=[]
-    )
+    space = ParamSpace(environ={"PMCA_MCA_mca_base_override_param_file": str(over)}, param_files=[])
     assert space.override_file == str(over)
     knob = space.register("test", "comp", "knob", type=int, default=0, settable=True)
     assert str(knob.origin) == f"override ({over}:1)"

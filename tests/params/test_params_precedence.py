@@ -19,6 +19,7 @@ def write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path
 
+
 NAME = "test_comp_knob"
 # Each source gives its own value, so the winner is visible in the value too.
 VALUES = {
@@ -31,7 +32,9 @@ VALUES = {
 }
 
 
-def build(tmp_path: Path, sources: set[Source], make_space: SpaceFactory) -> tuple[ParamSpace, dict]:
+def build(
+    tmp_path: Path, sources: set[Source], make_space: SpaceFactory
+) -> tuple[ParamSpace, dict]:
     """A space where exactly ``sources`` give a value for NAME; returns it and expected origins."""
     environ: dict[str, str] = {}
     api: dict[str, object] = {}

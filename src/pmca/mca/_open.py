@@ -59,6 +59,8 @@ class LoadedComponent:
     component: Component
     load_mode: LoadMode
     context: ComponentContext
+    #: The module (and submodules) a dso load owns; fixed at import time.
+    module_root: str
     owned_modules: tuple[str, ...]
     priority: int | None = None
     module: object | None = None
@@ -251,7 +253,7 @@ class OpenFramework:
         context = ComponentContext(
             self.host, self.name, candidate.name, mode, self.log.bind(component=candidate.name)
         )
-        loaded = LoadedComponent(candidate, component, mode, context, owned)
+        loaded = LoadedComponent(candidate, component, mode, context, root, owned)
         self.loaded.append(loaded)
         try:
             self._call(loaded, "register", params=context.params)
@@ -361,7 +363,7 @@ class OpenFramework:
             departed.append(loaded.module)
         if loaded.load_mode == "dso":
             departed.extend(sys.modules[name] for name in loaded.owned_modules if name in sys.modules)
-            purge_modules(loaded.candidate.module_root)
+            purge_modules(loaded.module_root)
         loaded.module = None
         self.host.departed(f"component {self.name}/{loaded.candidate.name}", departed)
 

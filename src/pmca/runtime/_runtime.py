@@ -128,8 +128,10 @@ class Runtime:
             if state.refcount > 0:
                 return
             del self.frameworks[name]
-            self.close_failures.extend(state.close())
+            # Recorded as the close begins: frameworks its components opened
+            # close inside it, mirroring how they opened inside its open.
             self.history.append(("close", name))
+            self.close_failures.extend(state.close())
             for dependency in reversed(state.framework.depends):
                 self.close_framework(dependency)
 

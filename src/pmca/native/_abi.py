@@ -1,0 +1,204 @@
+"""ctypes view of libpmca_hooks.so: structures, status codes, loading.
+
+The library is loaded once per process and never closed: it is linked
+``-z nodelete`` because patched libc code may jump into it at any time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import os
+import platform
+import sys
+import threading
+from pathlib import Path
+
+from ._errors import NativeUnavailable
+
+
+LIBRARY_NAME = "libpmca_hooks.so"
+PROBE_LIBRARY_NAME = "libpmca_probe.so"
+
+# Index order is the C enum pmca_symbol.
+SYMBOLS: tuple[str, ...] = ("munmap", "madvise", "mremap", "brk", "shmdt", "mmap")
+
+# C enum pmca_kind -> the kind names release callbacks receive.
+KINDS: dict[int, str] = {
+    1: "munmap",
+    2: "madvise",
+    3: "mremap",
+    4: "brk",
+    5: "shmdt",
+    6: "mmap_fixed",
+}
+
+
+class Status(enum.IntEnum):
+    """C enum pmca_status."""
+
+    OK = 0
+    ALREADY_INSTALLED = 1
+    REFUSED_FOREIGN = 2
+    REFUSED_PROLOGUE = 3
+    NO_PADDING = 4
+    SYMBOL_NOT_FOUND = 5
+    PROTECT_FAILED = 6
+    NOT_OURS = 7
+    NOT_INSTALLED = 8
+    UNSUPPORTED = 9
+    NO_TRAMPOLINE = 10
+    BAD_ARGUMENT = 11
+
+
+class State(enum.IntEnum):
+    """C enum pmca_state."""
+
+    IDLE = 0
+    INSTALLED = 1
+    ORPHANED = 2
+
+
+class EventStruct(ctypes.Structure):
+    """struct pmca_event."""
+
+    _fields_ = (
+        ("address", ctypes.c_uint64),
+        ("length", ctypes.c_uint64),
+        ("kind", ctypes.c_uint32),
+        ("from_alloc", ctypes.c_uint32),
+    )
+
+
+class SiteReport(ctypes.Structure):
+    """struct pmca_site_report."""
+
+    _fields_ = (
+        ("function", ctypes.c_uint64),
+        ("patch_address", ctypes.c_uint64),
+        ("padding_address", ctypes.c_uint64),
+        ("trampoline", ctypes.c_uint64),
+        ("hook", ctypes.c_uint64),
+        ("status", ctypes.c_uint32),
+        ("state", ctypes.c_uint32),
+        ("sys_errno", ctypes.c_int32),
+        ("replaced_length", ctypes.c_uint32),
+        ("padding_length", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+        ("original", ctypes.c_uint8 * 8),
+        ("patched", ctypes.c_uint8 * 8),
+        ("padding_original", ctypes.c_uint8 * 8),
+        ("padding_patched", ctypes.c_uint8 * 8),
+        ("found", ctypes.c_uint8 * 16),
+        ("reason", ctypes.c_char * 200),
+    )
+
+
+def library_path() -> Path:
+    """Where libpmca_hooks.so is installed: next to this package."""
+    return Path(__file__).with_name(LIBRARY_NAME)
+
+
+def probe_library_path() -> Path:
+    """The small helper library coverage() loads after installing hooks."""
+    return Path(__file__).with_name(PROBE_LIBRARY_NAME)
+
+
+def platform_reason() -> str | None:
+    """Why this platform cannot have native hooks, or None if it may."""
+    if not sys.platform.startswith("linux"):
+        return f"native memory hooks need Linux; this is {sys.platform}"
+    machine = platform.machine()
+    if machine == "aarch64":
+        return "live prologue patching is implemented for x86_64 only (this is aarch64)"
+    if machine not in ("x86_64", "AMD64"):
+        return f"native memory hooks need x86_64; this is {machine or 'an unknown CPU'}"
+    libc_version = os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in (
+        os.confstr_names
+    ) else None
+    if not libc_version:
+        return "native memory hooks patch glibc; this C library is not glibc (musl?)"
+    return None
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    report_p = ctypes.POINTER(SiteReport)
+    prototypes: dict[str, tuple[type | None, list[type]]] = {
+        "pmca_hooks_init": (ctypes.c_int, []),
+        "pmca_hooks_init_error": (ctypes.c_char_p, []),
+        "pmca_hooks_symbol_count": (ctypes.c_int, []),
+        "pmca_hooks_symbol_name": (ctypes.c_char_p, [ctypes.c_int]),
+        "pmca_hooks_symbol_address": (ctypes.c_uint64, [ctypes.c_int]),
+        "pmca_hooks_patch": (ctypes.c_int, [ctypes.c_int, report_p]),
+        "pmca_hooks_restore": (ctypes.c_int, [ctypes.c_int, report_p]),
+        "pmca_hooks_inspect": (ctypes.c_int, [ctypes.c_int, report_p]),
+        "pmca_hooks_verify": (ctypes.c_int, [ctypes.c_int]),
+        "pmca_hooks_drain": (
+            ctypes.c_size_t,
+            [ctypes.POINTER(EventStruct), ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64)],
+        ),
+        "pmca_hooks_dropped_total": (ctypes.c_uint64, []),
+        "pmca_hooks_pending": (ctypes.c_uint64, []),
+        "pmca_hooks_capacity": (ctypes.c_uint32, []),
+        "pmca_hooks_calls": (ctypes.c_uint64, [ctypes.c_int]),
+        "pmca_hooks_set_enabled": (None, [ctypes.c_int]),
+        "pmca_hooks_enabled": (ctypes.c_int, []),
+        "pmca_hooks_eventfd": (ctypes.c_int, []),
+        "pmca_hooks_rearm": (None, []),
+        "pmca_hooks_membarrier_mode": (ctypes.c_char_p, []),
+        "pmca_hooks_event_size": (ctypes.c_uint32, []),
+        "pmca_hooks_report_size": (ctypes.c_uint32, []),
+    }
+    for name, (restype, argtypes) in prototypes.items():
+        function = getattr(lib, name)
+        function.restype = restype
+        function.argtypes = argtypes
+
+
+_lock = threading.Lock()
+_library: ctypes.CDLL | None = None
+_failure: str | None = None
+
+
+def _open() -> ctypes.CDLL:
+    reason = platform_reason()
+    if reason is not None:
+        raise NativeUnavailable(reason)
+    path = library_path()
+    if not path.exists():
+        raise NativeUnavailable(
+            f"{path.name} was not built (expected at {path}); build pmca with its C sources"
+        )
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise NativeUnavailable(f"cannot load {path}: {exc}") from exc
+    try:
+        _declare(lib)
+    except AttributeError as exc:
+        raise NativeUnavailable(f"{path} is from another pmca version: {exc}") from exc
+    if lib.pmca_hooks_event_size() != ctypes.sizeof(EventStruct) or (
+        lib.pmca_hooks_report_size() != ctypes.sizeof(SiteReport)
+    ):
+        raise NativeUnavailable(f"{path} does not match this pmca version; rebuild it")
+    status = lib.pmca_hooks_init()
+    if status != Status.OK:
+        detail = lib.pmca_hooks_init_error() or b"unknown error"
+        raise NativeUnavailable(f"native hook backend: {detail.decode(errors='replace')}")
+    return lib
+
+
+def load() -> ctypes.CDLL:
+    """The process-wide handle of libpmca_hooks.so (opened once, never closed)."""
+    global _library, _failure
+    with _lock:
+        if _library is not None:
+            return _library
+        if _failure is not None:
+            raise NativeUnavailable(_failure)
+        try:
+            _library = _open()
+        except NativeUnavailable as exc:
+            _failure = str(exc)
+            raise
+        return _library

@@ -1,0 +1,22 @@
+"""Exceptions of the native hook backend."""
+
+from __future__ import annotations
+
+
+class NativeUnavailable(RuntimeError):
+    """The native hook backend cannot be used in this process; the message says why."""
+
+
+class PatchRefused(RuntimeError):
+    """A libc function was not patched; names the symbol, address, bytes found and why."""
+
+    def __init__(self, symbol: str, address: int, found: bytes, reason: str) -> None:
+        self.symbol = symbol
+        self.address = address
+        self.found = found
+        self.reason = reason
+        where = f"{address:#x}" if address else "an unknown address"
+        super().__init__(
+            f"refusing to patch {symbol} at {where}: found bytes "
+            f"[{found.hex(' ') or 'none'}]: {reason}"
+        )
