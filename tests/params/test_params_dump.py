@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,11 +16,11 @@ from pmca.mca.params import (
 )
 
 
-def space(**kw: object) -> ParamSpace:
+def space(**kw: Any) -> ParamSpace:
     kw.setdefault("environ", {})
     kw.setdefault("param_files", [])
     kw.setdefault("override_file", "none")
-    return ParamSpace(**kw)  # type: ignore[arg-type]
+    return ParamSpace(**kw)
 
 
 def test_parsable_verbose_matches_open_mpi_layout() -> None:

@@ -135,9 +135,9 @@ def test_explicit_missing_file_is_an_error_naming_it(tmp_path: Path) -> None:
     assert message.startswith(f"{missing}: ")
     assert "mca_base_param_files" in message
     assert "environment (PMCA_MCA_mca_base_param_files)" in message
-    with pytest.raises(ParamFileError, match="missing.conf"):
+    with pytest.raises(ParamFileError, match=r"missing\.conf"):
         ParamSpace(environ={}, api={"mca_base_param_files": str(missing)}, override_file="none")
-    with pytest.raises(ParamFileError, match="missing.conf"):
+    with pytest.raises(ParamFileError, match=r"missing\.conf"):
         ParamSpace(environ={}, param_files=[missing], override_file="none")
     with pytest.raises(ParamFileError, match="mca_base_override_param_file"):
         ParamSpace(environ={}, param_files=[], override_file=missing)

@@ -34,7 +34,7 @@ VALUES = {
 
 def build(
     tmp_path: Path, sources: set[Source], make_space: SpaceFactory
-) -> tuple[ParamSpace, dict]:
+) -> tuple[ParamSpace, dict[Source, str]]:
     """A space where exactly ``sources`` give a value for NAME; returns it and expected origins."""
     environ: dict[str, str] = {}
     api: dict[str, object] = {}

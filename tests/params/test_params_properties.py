@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 import string
+from typing import Any
 
 import pytest
 from hypothesis import assume, given
@@ -24,7 +25,7 @@ def fresh_space(**sources: object) -> ParamSpace:
     return ParamSpace(environ={}, api=dict(sources), param_files=[], override_file="none")
 
 
-def settable(space: ParamSpace, type_: object, default: object, **kw: object) -> Param:
+def settable(space: ParamSpace, type_: object, default: object, **kw: Any) -> Param:
     return space.register("prop", "comp", "x", type=type_, default=default, settable=True, **kw)
 
 
@@ -44,7 +45,7 @@ def round_trips(type_: object, default: object, value: object) -> None:
     assert settable(env_space, type_, default).value == typed
 
 
-def assert_rejected(type_: object, default: object, bad: object, **kw: object) -> None:
+def assert_rejected(type_: object, default: object, bad: object, **kw: Any) -> None:
     """Invalid input raises ParamValueError naming param, value, source and valid values."""
     space = fresh_space()
     param = settable(space, type_, default, **kw)
@@ -211,7 +212,9 @@ FALSE = ["0", "f", "false", "disabled", "no", "n"]
 
 
 def random_case(word: str, flips: list[bool]) -> str:
-    return "".join(c.upper() if flip else c for c, flip in zip(word, flips + [False] * 20))
+    return "".join(
+        c.upper() if flip else c for c, flip in zip(word, flips + [False] * len(word), strict=False)
+    )
 
 
 @given(
@@ -282,7 +285,7 @@ def test_verbosity_rejects_unknown_names(text: str) -> None:
     assert_rejected(VERBOSITY, 0, text)
 
 
-@given(st.sampled_from(["auto", "true", "false"] + TRUE + FALSE + ["-1"]), st.lists(st.booleans()))
+@given(st.sampled_from(["auto", "true", "false", *TRUE, *FALSE, "-1"]), st.lists(st.booleans()))
 def test_auto_bool(word: str, flips: list[bool]) -> None:
     expected = -1 if word in ("auto", "-1") else (1 if word in TRUE else 0)
     space = fresh_space()
@@ -318,7 +321,7 @@ def enumerations(draw: st.DrawFn) -> Enumeration:
             unique=True,
         )
     )
-    return Enumeration.create("custom", dict(zip(names, values)))
+    return Enumeration.create("custom", dict(zip(names, values, strict=True)))
 
 
 @given(enumerations(), st.data())
@@ -355,7 +358,7 @@ def test_string_round_trip(value: str) -> None:
 
 item = (
     st.text(
-        alphabet=st.characters(blacklist_characters=",", blacklist_categories=("Cs",)), min_size=1
+        alphabet=st.characters(blacklist_characters=",", blacklist_categories=["Cs"]), min_size=1
     )
     .map(str.strip)
     .filter(bool)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,11 +28,11 @@ from pmca.mca.params import (
 )
 
 
-def space_with(tmp_path: Path | None = None, **kw: object) -> ParamSpace:
+def space_with(**kw: Any) -> ParamSpace:
     kw.setdefault("environ", {})
     kw.setdefault("param_files", [])
     kw.setdefault("override_file", "none")
-    return ParamSpace(**kw)  # type: ignore[arg-type]
+    return ParamSpace(**kw)
 
 
 # -- names ----------------------------------------------------------------------------
@@ -129,7 +130,7 @@ def test_conflicting_registration_is_an_error() -> None:
         ParamRegistrationError, match="type int; cannot register it again with type string"
     ):
         space.register("t", "c", "x", type=str, default="1")
-    with pytest.raises(ParamRegistrationError, match="different definition.*default 1 != 2"):
+    with pytest.raises(ParamRegistrationError, match=r"different definition.*default 1 != 2"):
         space.register("t", "c", "x", type=int, default=2)
     with pytest.raises(ParamRegistrationError, match="already belongs to 't_c_x'"):
         space.register("t", "c", "y", type=int, default=0, synonyms=["t_c_x"])
@@ -160,7 +161,8 @@ def test_deregister_and_reregister_re_resolves(tmp_path: Path) -> None:
     with pytest.raises(UnknownParamError):
         space.get("t_c_x")
     again = space.register("t", "c", "x", type=int, default=0, settable=True, synonyms=["old_x"])
-    assert again is param and param.registered
+    assert again is param
+    assert space.get("t_c_x").registered
     assert param.value == 7  # the run-time set is gone; the file value is back
     assert str(param.origin) == f"file ({conf}:1)"
     # A different type after deregistration is a new parameter, not an error.
@@ -209,7 +211,7 @@ def test_pending_values_wait_for_registration_and_unknown_names(tmp_path: Path) 
 def test_deprecated_synonym_from_each_source_warns_and_applies(tmp_path: Path) -> None:
     conf = tmp_path / "p.conf"
     conf.write_text("btl_old_knob = 11\n", encoding="utf-8")
-    cases = [
+    cases: list[tuple[dict[str, Any], str, int]] = [
         ({"param_files": [conf]}, f"file ({conf}:1)", 11),
         ({"environ": {"PMCA_MCA_btl_old_knob": "12"}}, "environment (PMCA_MCA_btl_old_knob)", 12),
         ({"api": {"btl_old_knob": 13}}, "command line", 13),
@@ -292,7 +294,7 @@ def test_set_validates_and_keeps_old_value_on_error() -> None:
     space = space_with()
     param = space.register("t", "c", "v", type=VERBOSITY, default="error", settable=True)
     assert param.value == 0
-    with pytest.raises(ParamValueError, match="'chatty'.*from set.*valid values: -1: none"):
+    with pytest.raises(ParamValueError, match=r"'chatty'.*from set.*valid values: -1: none"):
         space.set("t_c_v", "chatty")
     assert param.value == 0 and str(param.origin) == "default"
     assert space.set("t_c_v", "DEBUG") is param
@@ -317,12 +319,26 @@ def test_lock_and_unlock_framework() -> None:
     assert not a.settable and b.settable
     with pytest.raises(ParamPermissionError, match="framework 'btl' is open"):
         space.set("btl_tcp_a", 1)
-    later = space.register("btl", "sm", "c", type=int, default=0, settable=True)
-    assert not later.settable  # parameters registered into a locked framework are locked too
     space.set("memory_patcher_b", 1)
     space.unlock("btl")
     space.set("btl_tcp_a", 1)
     assert a.value == 1 and a.settable
+
+
+def test_lock_does_not_survive_deregistration() -> None:
+    # A framework that closes (deregistering its parameters) and opens again
+    # must not find its parameters still locked from the previous open.
+    space = space_with()
+    a = space.register("btl", "tcp", "a", type=int, default=0, settable=True)
+    space.lock("btl")
+    assert not a.settable
+    assert space.register("btl", "tcp", "a", type=int, default=0, settable=True) is a
+    assert not a.settable  # idempotent re-registration keeps the lock
+    space.deregister_group("btl")
+    again = space.register("btl", "tcp", "a", type=int, default=0, settable=True)
+    assert again is a and again.settable
+    space.set("btl_tcp_a", 2)
+    assert a.value == 2
 
 
 def test_override_lock_names_file_and_line(tmp_path: Path) -> None:
@@ -385,7 +401,7 @@ def test_unknown_param_error_suggests_close_matches() -> None:
         space.get("btl_tcp_prot_min")
     assert "did you mean: btl_tcp_port_min?" in str(info.value)
     assert isinstance(info.value, LookupError) and isinstance(info.value, ParamError)
-    with pytest.raises(UnknownParamError, match="unknown MCA parameter 'zzz'$"):
+    with pytest.raises(UnknownParamError, match=r"unknown MCA parameter 'zzz'$"):
         space.value("zzz")
 
 
@@ -424,3 +440,10 @@ def test_concurrent_registration_and_set() -> None:
     assert len({id(r) for r in results}) == 1
     assert len(space.params(framework="t")) == 1 + 8 * 50
     assert space.value("t_c_shared") in range(8)
+
+
+def test_warnings_are_attributed_to_the_registering_code() -> None:
+    space = space_with(environ={"PMCA_MCA_t_old_x": "1"})
+    with pytest.warns(PmcaDeprecationWarning) as record:
+        space.register("t", "c", "x", type=int, default=0, deprecated_synonyms=["t_old_x"])
+    assert record[0].filename == __file__

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import shutil
 import subprocess
 import sys
@@ -136,3 +137,42 @@ def test_native_library_is_dlclosed_only_in_dso_mode(
             assert mapped(library)
         del module
         assert mapped(library) is (mode == "static")
+
+
+def test_unloaded_library_addresses_are_quarantined(fw: str, tiny_library: Path, tmp_path: Path) -> None:
+    """A stale pointer into a dlclosed component library faults at once."""
+    from pmca.mca._loader import quarantined
+    from pmca.testing import run_python
+
+    library = tmp_path / "libpmca_tiny_quarantine.so"
+    shutil.copy(tiny_library, library)
+    mca = {"mca_base_component_dso": "all", f"{fw}_counter_library": str(library)}
+    with pmca.Session(mca=mca, frameworks=[fw]) as session:
+        function = session.module(fw).library.cdll.pmca_tiny_answer  # type: ignore[attr-defined]
+        address = ctypes.cast(function, ctypes.c_void_p).value
+        assert function() == 42
+    assert address is not None and quarantined(address) == library.resolve()
+    # Reloading maps the library somewhere else; the old range stays reserved.
+    with pmca.Session(mca=mca, frameworks=[fw]) as session:
+        again = session.module(fw).library.cdll.pmca_tiny_answer  # type: ignore[attr-defined]
+        assert ctypes.cast(again, ctypes.c_void_p).value != address
+        assert again() == 42
+    del function, again
+
+    # Calling the stale pointer: a child process dies of SIGSEGV, not of luck.
+    child = run_python(
+        f"""
+        import ctypes, sys
+        sys.path[:0] = {sys.path!r}
+        import pmca
+        mca = {mca!r}
+        with pmca.Session(mca=mca, frameworks=[{fw!r}]) as s:
+            stale = s.module({fw!r}).library.cdll.pmca_tiny_answer
+        with pmca.Session(mca=mca, frameworks=[{fw!r}]):
+            stale()
+        print("survived")
+        """,
+        timeout=60,
+    )
+    assert child.returncode == -11, child.stderr
+    assert "survived" not in child.stdout

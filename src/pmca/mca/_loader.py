@@ -146,7 +146,7 @@ def open_library(path: str | Path, *, owner: str, resident: bool) -> NativeLibra
 
 
 def close_library(library: NativeLibrary) -> list[str]:
-    """Run the library's unload guards, then ``dlclose`` it.
+    """Run the library's unload guards, ``dlclose`` it, quarantine its addresses.
 
     Returns what the guards reported. A resident library is never closed.
     """
@@ -158,5 +158,96 @@ def close_library(library: NativeLibrary) -> list[str]:
         if note:
             notes.append(note)
     library.before_unload.clear()
+    span = _mapped_span(library.path)
     _ctypes.dlclose(library.handle)
+    if span is not None:
+        _QUARANTINE.reserve(*span, library=library.path)
     return notes
+
+
+def _mapped_span(path: Path) -> tuple[int, int] | None:
+    """The address range ``[start, end)`` a loaded library occupies."""
+    starts: list[int] = []
+    ends: list[int] = []
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return None
+    text = str(path)
+    for line in maps.splitlines():
+        if line.endswith(text) and line.split(None, 5)[-1] == text:
+            start, _, end = line.split(None, 1)[0].partition("-")
+            starts.append(int(start, 16))
+            ends.append(int(end, 16))
+    return (min(starts), max(ends)) if starts else None
+
+
+class _Quarantine:
+    """Address ranges of unloaded libraries, reserved inaccessible.
+
+    After ``dlclose`` the next library (often the same one, reloaded) tends
+    to be mapped at the very same address, so a stale pointer into the old
+    one silently runs the new one's code over its fresh state. Reserving the
+    range ``PROT_NONE`` makes such a pointer fault at once, where it is used
+    (Open MPI's #13021 was exactly such a pointer). Only address space is
+    spent; the oldest reservations are released past a cap.
+    """
+
+    CAP = 1024
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.ranges: list[tuple[int, int, Path]] = []
+        self._libc: ctypes.CDLL | None = None
+
+    def _mmap(self) -> ctypes.CDLL:
+        if self._libc is None:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.mmap.restype = ctypes.c_void_p
+            libc.mmap.argtypes = [
+                ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                ctypes.c_int, ctypes.c_long,
+            ]  # fmt: skip
+            libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+            self._libc = libc
+        return self._libc
+
+    def reserve(self, start: int, end: int, *, library: Path) -> bool:
+        if _mapped_span(library) is not None:
+            return False  # someone else still holds the library open
+        libc = self._mmap()
+        flags = _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE | _MAP_FIXED_NOREPLACE
+        with self._lock:
+            address = libc.mmap(start, end - start, _PROT_NONE, flags, -1, 0)
+            if address in (None, _MAP_FAILED) or address != start:
+                if address not in (None, _MAP_FAILED):
+                    libc.munmap(address, end - start)  # an old kernel ignored NOREPLACE
+                return False
+            self.ranges.append((start, end, library))
+            while len(self.ranges) > self.CAP:
+                old_start, old_end, _ = self.ranges.pop(0)
+                libc.munmap(old_start, old_end - old_start)
+        return True
+
+    def covers(self, address: int) -> Path | None:
+        """The unloaded library whose range holds ``address``, if quarantined."""
+        with self._lock:
+            for start, end, library in self.ranges:
+                if start <= address < end:
+                    return library
+        return None
+
+
+_PROT_NONE = 0
+_MAP_PRIVATE = 0x02
+_MAP_ANONYMOUS = 0x20
+_MAP_NORESERVE = 0x4000
+_MAP_FIXED_NOREPLACE = 0x100000
+_MAP_FAILED = (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1
+
+_QUARANTINE = _Quarantine()
+
+
+def quarantined(address: int) -> Path | None:
+    """Which unloaded library the address belonged to, if pmca quarantined it."""
+    return _QUARANTINE.covers(address)

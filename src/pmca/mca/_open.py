@@ -160,6 +160,41 @@ class OpenFramework:
             raise
         self.log.info("framework opened", selected=[lc.component.name for lc in self.loaded])
 
+    def register_all(self) -> dict[str, bool]:
+        """``pmca info``'s view: register every component, open none.
+
+        Returns, for each component name found, whether the selection
+        parameter admits it (``ompi_info`` marks the others ``(-)``). Call
+        :meth:`unload_all` afterwards.
+        """
+        space = self.host.params
+        self._register_framework_params()
+        self.log = framework_logger(
+            self.name,
+            int(space.value(f"{self.name}_base_verbose")),
+            str(space.value("mca_base_verbose")),
+        )
+        self.base = self.framework.base(self)
+        self.base.register_params(FrameworkParams(space, self.name))
+        param = space.get(self.name)
+        selection = parse_selection(str(param.value), parameter=self.name, source=str(param.origin))
+        selection, _ = resolve_aliases(selection, self.framework.aliases)
+        admitted: dict[str, bool] = {}
+        discovered = discover_components(self.framework, self.host.component_path())
+        for name, candidate in discovered.candidates.items():
+            admitted[name] = selection.admits(name)
+            self._load(candidate)
+        return admitted
+
+    def unload_all(self) -> None:
+        """Undo :meth:`register_all` without calling any component hook."""
+        for loaded in reversed(list(self.loaded)):
+            self._unload(loaded)
+        space = self.host.params
+        space.deregister_group(self.name, "base")
+        space.deregister(self.name)
+        self.base = None
+
     def _register_framework_params(self) -> None:
         from .params import VERBOSITY
 

@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 from ._domains import CleanupFailure, FinalizeDomain
+from ._inventory import ComponentEntry, FrameworkEntry, inventory
 from ._runtime import RUNTIME, Runtime
 from ._session import Session
 
 
-__all__ = ["RUNTIME", "CleanupFailure", "FinalizeDomain", "Runtime", "Session"]
+__all__ = [
+    "RUNTIME",
+    "CleanupFailure",
+    "ComponentEntry",
+    "FinalizeDomain",
+    "FrameworkEntry",
+    "Runtime",
+    "Session",
+    "inventory",
+]

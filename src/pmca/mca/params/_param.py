@@ -203,6 +203,7 @@ class Param:
 
 
 def full_name_of(framework: str, component: str | None, name: str | None) -> str:
+    """Validate the parts and join those that are not ``None`` with ``_``."""
     if not isinstance(framework, str) or not _FRAMEWORK.fullmatch(framework):
         raise ParamRegistrationError(
             f"invalid framework name {framework!r}: must match [a-z][a-z0-9]*"
@@ -234,11 +235,12 @@ def make_definition(
     group: str | None,
     sources: frozenset[Source],
 ) -> Definition:
+    """Validate and normalize what ``register`` was given (the default is parsed)."""
     where = f"MCA parameter {full_name!r}"
     try:
         ptype, implied = resolve_type(type_spec)
         info_level = InfoLevel(int(level))
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:
         raise ParamRegistrationError(f"{where}: {exc}") from None
     if implied is not None and enumeration is not None and implied != enumeration:
         raise ParamRegistrationError(f"{where}: two different enumerations given")

@@ -105,7 +105,6 @@ class ParamSpace:
         self._params: dict[str, Param] = {}
         self._names: dict[str, Param] = {}
         self._retired: dict[str, Param] = {}
-        self._locked: dict[str, str] = {}
         self._pending: dict[Source, dict[str, _Raw]] = {source: {} for source in _LOOKUP_ORDER}
         self._files_read: list[str] = []
         self._override_read: str | None = None
@@ -213,12 +212,11 @@ class ParamSpace:
                 for source in (Source.OVERRIDE, Source.FILE):
                     raw = self._pending[source].get(name)
                     if raw is not None:
-                        warnings.warn(
+                        _warn(
                             ParamWarning(
                                 f"MCA parameter {name!r} can only be set from the command line "
                                 f"or the environment; ignoring the value from {raw.origin}"
-                            ),
-                            stacklevel=4,
+                            )
                         )
 
     # -- registration -----------------------------------------------------------
@@ -333,7 +331,7 @@ class ParamSpace:
                 param._redefine(definition)
             else:
                 param = Param(full_name, definition)
-            param._framework_lock = self._locked.get(framework)
+            param._framework_lock = None
             self._resolve(param)  # may raise: then nothing is registered
             self._retired.pop(full_name, None)
             param._registered = True
@@ -380,12 +378,11 @@ class ParamSpace:
             for name, _ in names:
                 raw = self._pending[source].get(name)
                 if raw is not None:
-                    warnings.warn(
+                    _warn(
                         ParamWarning(
                             f"MCA parameter {param.full_name!r} is set by the override file "
                             f"({origin.detail}); ignoring the value from {raw.origin}"
-                        ),
-                        stacklevel=5,
+                        )
                     )
 
     @staticmethod
@@ -513,7 +510,7 @@ class ParamSpace:
             param = self._lookup(name)
             synonym = next((s for s in param.synonyms if s.name == name), None)
             if synonym is not None and synonym.deprecated:
-                _warn_deprecated(name, param.full_name, origin, stacklevel=4)
+                _warn_deprecated(name, param.full_name, origin)
             reason = param.read_only_reason
             if reason is not None:
                 raise ParamPermissionError(param.full_name, value, origin, reason)
@@ -522,13 +519,15 @@ class ParamSpace:
             return param
 
     def lock(self, framework: str, reason: str | None = None) -> None:
-        """Make the parameters of ``framework`` (present and future) no longer settable.
+        """Make the registered parameters of ``framework`` no longer settable.
 
-        Open MPI freezes a framework's variables once it is open.
+        Open MPI freezes a framework's variables once it is open. The lock
+        belongs to the parameters registered now: a parameter deregistered
+        (at framework close) and registered again starts unlocked, so a
+        re-opened framework is never stuck with a stale lock.
         """
         why = reason or f"locked: framework {framework!r} is open"
         with self._lock:
-            self._locked[framework] = why
             for param in self._params.values():
                 if param.framework == framework:
                     param._framework_lock = why
@@ -536,7 +535,6 @@ class ParamSpace:
     def unlock(self, framework: str) -> None:
         """Undo :meth:`lock` (for example when the framework closes)."""
         with self._lock:
-            self._locked.pop(framework, None)
             for param in self._params.values():
                 if param.framework == framework:
                     param._framework_lock = None
@@ -551,10 +549,26 @@ def _in_group(group: str, framework: str, component: str | None) -> bool:
     return group == f"{framework}_{component}"
 
 
-def _warn_deprecated(old: str, new: str, origin: Origin, *, stacklevel: int = 6) -> None:
-    warnings.warn(
+def _warn_deprecated(old: str, new: str, origin: Origin) -> None:
+    _warn(
         PmcaDeprecationWarning(
             f"MCA parameter {old!r} is deprecated; use {new!r} instead (value given in {origin})"
-        ),
-        stacklevel=stacklevel,
+        )
     )
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _warn(warning: Warning) -> None:
+    """Warn, attributed to the first caller outside this package (the registering code)."""
+    frame = sys._getframe(1)
+    level = 2
+    while frame.f_back is not None and _inside_package(frame.f_code.co_filename):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(warning, stacklevel=level)
+
+
+def _inside_package(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_PACKAGE_DIR)

@@ -1,0 +1,310 @@
+"""Shared helpers for pmca's benchmarks: timing, child processes, throwaway plugins, reports.
+
+Every benchmark compares a subject with a baseline measured in the same run,
+because absolute times on a shared machine mean little. Repetitions of the
+two alternate (ABBA order, so a slow drift of the machine hits both sides
+alike), and medians are reported next to the raw samples.
+
+Each ``bench_*.py`` ends with one machine-readable line (:data:`RESULT_MARKER`
+followed by JSON) that ``run.py`` collects into its summary table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+BENCH_DIR = Path(__file__).resolve().parent
+#: The working tree's sources: benchmarks measure the code being edited, not
+#: whatever copy of pmca happens to be installed.
+SRC = BENCH_DIR.parent / "src"
+RESULT_MARKER = "PMCA-BENCH-RESULT "
+
+
+def use_working_tree() -> None:
+    """Make ``import pmca`` pick up the working tree when there is one."""
+    if (SRC / "pmca").is_dir() and str(SRC) not in sys.path:
+        sys.path.insert(0, str(SRC))
+
+
+def pmca_location() -> str:
+    import pmca
+
+    return str(Path(pmca.__file__).parent)
+
+
+# -- command line ------------------------------------------------------------------
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    """The options every benchmark understands (``run.py`` passes ``--quick`` on)."""
+    result = argparse.ArgumentParser(description=description)
+    result.add_argument("--quick", action="store_true", help="a short smoke run")
+    # Internal: the benchmark re-runs itself in a fresh interpreter for one role.
+    result.add_argument("--child", help=argparse.SUPPRESS)
+    result.add_argument("--child-args", default="{}", help=argparse.SUPPRESS)
+    return result
+
+
+# -- timing --------------------------------------------------------------------
+
+
+def timed(function: Callable[[], object]) -> float:
+    """Seconds one call takes; garbage is collected first so neither side pays the other's."""
+    gc.collect()
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def interleave(
+    sides: Mapping[str, Callable[[], float]], *, repeats: int, warmup: int = 0
+) -> dict[str, list[float]]:
+    """Run each side ``repeats`` times, alternating, in ABBA order.
+
+    Each callable performs one repetition and returns the seconds it measured
+    itself (so a child process can report its own inner time). The first
+    ``warmup`` rounds are run and thrown away.
+    """
+    names = list(sides)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(warmup + repeats):
+        order = names if round_ % 2 == 0 else names[::-1]
+        for name in order:
+            elapsed = sides[name]()
+            if round_ >= warmup:
+                samples[name].append(elapsed)
+    return samples
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def format_seconds(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def raw(values: Iterable[float], scale: float = 1e-3) -> str:
+    """Samples in milliseconds (by default), for the record."""
+    return "[" + ", ".join(f"{value / scale:.3f}" for value in values) + "]"
+
+
+# -- memory ----------------------------------------------------------------------
+
+
+def rss_bytes() -> int:
+    """This process's resident set size, from ``/proc/self/status`` (Linux)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS line in /proc/self/status")
+
+
+MIB = 1024 * 1024
+
+
+# -- child processes ---------------------------------------------------------------
+
+
+@contextmanager
+def work_dir(prefix: str) -> Iterator[Path]:
+    """A temporary directory for generated plugins, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=f"pmca-{prefix}-") as path:
+        yield Path(path)
+
+
+def child_env(*paths: Path) -> dict[str, str]:
+    """The environment of a child: working-tree sources, then ``paths``, on its path."""
+    env = dict(os.environ)
+    entries = [str(SRC)] if (SRC / "pmca").is_dir() else []
+    entries += [str(path) for path in paths]
+    if env.get("PYTHONPATH"):
+        entries.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(entries)
+    # Parameters from the caller's environment would change what is measured.
+    for name in [name for name in env if name.startswith("PMCA_MCA_")]:
+        del env[name]
+    return env
+
+
+class ChildFailed(RuntimeError):
+    """A child process exited badly; carries its output for the report."""
+
+
+def run_child(script: Path, role: str, args: Mapping[str, object], env: Mapping[str, str]) -> dict:
+    """Run ``script --child role`` in a fresh interpreter and return the JSON it prints last."""
+    completed = subprocess.run(
+        [sys.executable, str(script), "--child", role, "--child-args", json.dumps(args)],
+        capture_output=True,
+        text=True,
+        env=dict(env),
+        check=False,
+    )
+    lines = completed.stdout.strip().splitlines()
+    if completed.returncode != 0 or not lines:
+        raise ChildFailed(
+            f"{script.name} --child {role} exited with {completed.returncode}:\n"
+            + textwrap.indent((completed.stdout + completed.stderr).strip()[-3000:], "  | ")
+        )
+    return json.loads(lines[-1])
+
+
+def child_reply(payload: Mapping[str, object]) -> None:
+    """What a child hands back to :func:`run_child`: one JSON line, last on stdout."""
+    print(json.dumps(payload), flush=True)
+
+
+# -- throwaway plugins ---------------------------------------------------------------
+
+_FRAMEWORK_SOURCE = """\
+import pmca
+
+FRAMEWORK = pmca.Framework(
+    name={framework!r},
+    description="throwaway benchmark framework",
+    api_version="1.0.0",
+)
+"""
+
+_COMPONENT_SOURCE = """\
+import pmca
+
+
+class Module:
+    pass
+
+
+class BenchComponent(pmca.Component):
+    framework = {framework!r}
+    name = {name!r}
+    version = "1.0.0"
+    api_version = "1.0.0"
+
+    @pmca.hookimpl
+    def register(self, params):
+        params.register("priority", type=int, default={priority}, help="selection priority")
+
+    @pmca.hookimpl
+    def query(self, ctx):
+        return pmca.Query(priority=ctx.params["priority"], module=Module())
+"""
+
+
+def component_module(framework: str, component: str) -> str:
+    """The top-level module of a throwaway component (one each, so imports can be told apart)."""
+    return f"{framework}_{component}"
+
+
+def install_throwaway_framework(
+    root: Path,
+    framework: str,
+    components: Sequence[str],
+    *,
+    one_distribution_per_component: bool = True,
+) -> None:
+    """Install framework ``framework`` and its ``components`` as distributions in ``root``.
+
+    ``root`` is meant for ``sys.path``; :func:`pmca.testing.make_distribution`
+    writes real ``.dist-info`` directories, so ``importlib.metadata`` finds the
+    entry points exactly as it would after ``pip install``. Each component
+    gets its own distribution by default, as third-party plugins do; with
+    ``one_distribution_per_component=False`` a single distribution declares them all.
+    """
+    from pmca.testing import make_distribution
+
+    make_distribution(
+        root,
+        f"{framework}-framework",
+        entry_points={"pmca.frameworks": {framework: f"{framework}_decl:FRAMEWORK"}},
+        modules={f"{framework}_decl": _FRAMEWORK_SOURCE.format(framework=framework)},
+    )
+    group = f"pmca.{framework}"
+
+    def entry(component: str) -> tuple[dict[str, str], dict[str, str]]:
+        module = component_module(framework, component)
+        source = _COMPONENT_SOURCE.format(
+            framework=framework, name=component, priority=10 + len(component)
+        )
+        return {component: f"{module}:BenchComponent"}, {module: source}
+
+    if one_distribution_per_component:
+        for component in components:
+            points, modules = entry(component)
+            make_distribution(
+                root, f"{framework}-{component}", entry_points={group: points}, modules=modules
+            )
+        return
+    all_points: dict[str, str] = {}
+    all_modules: dict[str, str] = {}
+    for component in components:
+        points, modules = entry(component)
+        all_points.update(points)
+        all_modules.update(modules)
+    make_distribution(
+        root, f"{framework}-components", entry_points={group: all_points}, modules=all_modules
+    )
+
+
+# -- reporting ----------------------------------------------------------------------
+
+
+@dataclass
+class Goal:
+    """A target a measured figure should stay at or under."""
+
+    name: str
+    value: float
+    limit: float
+    unit: str = ""
+
+    @property
+    def met(self) -> bool:
+        return self.value <= self.limit
+
+
+@dataclass
+class Report:
+    """What one benchmark found: ratios to print and goals to check."""
+
+    bench: str
+    ratios: dict[str, float] = field(default_factory=dict)
+    goals: list[Goal] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def emit(self) -> None:
+        """Print the goals for people, then the marker line for ``run.py``."""
+        print(f"\n== {self.bench}: goals ==")
+        for goal in self.goals:
+            verdict = "PASS" if goal.met else "MISS"
+            print(f"  {verdict}  {goal.name}: {goal.value:.3g}{goal.unit} (goal <= {goal.limit:g}{goal.unit})")
+        for note in self.notes:
+            print(f"  note: {note}")
+        payload = {
+            "bench": self.bench,
+            "ratios": self.ratios,
+            "goals": [asdict(goal) | {"met": goal.met} for goal in self.goals],
+            "notes": self.notes,
+        }
+        print(RESULT_MARKER + json.dumps(payload), flush=True)
+
+
+def heading(text: str) -> None:
+    print(f"\n-- {text} --", flush=True)

@@ -1,0 +1,289 @@
+"""Python-side fan-out of release events to subscribers.
+
+Events leave the native ring only here: synchronously in :meth:`drain`
+(the registration cache calls it before every lookup) and from a daemon
+listener thread woken by the ring's eventfd.  Subscribers always run in
+Python, never inside a hook, and never under the dispatcher's lock, so they
+may allocate, free, subscribe and unsubscribe.
+
+Guarantee: when :meth:`ReleaseDispatcher.drain` returns, every event that was
+in the ring when it was called has been delivered to every subscriber, even
+events another thread pulled but has not finished delivering (those are
+delivered again by the caller instead of waiting for that thread, which
+could deadlock).  Subscribers must therefore be thread-safe and tolerate an
+event twice; invalidating a range is naturally idempotent.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Final
+
+from ._backend import HookBackend, backend
+from ._events import OVERFLOW_EVENT, ReleaseEvent
+
+
+ReleaseCallback = Callable[[int, int, str, bool], object]
+
+_CHUNK: Final = 4096
+
+
+class Subscription:
+    """A registered callback; :meth:`unregister` is idempotent."""
+
+    __slots__ = ("_active", "_callback", "_dispatcher")
+
+    def __init__(self, dispatcher: ReleaseDispatcher, callback: ReleaseCallback) -> None:
+        self._dispatcher = dispatcher
+        self._callback = callback
+        self._active = True
+
+    @property
+    def callback(self) -> ReleaseCallback:
+        return self._callback
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def unregister(self) -> None:
+        """Stop delivering to this callback (a call already under way may finish)."""
+        self._dispatcher._remove(self)
+
+    def __repr__(self) -> str:
+        state = "active" if self._active else "unregistered"
+        return f"<Subscription {self._callback!r} {state}>"
+
+
+class _Delivery:
+    """One batch of events owed to one subscriber, claimed by one thread."""
+
+    __slots__ = ("events", "owner", "subscription")
+
+    def __init__(
+        self, events: tuple[ReleaseEvent, ...], subscription: Subscription, owner: int
+    ) -> None:
+        self.events = events
+        self.subscription = subscription
+        self.owner = owner
+
+
+def _report_failure(callback: ReleaseCallback, exc: Exception) -> None:
+    warnings.warn(
+        f"pmca release callback {callback!r} raised {type(exc).__name__}: {exc}",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def _deliver(delivery: _Delivery) -> None:
+    subscription = delivery.subscription
+    for event in delivery.events:
+        if not subscription.active:
+            return
+        try:
+            subscription.callback(event.address, event.length, event.kind, event.from_alloc)
+        except Exception as exc:
+            _report_failure(subscription.callback, exc)
+
+
+class ReleaseDispatcher:
+    """Delivers native release events to Python subscribers.
+
+    Use the process-wide instance from :func:`dispatcher`.
+    """
+
+    def __init__(self, hooks: Callable[[], HookBackend] = backend) -> None:
+        self._hooks = hooks
+        self._reset_state()
+
+    def _reset_state(self) -> None:
+        self._lock = threading.Lock()
+        self._subscriptions: list[Subscription] = []
+        self._in_flight: list[_Delivery] = []
+        self._listener: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # -- subscribing ---------------------------------------------------------------
+
+    def subscribe(self, callback: ReleaseCallback) -> Subscription:
+        """Deliver every release to ``callback(address, length, kind, from_alloc)``.
+
+        Starts the listener thread with the first subscriber.  Raises
+        :class:`NativeUnavailable` when there is no native backend.
+        """
+        self._hooks()
+        subscription = Subscription(self, callback)
+        with self._lock:
+            self._subscriptions.append(subscription)
+            self._ensure_listener_locked()
+        return subscription
+
+    def _remove(self, subscription: Subscription) -> None:
+        with self._lock:
+            if not subscription._active:
+                return
+            subscription._active = False
+            self._subscriptions.remove(subscription)
+            stopping = None if self._subscriptions else self._detach_listener_locked()
+        if stopping is not None:
+            self._join(stopping)
+
+    @property
+    def subscriber_count(self) -> int:
+        with self._lock:
+            return len(self._subscriptions)
+
+    @property
+    def listening(self) -> bool:
+        """Whether the listener thread is running."""
+        with self._lock:
+            return self._listener is not None and self._listener.is_alive()
+
+    def close(self) -> None:
+        """Unregister every subscriber and stop the listener (joined unless called from it)."""
+        with self._lock:
+            for subscription in self._subscriptions:
+                subscription._active = False
+            self._subscriptions.clear()
+            stopping = self._detach_listener_locked()
+        if stopping is not None:
+            self._join(stopping)
+
+    # -- draining ------------------------------------------------------------------
+
+    def drain(self) -> int:
+        """Pull every pending event and deliver it now; returns how many were pulled.
+
+        Lost events (full ring, or a fork) are announced first as one
+        ``(0, END_OF_MEMORY, "overflow", True)`` notification.
+        """
+        hooks = self._hooks()
+        me = threading.get_ident()
+        with self._lock:
+            if self._subscriptions:
+                self._ensure_listener_locked()  # after a fork, the child has none
+            batch = self._pull_locked(hooks)
+            mine = [_Delivery(batch, subscription, me) for subscription in self._subscriptions]
+            others = [delivery for delivery in self._in_flight if delivery.owner != me]
+            self._in_flight.extend(mine)
+        if not batch and not others:
+            return 0
+        try:
+            for delivery in mine:
+                try:
+                    _deliver(delivery)
+                finally:
+                    with self._lock:
+                        self._in_flight.remove(delivery)
+        finally:
+            for delivery in others:
+                _deliver(delivery)
+        return len(batch)
+
+    def _pull_locked(self, hooks: HookBackend) -> tuple[ReleaseEvent, ...]:
+        # At most `capacity` events were queued when we started, so pulling
+        # that many bounds the call even while producers keep going.
+        budget = hooks.capacity
+        events: list[ReleaseEvent] = []
+        overflowed = False
+        while budget > 0:
+            request = min(_CHUNK, budget)
+            drained = hooks.drain(request)
+            overflowed = overflowed or drained.overflowed
+            events.extend(drained.events)
+            budget -= len(drained.events)
+            if len(drained.events) < request:
+                break
+        if overflowed:
+            events.insert(0, OVERFLOW_EVENT)
+        return tuple(events)
+
+    # -- listener thread -----------------------------------------------------------
+
+    def _ensure_listener_locked(self) -> None:
+        if self._listener is not None and self._listener.is_alive():
+            return
+        self._stop = threading.Event()
+        self._listener = threading.Thread(
+            target=self._listen,
+            args=(self._stop,),
+            name="pmca-release-listener",
+            daemon=True,
+        )
+        self._listener.start()
+
+    def _detach_listener_locked(self) -> threading.Thread | None:
+        listener, self._listener = self._listener, None
+        if listener is None:
+            return None
+        self._stop.set()
+        self._ring_doorbell()
+        return listener
+
+    def _ring_doorbell(self) -> None:
+        try:
+            os.write(self._hooks().eventfd(), (1).to_bytes(8, "little"))
+        except OSError:
+            pass  # counter saturated or fd gone: the listener is awake anyway
+
+    @staticmethod
+    def _join(listener: threading.Thread) -> None:
+        if listener is not threading.current_thread():
+            listener.join()
+
+    def _listen(self, stop: threading.Event) -> None:
+        hooks = self._hooks()
+        doorbell = hooks.eventfd()
+        while not stop.is_set():
+            hooks.rearm()  # before draining: a later push rings again
+            try:
+                self.drain()
+            except Exception as exc:  # keep listening; report like a callback failure
+                warnings.warn(f"pmca release listener: {exc!r}", RuntimeWarning, stacklevel=1)
+            if stop.is_set():
+                break
+            try:
+                select.select([doorbell], [], [])  # blocks without the GIL
+                os.read(doorbell, 8)
+            except BlockingIOError:
+                pass
+            except OSError:
+                stop.wait(0.05)  # fd replaced under us (fork): retry shortly
+
+    # -- fork ----------------------------------------------------------------------
+
+    def _after_fork_in_child(self) -> None:
+        # The listener thread does not exist in the child and the lock may
+        # have been held by a thread that does not either.  Subscribers stay;
+        # a listener starts again at the next subscribe() or drain().
+        subscriptions = [s for s in self._subscriptions if s._active]
+        self._reset_state()
+        self._subscriptions = subscriptions
+
+
+_dispatcher_lock = threading.Lock()
+_dispatcher: ReleaseDispatcher | None = None
+
+
+def dispatcher() -> ReleaseDispatcher:
+    """The process-wide release dispatcher."""
+    global _dispatcher
+    with _dispatcher_lock:
+        if _dispatcher is None:
+            _dispatcher = ReleaseDispatcher()
+        return _dispatcher
+
+
+def _reset_after_fork() -> None:
+    global _dispatcher_lock
+    _dispatcher_lock = threading.Lock()
+    if _dispatcher is not None:
+        _dispatcher._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)

@@ -1,0 +1,132 @@
+"""Shared machinery of coverage() and self_test(): observe real releases.
+
+Events are only ever taken from the ring through the dispatcher (with a
+temporary subscriber), so measuring never steals events from the
+application's own subscribers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Collection, Iterable, Iterator
+
+import attrs
+
+from ._backend import HookBackend, PatchSite
+from ._dispatch import ReleaseDispatcher
+from ._errors import PatchRefused
+from ._events import OVERFLOW_KIND
+
+
+@attrs.frozen(slots=True)
+class Observed:
+    """A release callback invocation, as recorded by a :class:`Collector`."""
+
+    address: int
+    length: int
+    kind: str
+    from_alloc: bool
+
+    def overlaps(self, start: int, end: int) -> bool:
+        return start < self.address + self.length and self.address < end
+
+
+class Collector:
+    """A thread-safe release callback that remembers what it was told."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: list[Observed] = []
+
+    def __call__(self, address: int, length: int, kind: str, from_alloc: bool) -> None:
+        with self._lock:
+            self._seen.append(Observed(address, length, kind, from_alloc))
+
+    def mark(self) -> int:
+        with self._lock:
+            return len(self._seen)
+
+    def since(self, mark: int) -> list[Observed]:
+        with self._lock:
+            return self._seen[mark:]
+
+
+class Measure:
+    """Bracket a release and ask whether its event arrived."""
+
+    def __init__(self, dispatch: ReleaseDispatcher, collector: Collector, strict: bool) -> None:
+        self._dispatch = dispatch
+        self._collector = collector
+        self._strict = strict
+        self._mark = collector.mark()
+
+    def begin(self) -> None:
+        """Forget everything seen so far."""
+        self._dispatch.drain()
+        self._mark = self._collector.mark()
+
+    def seen(
+        self,
+        ranges: Iterable[tuple[int, int]],
+        kinds: Collection[str],
+        accept_overflow: bool | None = None,
+    ) -> tuple[str, ...]:
+        """Kinds of the events since :meth:`begin` that overlap ``ranges``.
+
+        An overflow notification tells every consumer to drop everything, so
+        it counts as catching the release unless the measure is strict (or
+        ``accept_overflow`` is False): a self-test wants the event itself.
+        """
+        if accept_overflow is None:
+            accept_overflow = not self._strict
+        self._dispatch.drain()
+        wanted = list(ranges)
+        found: list[str] = []
+        for event in self._collector.since(self._mark):
+            if event.kind == OVERFLOW_KIND:
+                if accept_overflow:
+                    found.append(event.kind)
+            elif event.kind in kinds and any(event.overlaps(s, e) for s, e in wanted):
+                found.append(event.kind)
+        return tuple(dict.fromkeys(found))
+
+
+@contextlib.contextmanager
+def observing(dispatch: ReleaseDispatcher, strict: bool = False) -> Iterator[Measure]:
+    """Subscribe a temporary collector for the duration of the block."""
+    collector = Collector()
+    subscription = dispatch.subscribe(collector)
+    try:
+        yield Measure(dispatch, collector, strict)
+    finally:
+        subscription.unregister()
+
+
+@contextlib.contextmanager
+def hooks_installed(hooks: HookBackend) -> Iterator[dict[str, str]]:
+    """Install (and afterwards restore) whatever is not installed yet.
+
+    Yields each symbol's status: ``"installed"``, ``"installed for this run"``
+    or ``"refused: <why>"``.  The enabled flag is forced on during the block
+    and put back afterwards, so the process is left as it was found.
+    """
+    status: dict[str, str] = {}
+    installed_here: list[PatchSite] = []
+    was_enabled = hooks.enabled
+    try:
+        for symbol in hooks.symbols:
+            if hooks.is_installed(symbol):
+                status[symbol] = "installed"
+                continue
+            try:
+                installed_here.append(hooks.install(symbol))
+                status[symbol] = "installed for this run"
+            except PatchRefused as refused:
+                status[symbol] = f"refused: {refused}"
+        hooks.set_enabled(True)
+        yield status
+    finally:
+        hooks.set_enabled(was_enabled)
+        for site in reversed(installed_here):
+            hooks.restore(site)
