@@ -369,6 +369,7 @@ class OpenFramework:
         space = self.host.params
         space.deregister_group(self.name, "base")
         space.deregister(self.name)
+        space.unlock(self.name)
         base, self.base = self.base, None
         if base is not None:
             self.host.departed(f"framework {self.name} base", [base])

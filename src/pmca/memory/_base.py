@@ -61,7 +61,7 @@ class MemoryBase(FrameworkBase):
         ):
             space.register(
                 "mpi", None, name, type=int, enumeration=AUTO_BOOL, default=-1,
-                help=help_text, level=9,
+                help=help_text, level=9, group="memory_base",
             )  # fmt: skip
 
     def _setting(self, name: str) -> str:

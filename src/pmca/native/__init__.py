@@ -29,7 +29,6 @@ from ._events import (
 )
 from ._selftest import self_test
 
-
 __all__ = [
     "END_OF_MEMORY",
     "OVERFLOW_EVENT",

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from ._errors import NativeUnavailable
 
-
 LIBRARY_NAME = "libpmca_hooks.so"
 PROBE_LIBRARY_NAME = "libpmca_probe.so"
 
@@ -113,9 +112,9 @@ def platform_reason() -> str | None:
         return "live prologue patching is implemented for x86_64 only (this is aarch64)"
     if machine not in ("x86_64", "AMD64"):
         return f"native memory hooks need x86_64; this is {machine or 'an unknown CPU'}"
-    libc_version = os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in (
-        os.confstr_names
-    ) else None
+    libc_version = (
+        os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in (os.confstr_names) else None
+    )
     if not libc_version:
         return "native memory hooks patch glibc; this C library is not glibc (musl?)"
     return None

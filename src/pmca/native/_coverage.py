@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _ctypes
 import ctypes
 import mmap
 import os
@@ -14,7 +15,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import _ctypes
 import attrs
 
 from ._abi import probe_library_path
@@ -22,7 +22,6 @@ from ._backend import backend
 from ._dispatch import dispatcher
 from ._libc import MADV_DONTNEED, MREMAP_MAYMOVE, PAGE, Libc, libc
 from ._measure import Measure, hooks_installed, observing
-
 
 MIB = 1 << 20
 _ANY_RELEASE = ("munmap", "madvise", "mremap", "brk", "mmap_fixed")
@@ -104,9 +103,12 @@ class Coverage:
             detail = path.description + (f" ({path.note})" if path.note else "")
             rows.append((path.name, path.outcome, ",".join(path.kinds) or "-", detail))
         widths = [max(len(row[i]) for row in rows) for i in range(3)]
-        lines = ["native hooks: " + ", ".join(f"{s} {st}" for s, st in self.hooks.items())]
+        lines = ["native hooks:"]
+        lines.extend(f"  {symbol:<8} {state}" for symbol, state in self.hooks.items())
+        lines.append("release paths:")
         for row in rows:
-            lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
+            cells = (cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
+            lines.append("  " + "  ".join(cells) + "  " + row[3])
         return "\n".join(lines)
 
 
@@ -195,7 +197,8 @@ def shmdt(c: Libc, m: Measure) -> PathOutcome:
     try:
         address = c.shm_attach_private(MIB)
     except OSError as exc:
-        raise NotRunnable(f"SysV shared memory unavailable: {os.strerror(exc.errno or 0)}")
+        reason = os.strerror(exc.errno or 0)
+        raise NotRunnable(f"SysV shared memory unavailable: {reason}") from exc
     m.begin()
     c.shmdt(address)
     return m.seen([(address, address + MIB)], ("shmdt",)), "length unknown: reported to end"

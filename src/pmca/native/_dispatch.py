@@ -16,6 +16,7 @@ event twice; invalidating a range is naturally idempotent.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import threading
@@ -25,7 +26,6 @@ from typing import Final
 
 from ._backend import HookBackend, backend
 from ._events import OVERFLOW_EVENT, ReleaseEvent
-
 
 ReleaseCallback = Callable[[int, int, str, bool], object]
 
@@ -226,10 +226,9 @@ class ReleaseDispatcher:
         return listener
 
     def _ring_doorbell(self) -> None:
-        try:
+        # A saturated counter or a vanished fd: the listener is awake anyway.
+        with contextlib.suppress(OSError):
             os.write(self._hooks().eventfd(), (1).to_bytes(8, "little"))
-        except OSError:
-            pass  # counter saturated or fd gone: the listener is awake anyway
 
     @staticmethod
     def _join(listener: threading.Thread) -> None:

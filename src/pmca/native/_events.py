@@ -6,7 +6,6 @@ from typing import Literal
 
 import attrs
 
-
 ReleaseKind = Literal["munmap", "madvise", "mremap", "brk", "shmdt", "mmap_fixed", "overflow"]
 
 #: Exclusive end of the address range callbacks are told about; it still fits

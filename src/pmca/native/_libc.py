@@ -38,8 +38,11 @@ class Libc:
     def __init__(self) -> None:
         lib = ctypes.CDLL("libc.so.6", use_errno=True)
         self._lib = lib
-        self._declare("mmap", _void_p, [_void_p, _size_t, ctypes.c_int, ctypes.c_int,
-                                        ctypes.c_int, ctypes.c_long])
+        self._declare(
+            "mmap",
+            _void_p,
+            [_void_p, _size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long],
+        )
         self._declare("munmap", ctypes.c_int, [_void_p, _size_t])
         self._declare("madvise", ctypes.c_int, [_void_p, _size_t, ctypes.c_int])
         self._declare("mremap", _void_p, [_void_p, _size_t, _size_t, ctypes.c_int])

@@ -6,12 +6,12 @@ from collections.abc import Callable, Iterable
 
 from ._backend import HookBackend, backend
 from ._coverage import (
+    NotRunnable,
     PathOutcome,
     direct_madvise,
     direct_mremap,
     direct_munmap,
     mmap_fixed,
-    NotRunnable,
     shmdt,
 )
 from ._dispatch import dispatcher

@@ -399,6 +399,40 @@ class ParamSpace:
                 given_as=given_as or None,
             ) from None
 
+    def add_api_value(self, name: str, value: object) -> None:
+        """Give ``name`` a command-line/API value after construction.
+
+        This is how a later session joins a live space: parameters are shared
+        by every live session, so a registered parameter must already have
+        this value, and a pending one must not have been given another.
+
+        :raises ParamPermissionError: the live space holds a different value.
+        :raises ParamValueError: the value is invalid for the parameter.
+        """
+        origin = Origin(Source.API)
+        with self._lock:
+            param = self._names.get(name)
+            if param is not None:
+                wanted = self._convert(param, value, origin, given_as=None)
+                if wanted != param.value:
+                    raise ParamPermissionError(
+                        param.full_name,
+                        value,
+                        origin,
+                        f"the live parameter space, shared by every live session, already "
+                        f"has {param.value_string()!r} from {param.origin}",
+                    )
+                return
+            pending = self._pending[Source.API].get(name)
+            if pending is not None and str(pending.value) != str(value):
+                raise ParamPermissionError(
+                    name,
+                    value,
+                    origin,
+                    f"another live session already gave {pending.value!r}",
+                )
+            self._pending[Source.API][name] = _Raw(value, origin)
+
     def deregister(self, name: str) -> None:
         """Remove one parameter (by full name or synonym) and its synonyms."""
         with self._lock:

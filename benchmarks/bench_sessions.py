@@ -1,0 +1,204 @@
+"""Session init/finalize cycles per load mode: time per cycle and RSS growth.
+
+Each variant runs in its own fresh interpreter: a session over a small
+throwaway framework (two components, installed as real distributions) and,
+when they open cleanly, over pmca's built-in frameworks; each in ``static``
+and ``dso`` load mode (``mca_base_component_dso = all``).
+
+After a warm-up, the cycles run in blocks that alternate with blocks of a
+trivial loop of the same shape (an object with ``init``/``finalize`` that
+copies its parameters), the baseline of the ratio. Resident memory
+(``VmRSS``) is read after the warm-up and after the last cycle; the
+difference should stay under 1 MiB, or finalize leaves something behind.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import _common as common
+
+
+FRAMEWORK = "benchsess"
+COMPONENTS = ("alpha", "beta")
+MODES: dict[str, dict[str, str]] = {
+    "static": {},
+    "dso": {"mca_base_component_dso": "all"},
+}
+GOAL_RSS_MIB = 1.0
+#: The frameworks pmca ships, if its catalog cannot be asked.
+FALLBACK_BUILTINS = ("patcher", "memory")
+
+
+class TrivialSession:
+    """The baseline: the shape of a session cycle with none of the work."""
+
+    live: int = 0
+
+    def __init__(self, mca: Mapping[str, Any], frameworks: Sequence[str]) -> None:
+        self._mca = dict(mca)
+        self._frameworks = list(frameworks)
+        self._opened: list[str] = []
+
+    def init(self) -> TrivialSession:
+        TrivialSession.live += 1
+        self._opened.extend(self._frameworks)
+        return self
+
+    def finalize(self) -> None:
+        self._opened.clear()
+        TrivialSession.live -= 1
+
+
+def builtin_frameworks() -> list[str]:
+    try:
+        from pmca.runtime._catalog import Catalog
+    except ImportError:
+        return list(FALLBACK_BUILTINS)
+    catalog = Catalog.discover()
+    return [name for name, where in catalog.locations.items() if where.startswith("built-in")]
+
+
+def _cycle(factory: Callable[[], Any]) -> Callable[[int], None]:
+    def run(count: int) -> None:
+        for _ in range(count):
+            factory().init().finalize()
+
+    return run
+
+
+def _first_session_problem(mca: Mapping[str, Any], frameworks: Sequence[str]) -> str | None:
+    """Why this variant cannot be measured, if a first session does not open cleanly."""
+    import pmca
+
+    try:
+        with pmca.Session(mca=mca, frameworks=frameworks) as session:
+            failed = [str(f) for name in frameworks for f in session.failures(name)]
+    except Exception as exc:
+        return f"session init/finalize raised {type(exc).__name__}: {exc}"
+    return f"components failed: {'; '.join(failed)}" if failed else None
+
+
+def child_cycles(args: dict) -> None:
+    import pmca
+
+    frameworks = args["frameworks"] or builtin_frameworks()
+    mca = MODES[args["mode"]]
+    problem = _first_session_problem(mca, frameworks)
+    if problem is not None:
+        common.child_reply({"skipped": problem, "frameworks": frameworks})
+        return
+    subject = _cycle(lambda: pmca.Session(mca=mca, frameworks=frameworks))
+    baseline = _cycle(lambda: TrivialSession(mca, frameworks))
+    subject(args["warmup"])
+    baseline(args["warmup"])
+
+    per_block = args["cycles"] // args["blocks"]
+    common.timed(lambda: None)  # collects garbage before the reading below
+    rss_before = common.rss_bytes()
+    trace: list[int] = []
+
+    def session_block() -> float:
+        elapsed = common.timed(lambda: subject(per_block)) / per_block
+        trace.append(common.rss_bytes())
+        return elapsed
+
+    samples = common.interleave(
+        {
+            "trivial": lambda: common.timed(lambda: baseline(per_block)) / per_block,
+            "session": session_block,
+        },
+        repeats=args["blocks"],
+    )
+    common.timed(lambda: None)
+    common.child_reply(
+        {
+            "frameworks": frameworks,
+            "samples": samples,
+            "cycles": per_block * args["blocks"],
+            "rss_before": rss_before,
+            "rss_after": common.rss_bytes(),
+            "rss_trace": trace,
+        }
+    )
+
+
+def measure(
+    label: str,
+    mode: str,
+    frameworks: list[str] | None,
+    env: Mapping[str, str],
+    *,
+    quick: bool,
+    report: common.Report,
+) -> None:
+    common.heading(f"{label}, {mode}")
+    args = {
+        "mode": mode,
+        "frameworks": frameworks,
+        "cycles": 100 if quick else 1000,
+        "warmup": 10 if quick else 100,
+        "blocks": 5 if quick else 10,
+    }
+    optional = frameworks is None  # the built-ins may be mid-rewrite: a failure is a note
+    try:
+        reply = common.run_child(Path(__file__).resolve(), "cycles", args, env)
+    except common.ChildFailed as exc:
+        if not optional:
+            raise
+        reply = {"skipped": str(exc)}
+    if "skipped" in reply:
+        print(f"  skipped: {reply['skipped']}")
+        report.notes.append(f"{label}, {mode}: skipped ({reply['skipped'].splitlines()[0]})")
+        return
+    trivial = common.median(reply["samples"]["trivial"])
+    session = common.median(reply["samples"]["session"])
+    growth = (reply["rss_after"] - reply["rss_before"]) / common.MIB
+    print(f"  frameworks {reply['frameworks']}, {reply['cycles']} cycles after warm-up")
+    print(f"  session  {common.format_seconds(session):>10}/cycle  {common.raw(reply['samples']['session'])}")
+    print(
+        f"  trivial  {common.format_seconds(trivial):>10}/cycle  "
+        f"{common.raw(reply['samples']['trivial'], 1e-6)} (µs)"
+    )
+    print(f"  ratio    {session / trivial:,.0f}x the trivial loop")
+    trace = ", ".join(f"{value / common.MIB:.2f}" for value in reply["rss_trace"])
+    print(
+        f"  VmRSS    {reply['rss_before'] / common.MIB:.2f} -> {reply['rss_after'] / common.MIB:.2f}"
+        f" MiB (growth {growth:+.3f} MiB); after each block: [{trace}]"
+    )
+    key = f"{label}, {mode}"
+    report.ratios[f"{key}: session/trivial per cycle"] = session / trivial
+    report.goals.append(common.Goal(f"{key}: RSS growth", growth, GOAL_RSS_MIB, " MiB"))
+
+
+def main() -> int:
+    args = common.parser(__doc__.splitlines()[0]).parse_args()
+    common.use_working_tree()
+    if args.child:
+        import json
+
+        {"cycles": child_cycles}[args.child](json.loads(args.child_args))
+        return 0
+
+    print(f"bench_sessions: pmca from {common.pmca_location()}; python {sys.version.split()[0]}")
+    report = common.Report("sessions")
+    with common.work_dir("sessions") as work:
+        site = work / "site"
+        common.install_throwaway_framework(site, FRAMEWORK, COMPONENTS)
+        env = common.child_env(site)
+        for mode in MODES:
+            measure(f"throwaway {FRAMEWORK!r}", mode, [FRAMEWORK], env, quick=args.quick, report=report)
+        # Without the throwaway site on the path, only what pmca (and the
+        # environment) provides is there to open.
+        builtins_env = common.child_env()
+        for mode in MODES:
+            measure("built-in frameworks", mode, None, builtins_env, quick=args.quick, report=report)
+    report.emit()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""patcher/overwrite: in-place prologue patching through pmca's native backend.
+
+The patch bookkeeping lives in this component's own native library, loaded
+through pmca's loader: in ``dso`` mode it is really unloaded at the last
+close, and the loader refuses to ``dlclose`` it while it still records live
+patches (it restores them first and says so).
+"""
+
+from __future__ import annotations
+
+from ..._version import __version__
+from ...mca import Component, ComponentContext, NotAvailable, Query, hookimpl
+from ...mca._context import ComponentParams
+from ._module import OverwriteModule
+from ._table import PatchTable, library_path
+
+
+class OverwriteComponent(Component):
+    framework = "patcher"
+    name = "overwrite"
+    version = __version__
+    api_version = "1.0.0"
+
+    @hookimpl
+    def register(self, params: ComponentParams) -> None:
+        params.register(
+            "priority", type=int, default=37, level=5,
+            help="Priority of the overwrite patcher component",
+        )  # fmt: skip
+
+    @hookimpl
+    def open(self, ctx: ComponentContext) -> None:
+        from ... import native
+
+        if not native.available():
+            raise NotAvailable(native.unavailable_reason() or "native backend unavailable")
+
+    @hookimpl
+    def query(self, ctx: ComponentContext) -> Query:
+        from ... import native
+
+        holder: list[OverwriteModule] = []
+        library = ctx.load_library(library_path(), before_unload=lambda: _restore_left(holder))
+        module = OverwriteModule(PatchTable(library.cdll), native.backend(), ctx.log)
+        holder.append(module)
+        return Query(priority=int(ctx.params["priority"]), module=module)
+
+
+def _restore_left(holder: list[OverwriteModule]) -> str | None:
+    """The loader's unload guard: no library is unloaded with live patches."""
+    module = holder.pop() if holder else None
+    if module is None or not module.patches():
+        return None
+    outcomes = module.restore_all()
+    symbols = ", ".join(outcome.record.symbol for outcome in outcomes)
+    return (
+        f"refused to dlclose {library_path().name} while it owned {len(outcomes)} live "
+        f"patch(es) ({symbols}): restored them first"
+    )
+
+
+__all__ = ["OverwriteComponent", "OverwriteModule"]

@@ -1,0 +1,55 @@
+"""The overwrite patcher module."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import TYPE_CHECKING
+
+from .._interface import PatchRecord, RestoreOutcome
+from ._table import PatchTable
+
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
+    from ...native import HookBackend
+
+
+class OverwriteModule:
+    """Applies patches through the native backend and records them in its table."""
+
+    def __init__(self, table: PatchTable, hooks: HookBackend, log: FilteringBoundLogger) -> None:
+        self._table = table
+        self._hooks = hooks
+        self._log = log
+
+    def patch_symbol(self, symbol: str, *, owner: str) -> PatchRecord:
+        for record in self.patches():
+            if record.symbol == symbol:
+                return record
+        site = self._hooks.install(symbol)
+        self._table.add(site, owner)
+        self._log.debug("patched", symbol=symbol, address=hex(site.address), owner=owner)
+        return PatchRecord(symbol, site.patch_address, site.original, site.patched, owner)
+
+    def patches(self) -> list[PatchRecord]:
+        return [
+            PatchRecord(r.symbol, r.address, r.original, r.patched, r.owner)
+            for r in self._table.records()
+        ]
+
+    def restore_all(self) -> list[RestoreOutcome]:
+        outcomes: list[RestoreOutcome] = []
+        while (raw := self._table.pop()) is not None:
+            record = PatchRecord(raw.symbol, raw.address, raw.original, raw.patched, raw.owner)
+            site = self._hooks.site(record.symbol)
+            if site is not None:
+                restored = self._hooks.restore(site)
+            else:
+                restored = ctypes.string_at(record.address, len(record.original)) == record.original
+            if not restored:
+                self._log.warning(
+                    "patch no longer ours; left in pass-through", symbol=record.symbol
+                )
+            outcomes.append(RestoreOutcome(record, restored))
+        return outcomes
