@@ -1,0 +1,67 @@
+"""memory/patcher: release hooks by patching libc through the patcher framework.
+
+Forced static, as in Open MPI. Unlike Open MPI 5.0.6 it keeps no state at
+module level: the patcher module it uses, the patches and the support level
+belong to the module object of one framework open, so every session
+reselects the patcher and repatches, and nothing survives a close (the fix of
+open-mpi/ompi#13021, and then some).
+"""
+
+from __future__ import annotations
+
+from ..._version import __version__
+from ...mca import Component, ComponentContext, NotAvailable, Query, hookimpl
+from ...mca._context import ComponentParams
+from ._module import PatcherMemory
+
+
+class PatcherMemoryComponent(Component):
+    framework = "memory"
+    name = "patcher"
+    version = __version__
+    api_version = "1.0.0"
+    force_static = True
+
+    def __init__(self) -> None:
+        self._patcher_open = False
+
+    @hookimpl
+    def register(self, params: ComponentParams) -> None:
+        params.register(
+            "priority", type=int, default=80, level=5,
+            help="Priority of the patcher memory hook component",
+        )  # fmt: skip
+        params.register(
+            "disable", type=bool, default=False, level=4,
+            help="Never install memory hooks (like Open MPI's memory_ptmalloc2_disable); "
+            "usually given as PMCA_MCA_memory_patcher_disable=1",
+        )  # fmt: skip
+
+    @hookimpl
+    def open(self, ctx: ComponentContext) -> None:
+        from ... import native
+
+        if ctx.params["disable"]:
+            param = ctx.params.param("disable")
+            raise NotAvailable(f"memory hooks disabled by {param.full_name} ({param.origin})")
+        if not native.available():
+            raise NotAvailable(native.unavailable_reason() or "native backend unavailable")
+
+    @hookimpl
+    def query(self, ctx: ComponentContext) -> Query | None:
+        patcher = ctx.open_framework("patcher")
+        self._patcher_open = True
+        if not patcher.modules:
+            ctx.log.info("no patcher module selected; declining")
+            return None
+        return Query(priority=int(ctx.params["priority"]), module=PatcherMemory(patcher, ctx.log))
+
+    @hookimpl
+    def close(self, ctx: ComponentContext) -> None:
+        # The patcher framework restores every patch at its last close.
+        if self._patcher_open:
+            self._patcher_open = False
+            ctx.close_framework("patcher")
+
+
+__all__ = ["PatcherMemory", "PatcherMemoryComponent"]

@@ -1,0 +1,70 @@
+"""The memory module of memory/patcher."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._interface import Support
+
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
+    from ...mca._open import OpenFramework
+
+#: The release paths memory/patcher intercepts, in patch order.
+SYMBOLS = ("munmap", "madvise", "mremap", "brk", "shmdt", "mmap")
+OWNER = "memory/patcher"
+
+
+class PatcherMemory:
+    """Installs the hooks through the selected patcher; measures what they catch.
+
+    Holds the open patcher framework (one reference, taken by the component's
+    query and dropped by its close), never a patcher module across opens.
+    """
+
+    def __init__(self, patcher: OpenFramework, log: FilteringBoundLogger) -> None:
+        self._patcher = patcher
+        self._log = log
+        self._support = Support.NONE
+        self._installed = False
+        self.refused: dict[str, str] = {}
+        self.self_test: dict[str, bool] = {}
+
+    def support_level(self) -> Support:
+        return self._support
+
+    def installed(self) -> bool:
+        return self._installed
+
+    def install(self, reason: str) -> Support:
+        if self._installed:
+            return self._support
+        from ... import native
+        from ...patcher import PatcherModule
+
+        patcher = self._patcher.module()
+        assert isinstance(patcher, PatcherModule)
+        for symbol in SYMBOLS:
+            try:
+                patcher.patch_symbol(symbol, owner=OWNER)
+            except native.PatchRefused as refused:
+                self.refused[symbol] = str(refused)
+                self._log.warning("cannot hook", symbol=symbol, reason=str(refused))
+        self._installed = True
+        hooked = [s for s in SYMBOLS if s not in self.refused]
+        self.self_test = native.self_test(hooked) if hooked else {}
+        # Open MPI's rule: FREE needs what allocators release through
+        # (munmap, madvise, mremap, brk); MUNMAP needs a direct munmap.
+        support = Support.NONE
+        if self.self_test.get("munmap"):
+            support |= Support.MUNMAP
+            if all(self.self_test.get(s) for s in ("madvise", "mremap", "brk")):
+                support |= Support.FREE
+        self._support = support
+        self._log.info(
+            "memory hooks installed", reason=reason, support=repr(support),
+            self_test=self.self_test,
+        )  # fmt: skip
+        return support
