@@ -26,7 +26,6 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-
 BENCH_DIR = Path(__file__).resolve().parent
 #: The working tree's sources: benchmarks measure the code being edited, not
 #: whatever copy of pmca happens to be installed.
@@ -167,6 +166,14 @@ def run_child(script: Path, role: str, args: Mapping[str, object], env: Mapping[
     return json.loads(lines[-1])
 
 
+def serve_child(args: argparse.Namespace, roles: Mapping[str, Callable[[dict], None]]) -> bool:
+    """If this interpreter was started by :func:`run_child`, play its role; say whether it was."""
+    if not args.child:
+        return False
+    roles[args.child](json.loads(args.child_args))
+    return True
+
+
 def child_reply(payload: Mapping[str, object]) -> None:
     """What a child hands back to :func:`run_child`: one JSON line, last on stdout."""
     print(json.dumps(payload), flush=True)
@@ -294,7 +301,8 @@ class Report:
         print(f"\n== {self.bench}: goals ==")
         for goal in self.goals:
             verdict = "PASS" if goal.met else "MISS"
-            print(f"  {verdict}  {goal.name}: {goal.value:.3g}{goal.unit} (goal <= {goal.limit:g}{goal.unit})")
+            limit = f"goal <= {goal.limit:g}{goal.unit}"
+            print(f"  {verdict}  {goal.name}: {goal.value:.3g}{goal.unit} ({limit})")
         for note in self.notes:
             print(f"  note: {note}")
         payload = {

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import _common as common
 
-
 FRAMEWORK = "benchdisc"
 COUNT = 500
 PICK = "c0250"
@@ -88,6 +87,21 @@ def child_cold(args: dict) -> None:
     common.child_reply(
         {"elapsed": elapsed, "imported": _imported_components(args["framework"], before)}
     )
+
+
+def child_profile(args: dict) -> None:
+    """Where a warm session's time goes: cProfile's top entries, printed as text."""
+    import cProfile
+    import io
+    import pstats
+
+    session = _subjects(args["framework"], args["pick"])["session"]
+    session()
+    profile = cProfile.Profile()
+    profile.runcall(lambda: [session() for _ in range(args["repeats"])])
+    out = io.StringIO()
+    pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(30)
+    common.child_reply({"text": out.getvalue()})
 
 
 def child_warm(args: dict) -> None:
@@ -169,12 +183,13 @@ def measure_layout(label: str, site: Path, *, quick: bool, report: common.Report
 
 
 def main() -> int:
-    args = common.parser(__doc__.splitlines()[0]).parse_args()
+    options = common.parser(__doc__.splitlines()[0])
+    options.add_argument(
+        "--profile", action="store_true", help="also print a cProfile of the session side"
+    )
+    args = options.parse_args()
     common.use_working_tree()
-    if args.child:
-        import json
-
-        {"cold": child_cold, "warm": child_warm}[args.child](json.loads(args.child_args))
+    if common.serve_child(args, {"cold": child_cold, "warm": child_warm, "profile": child_profile}):
         return 0
 
     print(f"bench_discovery: {COUNT} components of framework {FRAMEWORK!r}, selecting {PICK!r}")
@@ -189,6 +204,16 @@ def main() -> int:
                 site, FRAMEWORK, components, one_distribution_per_component=per_component
             )
             measure_layout(label, site, quick=args.quick, report=report)
+            if args.profile:
+                repeats = 5 if args.quick else 20
+                common.heading(f"{label}: cProfile of {repeats} warm sessions")
+                profile = common.run_child(
+                    Path(__file__).resolve(),
+                    "profile",
+                    {"framework": FRAMEWORK, "pick": PICK, "repeats": repeats},
+                    common.child_env(site),
+                )
+                print(profile["text"])
     report.emit()
     return 0
 

@@ -21,7 +21,6 @@ from typing import Any
 
 import _common as common
 
-
 FRAMEWORK = "benchsess"
 COMPONENTS = ("alpha", "beta")
 MODES: dict[str, dict[str, str]] = {
@@ -158,16 +157,20 @@ def measure(
     session = common.median(reply["samples"]["session"])
     growth = (reply["rss_after"] - reply["rss_before"]) / common.MIB
     print(f"  frameworks {reply['frameworks']}, {reply['cycles']} cycles after warm-up")
-    print(f"  session  {common.format_seconds(session):>10}/cycle  {common.raw(reply['samples']['session'])}")
+    samples = reply["samples"]
+    print(
+        f"  session  {common.format_seconds(session):>10}/cycle  {common.raw(samples['session'])}"
+    )
     print(
         f"  trivial  {common.format_seconds(trivial):>10}/cycle  "
-        f"{common.raw(reply['samples']['trivial'], 1e-6)} (µs)"
+        f"{common.raw(samples['trivial'], 1e-6)} (µs)"
     )
     print(f"  ratio    {session / trivial:,.0f}x the trivial loop")
     trace = ", ".join(f"{value / common.MIB:.2f}" for value in reply["rss_trace"])
+    before, after = reply["rss_before"] / common.MIB, reply["rss_after"] / common.MIB
     print(
-        f"  VmRSS    {reply['rss_before'] / common.MIB:.2f} -> {reply['rss_after'] / common.MIB:.2f}"
-        f" MiB (growth {growth:+.3f} MiB); after each block: [{trace}]"
+        f"  VmRSS    {before:.2f} -> {after:.2f} MiB (growth {growth:+.3f} MiB);"
+        f" after each block: [{trace}]"
     )
     key = f"{label}, {mode}"
     report.ratios[f"{key}: session/trivial per cycle"] = session / trivial
@@ -177,10 +180,7 @@ def measure(
 def main() -> int:
     args = common.parser(__doc__.splitlines()[0]).parse_args()
     common.use_working_tree()
-    if args.child:
-        import json
-
-        {"cycles": child_cycles}[args.child](json.loads(args.child_args))
+    if common.serve_child(args, {"cycles": child_cycles}):
         return 0
 
     print(f"bench_sessions: pmca from {common.pmca_location()}; python {sys.version.split()[0]}")
@@ -190,12 +190,16 @@ def main() -> int:
         common.install_throwaway_framework(site, FRAMEWORK, COMPONENTS)
         env = common.child_env(site)
         for mode in MODES:
-            measure(f"throwaway {FRAMEWORK!r}", mode, [FRAMEWORK], env, quick=args.quick, report=report)
+            measure(
+                f"throwaway {FRAMEWORK!r}", mode, [FRAMEWORK], env, quick=args.quick, report=report
+            )
         # Without the throwaway site on the path, only what pmca (and the
         # environment) provides is there to open.
         builtins_env = common.child_env()
         for mode in MODES:
-            measure("built-in frameworks", mode, None, builtins_env, quick=args.quick, report=report)
+            measure(
+                "built-in frameworks", mode, None, builtins_env, quick=args.quick, report=report
+            )
     report.emit()
     return 0
 

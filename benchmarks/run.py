@@ -15,7 +15,7 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import _common as common
@@ -27,7 +27,6 @@ class Outcome:
     returncode: int
     seconds: float
     result: dict | None = None
-    tail: list[str] = field(default_factory=list)
 
     @property
     def crashed(self) -> bool:
@@ -41,7 +40,6 @@ def run_one(script: Path, quick: bool) -> Outcome:
     print("=" * 78, flush=True)
     start = time.perf_counter()
     result: dict | None = None
-    tail: list[str] = []
     # The working tree goes on the child's path, so that benchmarks not
     # written against _common (bench_hooks.py) measure the same pmca.
     with subprocess.Popen(
@@ -53,8 +51,7 @@ def run_one(script: Path, quick: bool) -> Outcome:
                 result = json.loads(line[len(common.RESULT_MARKER) :])
                 continue
             print(line, end="", flush=True)
-            tail = [*tail[-19:], line.rstrip()]
-    return Outcome(script.name, process.returncode, time.perf_counter() - start, result, tail)
+    return Outcome(script.name, process.returncode, time.perf_counter() - start, result)
 
 
 def summarize(outcomes: list[Outcome]) -> None:

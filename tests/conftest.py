@@ -14,7 +14,6 @@ import pytest
 from pmca.runtime import RUNTIME
 from pmca.testing import make_distribution
 
-
 _counter = itertools.count()
 
 InstallPlugin = Callable[..., Path]
@@ -43,9 +42,7 @@ def install_plugin(
         version: str = "0.1.0",
     ) -> Path:
         root = tmp_path / f"site-{name}"
-        make_distribution(
-            root, name, version=version, entry_points=entry_points, modules=modules
-        )
+        make_distribution(root, name, version=version, entry_points=entry_points, modules=modules)
         monkeypatch.syspath_prepend(str(root))
         importlib.invalidate_caches()
         roots.append(root)
@@ -99,9 +96,7 @@ def component_source(
     events_module: str | None = None,
 ) -> str:
     """Source of a module with one component, optionally failing in one hook."""
-    record = (
-        f"import {events_module} as _events\n" if events_module else "_events = None\n"
-    )
+    record = f"import {events_module} as _events\n" if events_module else "_events = None\n"
     return record + textwrap.dedent(
         f"""
         import pmca

@@ -28,7 +28,6 @@ from .mca import (
 from .mca.params import ParamError, PmcaDeprecationWarning
 from .runtime import Session
 
-
 __all__ = [
     "Alias",
     "Component",

@@ -42,9 +42,11 @@ def names(session: pmca.Session, fw: str) -> list[str]:
 def test_discovery_through_a_real_distribution(install_plugin, unique) -> None:
     fw = unique("disc")
     install_framework(
-        install_plugin, fw, {"a": component_source(fw, "a"), "b": component_source(fw, "b")},
+        install_plugin,
+        fw,
+        {"a": component_source(fw, "a"), "b": component_source(fw, "b")},
         policy="multi",
-    )  # fmt: skip
+    )
     with pmca.Session(frameworks=[fw]) as session:
         infos = session.components(fw)
         assert [i.name for i in infos] == ["a", "b"]
@@ -106,9 +108,7 @@ def test_include_and_exclude_lists(install_plugin, unique, policy: str) -> None:
 def test_unselected_components_are_never_imported(install_plugin, unique) -> None:
     fw = unique("lazy")
     bomb = "raise SystemExit('this component must not be imported')\n"
-    install_framework(
-        install_plugin, fw, {"good": component_source(fw, "good"), "bomb": bomb}
-    )
+    install_framework(install_plugin, fw, {"good": component_source(fw, "good"), "bomb": bomb})
     with pmca.Session(mca={fw: "good"}, frameworks=[fw]) as session:
         assert names(session, fw) == ["good"]
     assert f"{fw}_bomb_mod" not in sys.modules
@@ -160,7 +160,7 @@ def test_drop_in_directory(install_plugin, unique, tmp_path: Path) -> None:
     (drop / f"pmca_{fw}_file.py").write_text(component_source(fw, "file", priority=3))
     (drop / f"pmca_{fw}_pkg" / "__init__.py").write_text(component_source(fw, "pkg", priority=4))
     (drop / f"pmca_{fw}_notes.txt").write_text("not a component")
-    (drop / f"pmca_other_x.py").write_text("raise SystemExit('wrong framework')")
+    (drop / "pmca_other_x.py").write_text("raise SystemExit('wrong framework')")
     with pmca.Session(
         mca={"mca_base_component_path": f"/nonexistent:{drop}"}, frameworks=[fw]
     ) as session:

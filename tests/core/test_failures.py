@@ -8,8 +8,15 @@ import pmca
 from tests.conftest import InstallPlugin, component_source, framework_source
 
 
-def setup(install_plugin: InstallPlugin, fw: str, bad_name: str, bad_source: str, *,
-          target: str = "TestComponent", policy: str = "multi") -> str:  # fmt: skip
+def setup(
+    install_plugin: InstallPlugin,
+    fw: str,
+    bad_name: str,
+    bad_source: str,
+    *,
+    target: str = "TestComponent",
+    policy: str = "multi",
+) -> str:
     events = f"{fw}_decl"
     install_plugin(
         f"dist-{fw}",
@@ -52,7 +59,9 @@ def check_failure(failure: pmca.ComponentFailure, fw: str, name: str, hook: str,
         ("", "Missing", "import", "AttributeError"),
     ],
 )
-def test_import_and_type_failures(install_plugin, unique, source, target, hook, text, capsys) -> None:
+def test_import_and_type_failures(
+    install_plugin, unique, source, target, hook, text, capsys
+) -> None:
     fw = unique("imp")
     setup(install_plugin, fw, "bad", source, target=target)
     with pmca.Session(frameworks=[fw]) as session:
@@ -106,8 +115,12 @@ def test_raising_hooks_are_isolated(install_plugin, unique, hook: str) -> None:
 
 def test_raising_close_does_not_stop_the_others(install_plugin, unique) -> None:
     fw = unique("close")
-    events = setup(install_plugin, fw, "bad", component_source(fw, "bad", fail_in="close",
-                                                               events_module=f"{fw}_decl"))  # fmt: skip
+    events = setup(
+        install_plugin,
+        fw,
+        "bad",
+        component_source(fw, "bad", fail_in="close", events_module=f"{fw}_decl"),
+    )
     session = pmca.Session(frameworks=[fw]).init()
     session.finalize()
     import importlib
@@ -122,9 +135,17 @@ def test_raising_close_does_not_stop_the_others(install_plugin, unique) -> None:
 
 @pytest.mark.parametrize(
     ("setting", "shown"),
-    [("all", True), ("none", False), ("{fw}", True), ("^{fw}", False), ("{fw}/bad", True),
-     ("{fw}/good", False), ("0", False), ("true", True)],
-)  # fmt: skip
+    [
+        ("all", True),
+        ("none", False),
+        ("{fw}", True),
+        ("^{fw}", False),
+        ("{fw}/bad", True),
+        ("{fw}/good", False),
+        ("0", False),
+        ("true", True),
+    ],
+)
 def test_show_load_errors(install_plugin, unique, capsys, setting: str, shown: bool) -> None:
     fw = unique("show")
     setup(install_plugin, fw, "bad", "import nonexistent_zz\n")

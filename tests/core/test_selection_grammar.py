@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from pmca import Alias, SelectionError
 from pmca.mca._selection import check_included_exist, parse_selection, resolve_aliases
 
-
 names = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
 
 
@@ -71,9 +70,12 @@ def test_unknown_included_component_names_the_available_ones() -> None:
     selection = parse_selection("self,nope", parameter="btl")
     with pytest.raises(SelectionError) as info:
         check_included_exist(
-            selection, ["self", "sm", "tcp"], {"vader": Alias("sm")}, framework="btl",
+            selection,
+            ["self", "sm", "tcp"],
+            {"vader": Alias("sm")},
+            framework="btl",
             source="command line",
-        )  # fmt: skip
+        )
     message = str(info.value)
     assert "nope" in message and "self, sm, tcp" in message and "vader -> sm" in message
 

@@ -11,9 +11,7 @@ from pathlib import Path
 import pytest
 
 import pmca
-from pmca.runtime import RUNTIME
 from tests.conftest import framework_source
-
 
 COUNTER_COMPONENT = """
 import pmca
@@ -95,7 +93,7 @@ def test_dso_state_resets_between_sessions(fw: str) -> None:
     for expected in (["dso"], ["dso"], ["dso"]):
         with pmca.Session(mca=mca, frameworks=[fw]) as session:
             assert session.components(fw)[0].load_mode == "dso"
-            assert component_module(fw).OPENS == expected
+            assert expected == component_module(fw).OPENS
         assert f"{fw}_pkg.counter" not in sys.modules
         assert f"{fw}_pkg" not in sys.modules  # the whole package was the component's
 
@@ -105,7 +103,7 @@ def test_static_state_persists_between_sessions(fw: str) -> None:
     for count in (1, 2, 3):
         with pmca.Session(mca=mca, frameworks=[fw]) as session:
             assert session.components(fw)[0].load_mode == "static"
-            assert component_module(fw).OPENS == ["static"] * count
+            assert ["static"] * count == component_module(fw).OPENS
         assert f"{fw}_pkg.counter" in sys.modules
 
 
@@ -139,7 +137,9 @@ def test_native_library_is_dlclosed_only_in_dso_mode(
         assert mapped(library) is (mode == "static")
 
 
-def test_unloaded_library_addresses_are_quarantined(fw: str, tiny_library: Path, tmp_path: Path) -> None:
+def test_unloaded_library_addresses_are_quarantined(
+    fw: str, tiny_library: Path, tmp_path: Path
+) -> None:
     """A stale pointer into a dlclosed component library faults at once."""
     from pmca.mca._loader import quarantined
     from pmca.testing import run_python

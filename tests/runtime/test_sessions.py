@@ -73,17 +73,18 @@ def test_finalize_twice_and_use_after_finalize_are_errors(fw: str) -> None:
     session.finalize()
     with pytest.raises(pmca.SessionError, match="already finalized"):
         session.finalize()
-    with pytest.raises(pmca.SessionError, match="finalized; it cannot be used"):
+    with pytest.raises(pmca.SessionError, match=r"finalized; it cannot be used"):
         session.modules(fw)
-    with pytest.raises(pmca.SessionError, match="create a new pmca.Session"):
+    with pytest.raises(pmca.SessionError, match=r"create a new pmca\.Session"):
         session.init()
     with pytest.raises(pmca.SessionError, match="never initialized"):
         pmca.Session(frameworks=[fw]).finalize()
 
 
 def test_double_init_of_one_handle_is_an_error(fw: str) -> None:
-    with pmca.Session(frameworks=[fw]) as session, pytest.raises(
-        pmca.SessionError, match="already initialized"
+    with (
+        pmca.Session(frameworks=[fw]) as session,
+        pytest.raises(pmca.SessionError, match="already initialized"),
     ):
         session.init()
 

@@ -13,7 +13,6 @@ import pmca
 from pmca.runtime import RUNTIME
 from tests.conftest import component_source, framework_source
 
-
 NESTING_COMPONENT = """
 import pmca
 
@@ -88,8 +87,11 @@ def test_dependency_cycles_are_reported(install_plugin, unique) -> None:
     install_plugin(
         f"dist-{a}",
         entry_points={"pmca.frameworks": {a: f"{a}_d:FRAMEWORK", b: f"{b}_d:FRAMEWORK"}},
-        modules={f"{a}_d": framework_source(a, depends=(b,)), f"{b}_d": framework_source(b, depends=(a,))},
-    )  # fmt: skip
+        modules={
+            f"{a}_d": framework_source(a, depends=(b,)),
+            f"{b}_d": framework_source(b, depends=(a,)),
+        },
+    )
     with pytest.raises(pmca.FrameworkError, match=f"cycle: {a} -> {b} -> {a}"):
         pmca.Session(frameworks=[a]).init()
     assert RUNTIME.sessions == 0
@@ -98,7 +100,8 @@ def test_dependency_cycles_are_reported(install_plugin, unique) -> None:
 def test_a_global_pointing_at_a_closed_component_fails_loudly(install_plugin, unique) -> None:
     fw = unique("stale")
     leaky = component_source(fw, "leaky").replace(
-        "return pmca.Query(", "import pmca.patcher as _p; _p.LEAKED = self\n        return pmca.Query("
+        "return pmca.Query(",
+        "import pmca.patcher as _p; _p.LEAKED = self\n        return pmca.Query(",
     )
     install_plugin(
         f"dist-{fw}",
@@ -112,7 +115,9 @@ def test_a_global_pointing_at_a_closed_component_fails_loudly(install_plugin, un
 
     session = pmca.Session(frameworks=[fw]).init()
     try:
-        with pytest.raises(pmca.StaleReferenceError, match=r"pmca\.patcher\.LEAKED still refers to component"):
+        with pytest.raises(
+            pmca.StaleReferenceError, match=r"pmca\.patcher\.LEAKED still refers to component"
+        ):
             session.finalize()
     finally:
         del pmca.patcher.LEAKED  # type: ignore[attr-defined]

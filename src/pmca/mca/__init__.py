@@ -20,7 +20,6 @@ from ._loader import LoadMode, NativeLibrary
 from ._markers import hookimpl, hookspec
 from ._open import ComponentInfo, OpenFramework
 
-
 __all__ = [
     "Alias",
     "Component",

@@ -9,7 +9,6 @@ from attrs import frozen
 from ._errors import ComponentError
 from ._names import Version, check_component_name, check_framework_name
 
-
 if TYPE_CHECKING:
     from ._framework import Framework
 
@@ -84,9 +83,7 @@ def make_component(obj: object, *, expected_framework: str, expected_name: str) 
             f"but was found as a {expected_framework!r} component"
         )
     if name != expected_name:
-        raise ComponentError(
-            f"component declares name {name!r} but was found as {expected_name!r}"
-        )
+        raise ComponentError(f"component declares name {name!r} but was found as {expected_name!r}")
     Version.parse(component.version, what=f"version of component {name!r}")
     Version.parse(component.api_version, what=f"api_version of component {name!r}")
     return component

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ._errors import SessionError
 from ._loader import LoadMode, NativeLibrary, close_library, open_library
 
-
 if TYPE_CHECKING:
     import structlog
 

@@ -24,7 +24,6 @@ from ._errors import ComponentError
 from ._framework import Framework
 from ._names import COMPONENT_NAME
 
-
 Origin = Literal["static", "entry point", "drop-in"]
 
 #: When two places offer the same component name, the first origin wins.
@@ -133,7 +132,8 @@ def _component_in(module: ModuleType, candidate: Candidate) -> object:
 
 def static_candidates(framework: Framework) -> list[Candidate]:
     return [
-        Candidate(framework.name, ref.name, "static", ref.target) for ref in framework.static_components
+        Candidate(framework.name, ref.name, "static", ref.target)
+        for ref in framework.static_components
     ]
 
 
@@ -153,7 +153,9 @@ def drop_in_candidates(framework: str, directories: Iterable[str]) -> list[Candi
             continue
         for entry in sorted(base.iterdir()):
             stem = entry.name[:-3] if entry.suffix == ".py" and entry.is_file() else entry.name
-            if not stem.startswith(prefix) or (entry.is_dir() and not (entry / "__init__.py").exists()):
+            if not stem.startswith(prefix) or (
+                entry.is_dir() and not (entry / "__init__.py").exists()
+            ):
                 continue
             if entry.is_file() and entry.suffix != ".py":
                 continue

@@ -24,7 +24,7 @@ class ComponentError(PmcaError):
     """A component is malformed: wrong type, name, framework or API version."""
 
 
-class NotAvailable(PmcaError):  # noqa: N818 - reads as a verdict, like Open MPI's ERR_NOT_AVAILABLE
+class NotAvailable(PmcaError):
     """Raised (or signalled by returning ``False``) from ``open``: drop me silently."""
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Literal
 
 from attrs import field, frozen
 
 from ._names import Version, check_component_name, check_framework_name
-
 
 if TYPE_CHECKING:
     from ._context import FrameworkParams
@@ -40,6 +39,22 @@ class Alias:
 
     target: str
     deprecated: bool = False
+
+
+def _framework_name(_instance: object, _attribute: object, value: str) -> None:
+    check_framework_name(value)
+
+
+def _api_version(value: object) -> Version:
+    return Version.parse(value, what="API version")
+
+
+def _component_refs(value: Iterable[ComponentRef]) -> tuple[ComponentRef, ...]:
+    return tuple(value)
+
+
+def _names(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
 
 
 def _to_aliases(value: Mapping[str, str | Alias]) -> Mapping[str, Alias]:
@@ -90,19 +105,19 @@ class Framework:
     :param base: the framework's base logic (see :class:`FrameworkBase`).
     """
 
-    name: str = field(validator=lambda _i, _a, v: check_framework_name(v))
+    name: str = field(validator=_framework_name)
     description: str
-    api_version: Version = field(converter=lambda v: Version.parse(v, what="API version"))
+    api_version: Version = field(converter=_api_version)
     interface: type | None = None
     policy: Policy = field(default="single")
-    depends: tuple[str, ...] = field(default=(), converter=tuple)
+    depends: tuple[str, ...] = field(default=(), converter=_names)
     allow_dso: bool = True
-    static_components: tuple[ComponentRef, ...] = field(default=(), converter=tuple)
+    static_components: tuple[ComponentRef, ...] = field(default=(), converter=_component_refs)
     aliases: Mapping[str, Alias] = field(factory=dict, converter=_to_aliases)
     base: type[FrameworkBase] = FrameworkBase
 
     @policy.validator
-    def _check_policy(self, _attribute: object, value: str) -> None:
+    def _check_policy(self, _attribute: object, value: object) -> None:
         if value not in ("single", "multi"):
             raise ValueError(f"framework {self.name!r}: policy must be 'single' or 'multi'")
 

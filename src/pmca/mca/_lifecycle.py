@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from ._markers import hookspec
 
-
 if TYPE_CHECKING:
     from ._component import Query
     from ._context import ComponentContext, ComponentParams

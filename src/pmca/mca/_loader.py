@@ -23,7 +23,6 @@ from attrs import define, field
 
 from ._errors import LibraryError, SelectionError
 
-
 LoadMode = Literal["static", "dso"]
 
 
@@ -205,9 +204,13 @@ class _Quarantine:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.mmap.restype = ctypes.c_void_p
             libc.mmap.argtypes = [
-                ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                ctypes.c_int, ctypes.c_long,
-            ]  # fmt: skip
+                ctypes.c_void_p,
+                ctypes.c_size_t,
+                ctypes.c_int,
+                ctypes.c_int,
+                ctypes.c_int,
+                ctypes.c_long,
+            ]
             libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
             self._libc = libc
         return self._libc

@@ -20,7 +20,7 @@ from structlog.typing import FilteringBoundLogger
 
 
 def level_for_verbosity(verbosity: int) -> int:
-    """Map Open MPI's 0–100 verbosity to a stdlib level (``-1`` silences)."""
+    """Map Open MPI's 0-100 verbosity to a stdlib level (``-1`` silences)."""
     if verbosity < 0:
         return logging.CRITICAL + 10
     if verbosity < 20:
@@ -57,7 +57,9 @@ class _StreamLogger:
     log = debug = info = warning = warn = error = critical = exception = msg
 
 
-def framework_logger(framework: str, verbosity: int, destination: str = "stderr") -> FilteringBoundLogger:
+def framework_logger(
+    framework: str, verbosity: int, destination: str = "stderr"
+) -> FilteringBoundLogger:
     """A logger bound to ``framework``; bind ``component=`` for a component."""
     sink: object
     if destination == "logging":

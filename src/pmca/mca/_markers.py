@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pluggy
 
-
 PROJECT = "pmca"
 
 #: Marks a hook specification on a framework's interface class.

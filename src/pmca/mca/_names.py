@@ -8,7 +8,6 @@ from attrs import frozen
 
 from ._errors import ComponentError
 
-
 FRAMEWORK_NAME = re.compile(r"[a-z][a-z0-9]*")
 COMPONENT_NAME = re.compile(r"[a-z][a-z0-9_]*")
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
@@ -21,9 +20,7 @@ def check_framework_name(name: object) -> str:
     split on the first ``_`` after the framework, as in Open MPI.
     """
     if not isinstance(name, str) or not FRAMEWORK_NAME.fullmatch(name):
-        raise ComponentError(
-            f"invalid framework name {name!r}: must match [a-z][a-z0-9]* (no '_')"
-        )
+        raise ComponentError(f"invalid framework name {name!r}: must match [a-z][a-z0-9]* (no '_')")
     return name
 
 

@@ -30,7 +30,6 @@ from ._logging import framework_logger
 from ._markers import PROJECT
 from ._selection import check_included_exist, parse_selection, resolve_aliases
 
-
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
@@ -232,9 +231,7 @@ class OpenFramework:
             self.log.warning("deprecated component alias", alias=alias, use=target)
         discovered = discover_components(self.framework, self.host.component_path())
         for shadowed in discovered.shadowed:
-            self.log.info(
-                "component shadowed", component=shadowed.name, ignored=shadowed.location
-            )
+            self.log.info("component shadowed", component=shadowed.name, ignored=shadowed.location)
         check_included_exist(
             selection,
             discovered.candidates,
@@ -398,7 +395,9 @@ class OpenFramework:
         if loaded.module is not None:
             departed.append(loaded.module)
         if loaded.load_mode == "dso":
-            departed.extend(sys.modules[name] for name in loaded.owned_modules if name in sys.modules)
+            departed.extend(
+                sys.modules[name] for name in loaded.owned_modules if name in sys.modules
+            )
             purge_modules(loaded.module_root)
         loaded.module = None
         self.host.departed(f"component {self.name}/{loaded.candidate.name}", departed)

@@ -12,7 +12,6 @@ from ._base import MemoryBase, MemoryHooksUnavailable, ReleaseCallback, ReleaseH
 from ._framework import FRAMEWORK
 from ._interface import MemoryModule, Support
 
-
 FREE = Support.FREE
 MUNMAP = Support.MUNMAP
 CHUNK = Support.CHUNK

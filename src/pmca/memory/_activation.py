@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-
 Setting = Literal["yes", "no", "runtime", "not set"]
 Decision = Literal["yes", "no", "runtime"]
 

@@ -11,7 +11,6 @@ from ..mca._open import OpenFramework
 from ._activation import Decision, decide, setting
 from ._interface import MemoryModule, Support
 
-
 ReleaseCallback = Callable[[int, int, str, bool], object]
 
 
@@ -60,9 +59,16 @@ class MemoryBase(FrameworkBase):
             ),
         ):
             space.register(
-                "mpi", None, name, type=int, enumeration=AUTO_BOOL, default=-1,
-                help=help_text, level=9, group="memory_base",
-            )  # fmt: skip
+                "mpi",
+                None,
+                name,
+                type=int,
+                enumeration=AUTO_BOOL,
+                default=-1,
+                help=help_text,
+                level=9,
+                group="memory_base",
+            )
 
     def _setting(self, name: str) -> str:
         from ..mca.params import Source

@@ -5,7 +5,6 @@ from __future__ import annotations
 from ..mca._framework import ComponentRef, Framework
 from ._base import MemoryBase
 
-
 FRAMEWORK = Framework(
     name="memory",
     description="memory release hooks for registration caches",

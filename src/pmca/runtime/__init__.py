@@ -7,7 +7,6 @@ from ._inventory import ComponentEntry, FrameworkEntry, inventory
 from ._runtime import RUNTIME, Runtime
 from ._session import Session
 
-
 __all__ = [
     "RUNTIME",
     "CleanupFailure",

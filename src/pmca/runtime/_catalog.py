@@ -10,7 +10,6 @@ from ..mca._discovery import framework_entry_points
 from ..mca._errors import FrameworkError
 from ..mca._framework import Framework
 
-
 #: pmca's own frameworks, ``module:attribute`` of their declaration.
 BUILTIN_FRAMEWORKS: tuple[str, ...] = (
     "pmca.patcher._framework:FRAMEWORK",

@@ -27,7 +27,7 @@ class FinalizeDomain:
         self._cleanups: list[tuple[str, Callable[[], object]]] = []
 
     def append(self, cleanup: Callable[[], object], name: str | None = None) -> None:
-        label = name or getattr(cleanup, "__qualname__", repr(cleanup))
+        label = name or str(getattr(cleanup, "__qualname__", repr(cleanup)))
         with self._lock:
             self._cleanups.append((label, cleanup))
 

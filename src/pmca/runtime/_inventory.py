@@ -94,7 +94,9 @@ def inventory(
                         state.framework,
                         catalog.locations[name],
                         tuple(framework_params),
-                        tuple(_entry(state, lc, admitted[lc.candidate.name]) for lc in state.loaded),
+                        tuple(
+                            _entry(state, lc, admitted[lc.candidate.name]) for lc in state.loaded
+                        ),
                         tuple(state.failures),
                     )
                 )

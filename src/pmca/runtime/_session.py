@@ -12,7 +12,6 @@ from ..mca._open import ComponentInfo, OpenFramework
 from ._domains import FinalizeDomain
 from ._runtime import RUNTIME, Runtime
 
-
 if TYPE_CHECKING:
     from typing_extensions import Self
 

@@ -4,5 +4,4 @@ from __future__ import annotations
 
 from ._result import Outcome, ScenarioResult, format_table
 
-
 __all__ = ["Outcome", "ScenarioResult", "format_table"]

@@ -6,7 +6,6 @@ from typing import Literal
 
 from attrs import frozen
 
-
 Outcome = Literal["reproduced", "prevented", "failed", "skipped"]
 
 
@@ -45,7 +44,7 @@ def format_table(results: list[ScenarioResult]) -> str:
     ]
     lines = []
     for r in results:
-        lines.append(
-            f"{r.scenario:<{widths[0]}}  {r.variant:<{widths[1]}}  {r.outcome:<{widths[2]}}  {r.detail}"
-        )
+        cells = (r.scenario, r.variant, r.outcome)
+        padded = [cell.ljust(width) for cell, width in zip(cells, widths)]
+        lines.append("  ".join((*padded, r.detail)))
     return "\n".join(lines)

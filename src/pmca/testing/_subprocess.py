@@ -8,7 +8,6 @@ import sys
 import textwrap
 from collections.abc import Mapping
 
-
 #: Prepended to child code: a thread that has existed makes glibc take its
 #: arena locks, which is where allocator/hook deadlocks hide.
 FORCE_THREADED = (

@@ -15,7 +15,6 @@ import pytest
 
 from ..runtime import RUNTIME, Session
 
-
 LOAD_MODE_VARIABLE = "PMCA_MCA_mca_base_component_dso"
 _MODE_KEY = pytest.StashKey[str]()
 

@@ -28,14 +28,20 @@ class PatcherMemoryComponent(Component):
     @hookimpl
     def register(self, params: ComponentParams) -> None:
         params.register(
-            "priority", type=int, default=80, level=5,
+            "priority",
+            type=int,
+            default=80,
+            level=5,
             help="Priority of the patcher memory hook component",
-        )  # fmt: skip
+        )
         params.register(
-            "disable", type=bool, default=False, level=4,
+            "disable",
+            type=bool,
+            default=False,
+            level=4,
             help="Never install memory hooks (like Open MPI's memory_ptmalloc2_disable); "
             "usually given as PMCA_MCA_memory_patcher_disable=1",
-        )  # fmt: skip
+        )
 
     @hookimpl
     def open(self, ctx: ComponentContext) -> None:

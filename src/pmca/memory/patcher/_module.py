@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from .._interface import Support
 
-
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
@@ -64,7 +63,9 @@ class PatcherMemory:
                 support |= Support.FREE
         self._support = support
         self._log.info(
-            "memory hooks installed", reason=reason, support=repr(support),
+            "memory hooks installed",
+            reason=reason,
+            support=repr(support),
             self_test=self.self_test,
-        )  # fmt: skip
+        )
         return support

@@ -24,9 +24,12 @@ class OverwriteComponent(Component):
     @hookimpl
     def register(self, params: ComponentParams) -> None:
         params.register(
-            "priority", type=int, default=37, level=5,
+            "priority",
+            type=int,
+            default=37,
+            level=5,
             help="Priority of the overwrite patcher component",
-        )  # fmt: skip
+        )
 
     @hookimpl
     def open(self, ctx: ComponentContext) -> None:

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from .._interface import PatchRecord, RestoreOutcome
 from ._table import PatchTable
 
-
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 

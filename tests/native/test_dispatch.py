@@ -1,0 +1,254 @@
+"""The ring, the doorbell and the Python-side fan-out, with real releases."""
+
+from __future__ import annotations
+
+import mmap
+import select
+import threading
+import time
+import warnings
+
+import pytest
+
+import pmca.native as native
+from pmca.native._libc import MADV_DONTNEED, PAGE, libc
+
+pytestmark = pytest.mark.native
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[int, int, str, bool]] = []
+        self.arrived = threading.Event()
+        self.threads: set[str] = set()
+
+    def __call__(self, address: int, length: int, kind: str, from_alloc: bool) -> None:
+        self.events.append((address, length, kind, from_alloc))
+        self.threads.add(threading.current_thread().name)
+        self.arrived.set()
+
+    def covering(self, address: int, kind: str) -> list[tuple[int, int, str, bool]]:
+        return [e for e in self.events if e[2] == kind and e[0] <= address < e[0] + e[1]]
+
+
+def release_one_page() -> int:
+    c = libc()
+    region = c.map_anonymous(PAGE)
+    c.munmap(region, PAGE)
+    return region
+
+
+def test_subscribers_receive_real_releases_from_drain(hooks):
+    site = hooks.install("munmap")
+    first, second = Recorder(), Recorder()
+    a = native.dispatcher().subscribe(first)
+    b = native.dispatcher().subscribe(second)
+    try:
+        region = release_one_page()
+        assert native.dispatcher().drain() >= 0
+        for recorder in (first, second):
+            (event,) = recorder.covering(region, "munmap")
+            assert event == (region, PAGE, "munmap", True)
+    finally:
+        a.unregister()
+        b.unregister()
+        hooks.restore(site)
+
+
+def test_listener_thread_delivers_without_anyone_draining(hooks):
+    site = hooks.install("munmap")
+    recorder = Recorder()
+    subscription = native.dispatcher().subscribe(recorder)
+    try:
+        assert native.dispatcher().listening
+        region = release_one_page()
+        deadline = time.monotonic() + 10
+        while not recorder.covering(region, "munmap") and time.monotonic() < deadline:
+            recorder.arrived.wait(0.1)
+        assert recorder.covering(region, "munmap")
+        assert "pmca-release-listener" in recorder.threads
+    finally:
+        subscription.unregister()
+        hooks.restore(site)
+    assert not native.dispatcher().listening  # the last subscriber stopped it
+
+
+def test_unregister_is_idempotent_and_stops_delivery(hooks):
+    site = hooks.install("munmap")
+    recorder = Recorder()
+    subscription = native.dispatcher().subscribe(recorder)
+    subscription.unregister()
+    subscription.unregister()
+    assert not subscription.active
+    try:
+        release_one_page()
+        native.dispatcher().drain()
+        assert recorder.events == []
+    finally:
+        hooks.restore(site)
+
+
+def test_a_failing_callback_is_reported_and_does_not_stop_the_others(hooks):
+    site = hooks.install("munmap")
+    recorder = Recorder()
+
+    def broken(address: int, length: int, kind: str, from_alloc: bool) -> None:
+        raise ValueError("boom")
+
+    dispatch = native.dispatcher()
+    failing = dispatch.subscribe(broken)
+    working = dispatch.subscribe(recorder)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            region = release_one_page()
+            dispatch.drain()
+        assert recorder.covering(region, "munmap")
+        assert any("boom" in str(w.message) for w in caught)
+    finally:
+        failing.unregister()
+        working.unregister()
+        hooks.restore(site)
+
+
+def test_callbacks_may_allocate_free_subscribe_and_unsubscribe(hooks):
+    sites = [hooks.install("munmap"), hooks.install("madvise")]
+    dispatch = native.dispatcher()
+    late = Recorder()
+    subscriptions: list[native.Subscription] = []
+
+    def busy(address: int, length: int, kind: str, from_alloc: bool) -> None:
+        with mmap.mmap(-1, 1 << 20) as scratch:  # releases memory from inside a callback
+            scratch.madvise(MADV_DONTNEED)
+        if len(subscriptions) == 1:
+            subscriptions.append(dispatch.subscribe(late))
+            subscriptions[0].unregister()
+
+    subscriptions.append(dispatch.subscribe(busy))
+    try:
+        release_one_page()
+        dispatch.drain()
+        region = release_one_page()
+        dispatch.drain()
+        assert late.covering(region, "munmap")
+        assert not subscriptions[0].active
+    finally:
+        for subscription in subscriptions:
+            subscription.unregister()
+        for site in reversed(sites):
+            hooks.restore(site)
+
+
+def test_disabled_hooks_pass_through_without_recording(hooks):
+    site = hooks.install("munmap")
+    recorder = Recorder()
+    subscription = native.dispatcher().subscribe(recorder)
+    try:
+        hooks.set_enabled(False)
+        calls = hooks.calls("munmap")
+        region = release_one_page()
+        native.dispatcher().drain()
+        assert hooks.calls("munmap") > calls  # the hook ran ...
+        assert not recorder.covering(region, "munmap")  # ... and recorded nothing
+    finally:
+        hooks.set_enabled(True)
+        subscription.unregister()
+        hooks.restore(site)
+
+
+def test_the_doorbell_rings_once_per_arming(hooks):
+    site = hooks.install("munmap")
+    doorbell = hooks.eventfd()
+    try:
+        hooks.drain(hooks.capacity)
+        while select.select([doorbell], [], [], 0)[0]:
+            os_read_counter(doorbell)
+        hooks.rearm()
+        release_one_page()
+        assert select.select([doorbell], [], [], 5)[0], "no doorbell after a release"
+        os_read_counter(doorbell)
+        release_one_page()  # not re-armed: silent
+        assert not select.select([doorbell], [], [], 0.05)[0]
+        assert len(hooks.drain(100).events) >= 2
+    finally:
+        hooks.restore(site)
+
+
+def os_read_counter(fd: int) -> int:
+    import os
+
+    return int.from_bytes(os.read(fd, 8), "little")
+
+
+def test_overflow_is_reported_with_the_dropped_count(hooks):
+    assert native.dispatcher().subscriber_count == 0  # nobody drains behind our back
+    site = hooks.install("munmap")
+    c = libc()
+    try:
+        hooks.drain(hooks.capacity)
+        dropped_before = hooks.dropped_total()
+        flood = hooks.capacity + 1000
+        region = c.map_anonymous(PAGE)
+        for _ in range(flood):
+            c.map_anonymous(PAGE, address=region, fixed=False)  # a fresh page each time
+            c.munmap(region, PAGE)
+        drained = hooks.drain(hooks.capacity * 2)
+        assert len(drained.events) == hooks.capacity
+        assert drained.overflowed
+        assert drained.dropped >= flood - hooks.capacity
+        assert hooks.dropped_total() - dropped_before == drained.dropped
+        again = hooks.drain(10)  # read-and-clear
+        assert not again.overflowed and again.dropped == 0
+    finally:
+        hooks.restore(site)
+
+
+def test_dispatcher_turns_overflow_into_an_everything_invalid_notification(hooks):
+    assert native.dispatcher().subscriber_count == 0
+    site = hooks.install("munmap")
+    try:
+        for _ in range(hooks.capacity + 10):
+            release_one_page()
+        recorder = Recorder()
+        subscription = native.dispatcher().subscribe(recorder)
+        try:
+            native.dispatcher().drain()
+        finally:
+            subscription.unregister()
+        overflow = [e for e in recorder.events if e[2] == "overflow"]
+        # The listener may have been delivering the same batch when drain()
+        # ran; drain() then delivers it again rather than wait for it.
+        assert set(overflow) == {(0, native.END_OF_MEMORY, "overflow", True)}
+        assert recorder.events[0] == overflow[0]  # announced before the survivors
+        assert native.OVERFLOW_EVENT.overlaps(0, native.END_OF_MEMORY)
+    finally:
+        hooks.restore(site)
+
+
+def test_shmdt_events_cover_everything_from_the_address(hooks):
+    site = hooks.install("shmdt")
+    recorder = Recorder()
+    subscription = native.dispatcher().subscribe(recorder)
+    c = libc()
+    try:
+        try:
+            address = c.shm_attach_private(1 << 20)
+        except OSError as exc:
+            pytest.skip(f"no SysV shared memory here: {exc}")
+        c.shmdt(address)
+        native.dispatcher().drain()
+        (event,) = recorder.covering(address, "shmdt")
+        assert event == (address, native.END_OF_MEMORY - address, "shmdt", False)
+    finally:
+        subscription.unregister()
+        hooks.restore(site)
+
+
+def test_close_stops_the_listener_and_drops_subscribers(hooks):
+    dispatch = native.dispatcher()
+    subscription = dispatch.subscribe(Recorder())
+    assert dispatch.listening
+    dispatch.close()
+    assert not dispatch.listening
+    assert not subscription.active
+    assert dispatch.subscriber_count == 0
