@@ -150,3 +150,18 @@ def test_no_growth_over_200_cycles(stack, mode: str) -> None:
             assert count == params_inside, "registered parameters grew between cycles"
     after = _resources()
     assert after == before, f"fds, threads, sys.modules: {before} -> {after}"
+
+
+def test_selected_patcher_module_is_reset_to_the_empty_module(pmca_env) -> None:
+    import pmca.patcher
+
+    assert pmca.patcher.current() is pmca.patcher.EMPTY_PATCHER
+    with pmca.Session(frameworks=["patcher"]) as session:
+        if not session.modules("patcher"):
+            pytest.skip("no patcher component is available here")
+        live = pmca.patcher.current()
+        assert live is session.module("patcher")
+    assert pmca.patcher.current() is pmca.patcher.EMPTY_PATCHER
+    assert pmca.patcher.restore_all() == []
+    with pytest.raises(pmca.FrameworkError, match="no patcher module is selected"):
+        pmca.patcher.current().patch_symbol("munmap", owner="test")

@@ -22,7 +22,7 @@ from structlog.typing import FilteringBoundLogger
 def level_for_verbosity(verbosity: int) -> int:
     """Map Open MPI's 0-100 verbosity to a stdlib level (``-1`` silences)."""
     if verbosity < 0:
-        return logging.CRITICAL + 10
+        return logging.CRITICAL  # pmca never logs at critical: this silences it
     if verbosity < 20:
         return logging.ERROR
     if verbosity < 40:

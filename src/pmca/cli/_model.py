@@ -1,0 +1,299 @@
+"""What ``pmca info`` reports: an inventory arranged the way ``ompi_info`` walks it.
+
+``ompi_info`` shows *types* (the pseudo framework ``mca`` for the component
+architecture's own parameters, then every framework), and inside a type,
+*groups* of parameters headed ``MCA <framework> <component>``. A
+:class:`Report` holds that arrangement for one inventory; the renderers only
+decide how to print it.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from collections.abc import Iterable, Sequence
+
+from attrs import frozen
+
+from .._version import __version__
+from ..mca._failures import ComponentFailure
+from ..mca.params import Param, ParamSpace
+from ..runtime import ComponentEntry, FrameworkEntry
+from ..runtime._catalog import FrameworkFailure
+from ._errors import UsageError
+
+#: The keyword ``--param`` accepts for "every framework" or "every component".
+ALL = "all"
+#: The component name of framework-level parameters (``btl_base_verbose``).
+BASE = "base"
+#: The pseudo framework of the component architecture's own parameters.
+CORE = "mca"
+
+
+@frozen
+class Group:
+    """One ``MCA <framework> <component>`` block of parameters."""
+
+    framework: str
+    component: str
+    #: Excluded by the framework's selection parameter: ``ompi_info``'s ``(-)``.
+    excluded: bool
+    params: tuple[Param, ...]
+
+    @property
+    def label(self) -> str:
+        marker = " (-)" if self.excluded else ""
+        return f"MCA{marker} {self.framework} {self.component}"
+
+
+@frozen
+class Section:
+    """Everything ``--param <name> all`` shows: one framework or pseudo framework."""
+
+    name: str
+    entry: FrameworkEntry | None
+    groups: tuple[Group, ...]
+
+
+@frozen
+class Selector:
+    """One ``--param FRAMEWORK COMPONENT`` request; either may be ``all``."""
+
+    framework: str = ALL
+    component: str = ALL
+
+    def wants_framework(self, name: str) -> bool:
+        return self.framework in (ALL, name)
+
+    def wants_component(self, name: str) -> bool:
+        return self.component in (ALL, name)
+
+    def wants_group(self, section: Section, group: Group) -> bool:
+        # ``--param mpi all`` finds mpi_leave_pinned although the memory base
+        # registers it: a group answers to its own framework name too.
+        return self.framework in (ALL, section.name, group.framework) and self.wants_component(
+            group.component
+        )
+
+
+@frozen
+class ParamFilter:
+    """Which parameters are shown: ``--level`` and ``--internal``."""
+
+    level: int
+    internal: bool = False
+
+    def shows(self, param: Param) -> bool:
+        return int(param.level) <= self.level and (self.internal or not param.internal)
+
+
+@frozen
+class Listing:
+    """One framework's lines in the component list."""
+
+    entry: FrameworkEntry
+    components: tuple[ComponentEntry, ...]
+    failures: tuple[ComponentFailure, ...]
+
+
+@frozen
+class Fact:
+    """One header line: a readable label, a parsable key and the value."""
+
+    label: str
+    key: str
+    value: str
+    #: Shown after the value in readable output only, in parentheses.
+    detail: str = ""
+
+    @property
+    def readable(self) -> str:
+        return f"{self.value} ({self.detail})" if self.detail else self.value
+
+
+def _groups(params: Iterable[Param]) -> list[Group]:
+    """Group parameters by the framework and component their names carry."""
+    grouped: dict[tuple[str, str], list[Param]] = {}
+    for param in params:
+        grouped.setdefault((param.framework, param.component or BASE), []).append(param)
+    return [Group(fw, comp, False, tuple(ps)) for (fw, comp), ps in grouped.items()]
+
+
+@frozen
+class Report:
+    """An inventory arranged into sections and groups, plus what failed."""
+
+    entries: tuple[FrameworkEntry, ...]
+    framework_failures: tuple[FrameworkFailure, ...]
+    sections: tuple[Section, ...]
+
+    @classmethod
+    def build(
+        cls,
+        entries: Sequence[FrameworkEntry],
+        framework_failures: Sequence[FrameworkFailure],
+        space: ParamSpace,
+    ) -> Report:
+        claimed: set[Param] = set()
+        for entry in entries:
+            claimed.update(entry.params)
+            for component in entry.components:
+                claimed.update(component.params)
+        # What no framework claims: the mca_base_* parameters, and anything
+        # registered outside a framework (shown under its own name).
+        loose: dict[str, list[Param]] = {CORE: []}
+        for param in space.params():
+            if param not in claimed:
+                loose.setdefault(param.framework, []).append(param)
+        sections = [Section(CORE, None, tuple(_groups(loose.pop(CORE))))]
+        for entry in entries:
+            name = entry.framework.name
+            groups = _groups([*entry.params, *loose.pop(name, [])])
+            groups.extend(
+                Group(name, c.name, not c.admitted, c.params) for c in entry.components
+            )
+            sections.append(Section(name, entry, tuple(groups)))
+        sections.extend(Section(name, None, tuple(_groups(ps))) for name, ps in loose.items())
+        return cls(tuple(entries), tuple(framework_failures), tuple(sections))
+
+    # -- what exists ---------------------------------------------------------
+
+    def type_names(self) -> list[str]:
+        """Every name ``--param`` accepts as a framework, in output order."""
+        names = [section.name for section in self.sections]
+        for section in self.sections:
+            names.extend(group.framework for group in section.groups)
+        names.extend(failure.name for failure in self.framework_failures)
+        return list(dict.fromkeys(names))
+
+    def component_names(self, framework: str) -> list[str]:
+        """Every name ``--param <framework>`` accepts as a component."""
+        selector = Selector(framework)
+        names = [BASE]
+        for section in self.sections:
+            names.extend(g.component for g in section.groups if selector.wants_group(section, g))
+        for listing in self.listings([selector]):
+            names.extend(c.name for c in listing.components)
+            names.extend(f.component for f in listing.failures)
+        return list(dict.fromkeys(names))
+
+    def check(self, selectors: Sequence[Selector]) -> None:
+        """Refuse a ``--param`` naming a framework or component that does not exist."""
+        for selector in selectors:
+            types = self.type_names()
+            if selector.framework != ALL and selector.framework not in types:
+                raise UsageError(
+                    f"--param: unknown framework {selector.framework!r}; "
+                    f"known: {', '.join(types)}"
+                )
+            known = self.component_names(selector.framework)
+            if selector.component != ALL and selector.component not in known:
+                where = (
+                    "any framework"
+                    if selector.framework == ALL
+                    else f"framework {selector.framework!r}"
+                )
+                raise UsageError(
+                    f"--param: unknown component {selector.component!r} in {where}; "
+                    f"known: {', '.join(known)}"
+                )
+
+    # -- what is shown -------------------------------------------------------
+
+    def listings(
+        self, selectors: Sequence[Selector], *, selected_only: bool = False
+    ) -> list[Listing]:
+        """The component list: every framework, or those ``selectors`` name.
+
+        With the default selector every framework is listed, even one without
+        components; a narrower one lists only frameworks with something to show.
+        """
+        everything = any(s.framework == ALL and s.component == ALL for s in selectors)
+        listings = []
+        for entry in self.entries:
+            name = entry.framework.name
+            wanted = [s for s in selectors if s.wants_framework(name)]
+            components = tuple(
+                c
+                for c in entry.components
+                if any(s.wants_component(c.name) for s in wanted)
+                and (c.admitted or not selected_only)
+            )
+            failures = tuple(
+                f for f in entry.failures if any(s.wants_component(f.component) for s in wanted)
+            )
+            if everything or components or failures:
+                listings.append(Listing(entry, components, failures))
+        return listings
+
+    def wanted_framework_failures(self, selectors: Sequence[Selector]) -> list[FrameworkFailure]:
+        return [
+            f for f in self.framework_failures if any(s.wants_framework(f.name) for s in selectors)
+        ]
+
+    def param_groups(
+        self,
+        selectors: Sequence[Selector],
+        shown: ParamFilter,
+        *,
+        selected_only: bool = False,
+    ) -> list[tuple[Section, Group]]:
+        """The groups to print, each cut down to the parameters ``shown`` admits.
+
+        Groups left empty are dropped, as ``ompi_info`` prints no header for them.
+        """
+        result = []
+        for section in self.sections:
+            for group in section.groups:
+                if selected_only and group.excluded:
+                    continue
+                if not any(s.wants_group(section, group) for s in selectors):
+                    continue
+                params = tuple(p for p in group.params if shown.shows(p))
+                if params:
+                    result.append(
+                        (section, Group(group.framework, group.component, group.excluded, params))
+                    )
+        return result
+
+
+def load_mode_summary(dso: str, static: str) -> str:
+    """The load mode most components get from ``mca_base_component_dso/static``."""
+    if dso.strip() == "none" or static.strip() == "all":
+        return "static"
+    if dso.strip() == "all" and static.strip() == "none":
+        return "dso"
+    return "mixed (per framework/component)"
+
+
+def header(space: ParamSpace) -> list[Fact]:
+    """The lines before the component list: versions, platform, load modes, files."""
+    dso = space.get("mca_base_component_dso")
+    static = space.get("mca_base_component_static")
+    files = ", ".join(space.param_files) or "(none found)"
+    facts = [
+        Fact("pmca", "pmca:version:full", __version__),
+        Fact(
+            "Python",
+            "python:version:full",
+            f"{platform.python_version()} ({platform.python_implementation()})",
+        ),
+        Fact("Platform", "config:platform", platform.platform()),
+        Fact("Configured architecture", "config:arch", f"{platform.machine()}-{sys.platform}"),
+        Fact("Prefix", "path:prefix", sys.prefix),
+        Fact(
+            "Component load mode",
+            "option:load-mode",
+            load_mode_summary(dso.value_string(), static.value_string()),
+        ),
+        Fact("Load as dso", "option:load-mode:dso", dso.value_string(), _source(dso)),
+        Fact("Load statically", "option:load-mode:static", static.value_string(), _source(static)),
+        Fact("MCA parameter files", "path:param-files", files),
+    ]
+    if space.override_file is not None:
+        facts.append(Fact("MCA override file", "path:override-file", space.override_file))
+    return facts
+
+
+def _source(param: Param) -> str:
+    return f"{param.full_name}, data source: {param.origin}"

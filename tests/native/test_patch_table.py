@@ -1,0 +1,91 @@
+"""patcher/overwrite's native bookkeeping, with real patches."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterator
+
+import pytest
+
+import pmca.native as native
+from pmca.patcher.overwrite._table import PatchRecord, PatchTable, library_path
+
+
+@pytest.fixture
+def table() -> Iterator[PatchTable]:
+    path = library_path()
+    if not path.exists():
+        pytest.skip(f"{path.name} was not built")
+    patches = PatchTable(ctypes.CDLL(str(path)))
+    while patches.pop() is not None:  # the table is process-wide native state
+        pass
+    yield patches
+    while patches.pop() is not None:
+        pass
+
+
+class Site:
+    def __init__(self, symbol: str, address: int, original: bytes, patched: bytes) -> None:
+        self.symbol = symbol
+        self.patch_address = address
+        self.original = original
+        self.patched = patched
+
+
+def test_records_keep_application_order_and_exact_bytes(table):
+    sites = [Site(f"sym{i}", 0x1000 * (i + 1), bytes([i, 0xAA]), b"\xeb" + bytes([i])) for i in range(5)]
+    for index, site in enumerate(sites):
+        assert table.add(site, owner=f"owner{index}") == index
+    assert len(table) == 5
+    assert table.records() == [
+        PatchRecord(s.symbol, s.patch_address, s.original, s.patched, f"owner{i}")
+        for i, s in enumerate(sites)
+    ]
+    popped = [table.pop() for _ in range(5)]
+    assert [r.symbol for r in popped if r] == ["sym4", "sym3", "sym2", "sym1", "sym0"]
+    assert table.pop() is None
+    assert len(table) == 0
+
+
+def test_thirty_two_byte_patches_fit_and_longer_ones_do_not(table):
+    table.add(Site("wide", 0x4000, bytes(range(32)), bytes(range(32, 64))), owner="o")
+    assert table.records()[0].original == bytes(range(32))
+    with pytest.raises(ValueError, match="1-32 bytes"):
+        table.add(Site("wider", 0x4000, bytes(33), bytes(33)), owner="o")
+    with pytest.raises(ValueError, match="same length"):
+        table.add(Site("odd", 0x4000, bytes(2), bytes(3)), owner="o")
+
+
+def test_names_are_bounded(table):
+    with pytest.raises(ValueError, match="owner"):
+        table.add(Site("munmap", 0x4000, b"ab", b"cd"), owner="x" * 64)
+    with pytest.raises(ValueError, match="symbol"):
+        table.add(Site("", 0x4000, b"ab", b"cd"), owner="o")
+    assert len(table) == 0
+
+
+def test_a_full_table_says_so(table):
+    for index in range(table.capacity):
+        table.add(Site("munmap", 0x1000 + index, b"ab", b"cd"), owner="o")
+    with pytest.raises(OverflowError, match="full"):
+        table.add(Site("munmap", 0x9000, b"ab", b"cd"), owner="o")
+    assert len(table) == table.capacity
+
+
+@pytest.mark.native
+def test_restore_all_in_reverse_order_is_byte_exact(table, hooks):
+    before = {symbol: hooks.prologue(symbol) for symbol in hooks.symbols}
+    for symbol in ("munmap", "mremap", "madvise"):
+        table.add(hooks.install(symbol), owner="patcher-overwrite")
+    assert [r.symbol for r in table.records()] == ["munmap", "mremap", "madvise"]
+    for record in table.records():
+        assert ctypes.string_at(record.address, len(record.patched)) == record.patched
+
+    restored = []
+    while (record := table.pop()) is not None:
+        site = hooks.site(record.symbol)
+        assert site is not None and site.original == record.original
+        assert hooks.restore(site)
+        restored.append(record.symbol)
+    assert restored == ["madvise", "mremap", "munmap"]
+    assert {symbol: hooks.prologue(symbol) for symbol in hooks.symbols} == before
