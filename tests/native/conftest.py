@@ -55,7 +55,9 @@ def run_python() -> RunPython:
         filter(None, [str(package_root), env.get("PYTHONPATH", "")])
     )
 
-    def run(code: str, timeout: float = 60.0, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(
+        code: str, timeout: float = 60.0, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         source = _PRELUDE + textwrap.dedent(code)
         try:
             result = subprocess.run(
@@ -66,7 +68,9 @@ def run_python() -> RunPython:
                 env=env,
             )
         except subprocess.TimeoutExpired as exc:
-            pytest.fail(f"subprocess hung (>{timeout}s); output so far:\n{exc.stdout}\n{exc.stderr}")
+            pytest.fail(
+                f"subprocess hung (>{timeout}s); output so far:\n{exc.stdout}\n{exc.stderr}"
+            )
         if check and result.returncode != 0:
             pytest.fail(
                 f"subprocess exited with {result.returncode}\n"

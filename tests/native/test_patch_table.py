@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 import pytest
 
-import pmca.native as native
 from pmca.patcher.overwrite._table import PatchRecord, PatchTable, library_path
 
 
@@ -33,7 +32,9 @@ class Site:
 
 
 def test_records_keep_application_order_and_exact_bytes(table):
-    sites = [Site(f"sym{i}", 0x1000 * (i + 1), bytes([i, 0xAA]), b"\xeb" + bytes([i])) for i in range(5)]
+    sites = [
+        Site(f"sym{i}", 0x1000 * (i + 1), bytes([i, 0xAA]), b"\xeb" + bytes([i])) for i in range(5)
+    ]
     for index, site in enumerate(sites):
         assert table.add(site, owner=f"owner{index}") == index
     assert len(table) == 5

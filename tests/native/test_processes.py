@@ -34,7 +34,9 @@ def churn(stop, seed):
 
 
 def test_install_restore_stress_against_threads_calling_the_targets(run_python):
-    program = COMMON + """
+    program = (
+        COMMON
+        + """
 threads_count = int(sys.argv[1]) if len(sys.argv) > 1 else {threads}
 before = {{s: hooks.prologue(s) for s in hooks.symbols}}
 events = [0]
@@ -58,6 +60,7 @@ assert {{s: hooks.prologue(s) for s in hooks.symbols}} == before
 assert cycles > 10 and events[0] > 0, (cycles, events)
 print("cycles", cycles, "events", events[0])
 """
+    )
     rng = random.Random(0x5EED)
     for run in range(30):
         result = run_python(program.format(threads=rng.randint(4, 8)), timeout=30)
@@ -192,6 +195,33 @@ print("fork ok")
         timeout=60,
     )
     assert "fork ok" in result.stdout
+
+
+def test_a_shrinking_brk_is_reported_and_sbrk_stays_consistent(run_python):
+    result = run_python(
+        COMMON
+        + """
+site = hooks.install("brk")
+# Moving the break is only safe while nothing else can malloc: no listener
+# thread yet.  The events wait in the ring until we subscribe and drain.
+assert threading.active_count() == 1
+start = c.sbrk(0)
+assert c.sbrk(64 * 1024) == start
+assert c.sbrk(-64 * 1024) == start + 64 * 1024
+assert c.sbrk(0) == start                  # __curbrk kept right by the hook
+seen = []
+subscription = native.dispatcher().subscribe(lambda *e: seen.append(e))
+native.dispatcher().drain()
+assert (start, 64 * 1024, "brk", True) in seen, seen
+grown = [e for e in seen if e[2] == "brk" and e[0] != start]
+assert not grown, grown                     # growing the break releases nothing
+subscription.unregister()
+assert hooks.restore(site)
+print("brk ok")
+""",
+        timeout=60,
+    )
+    assert "brk ok" in result.stdout
 
 
 FOREIGN = """

@@ -149,9 +149,7 @@ class Report:
         for entry in entries:
             name = entry.framework.name
             groups = _groups([*entry.params, *loose.pop(name, [])])
-            groups.extend(
-                Group(name, c.name, not c.admitted, c.params) for c in entry.components
-            )
+            groups.extend(Group(name, c.name, not c.admitted, c.params) for c in entry.components)
             sections.append(Section(name, entry, tuple(groups)))
         sections.extend(Section(name, None, tuple(_groups(ps))) for name, ps in loose.items())
         return cls(tuple(entries), tuple(framework_failures), tuple(sections))
@@ -183,8 +181,7 @@ class Report:
             types = self.type_names()
             if selector.framework != ALL and selector.framework not in types:
                 raise UsageError(
-                    f"--param: unknown framework {selector.framework!r}; "
-                    f"known: {', '.join(types)}"
+                    f"--param: unknown framework {selector.framework!r}; known: {', '.join(types)}"
                 )
             known = self.component_names(selector.framework)
             if selector.component != ALL and selector.component not in known:

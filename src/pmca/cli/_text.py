@@ -150,7 +150,9 @@ class Readable:
             self._out(f"MCA {entry.framework.name}", "(no components found)")
 
     def component(self, entry: FrameworkEntry, component: ComponentEntry) -> None:
-        text = f"{component.name} ({_versions(component)}) {component.load_mode}, {component.location}"
+        text = (
+            f"{component.name} ({_versions(component)}) {component.load_mode}, {component.location}"
+        )
         selection = selection_of(entry)
         if not component.admitted and selection is not None:
             text += f'; excluded by {selection.full_name}="{selection.value_string()}"'

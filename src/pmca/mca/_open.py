@@ -180,6 +180,13 @@ class OpenFramework:
         selection, _ = resolve_aliases(selection, self.framework.aliases)
         admitted: dict[str, bool] = {}
         discovered = discover_components(self.framework, self.host.component_path())
+        check_included_exist(
+            selection,
+            discovered.candidates,
+            self.framework.aliases,
+            framework=self.name,
+            source=str(param.origin),
+        )
         for name, candidate in discovered.candidates.items():
             admitted[name] = selection.admits(name)
             self._load(candidate)

@@ -187,6 +187,14 @@ def _open() -> ctypes.CDLL:
     return lib
 
 
+def _reset_after_fork() -> None:
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
 def load() -> ctypes.CDLL:
     """The process-wide handle of libpmca_hooks.so (opened once, never closed)."""
     global _library, _failure

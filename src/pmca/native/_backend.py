@@ -239,6 +239,18 @@ def backend() -> HookBackend:
         return _singleton
 
 
+def _reset_after_fork() -> None:
+    # A lock held by another thread at fork() (the listener drains often)
+    # would stay held forever in the child, which has only the forking thread.
+    global _singleton_lock
+    _singleton_lock = threading.Lock()
+    if _singleton is not None:
+        _singleton._drain_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
 def available() -> bool:
     """Whether the native hook backend can be used in this process."""
     return unavailable_reason() is None

@@ -249,11 +249,25 @@ def obmalloc_arena(c: Libc, m: Measure) -> PathOutcome:
         raise NotRunnable("free-threaded CPython allocates with mimalloc, not obmalloc arenas")
     if os.environ.get("PYTHONMALLOC", "").startswith("malloc") or sys.flags.dev_mode:
         raise NotRunnable("obmalloc is replaced by PYTHONMALLOC/dev mode")
-    objects = [(index, -index) for index in range(1 << 18, 1 << 18 | 300_000)]
-    sample = [id(item) for item in objects[::997]]
+    hooks = backend()
+    if not hooks.is_installed("mmap"):
+        raise NotRunnable("needs the mmap hook to see new arenas being mapped")
+    # obmalloc fills the free pools of existing arenas first; objects placed
+    # there never free a whole arena.  Fill them until a new arena is mapped.
+    filler: list[list[tuple[int, int]]] = []
+    arenas_mapped = hooks.calls("mmap")
+    while hooks.calls("mmap") == arenas_mapped:
+        if len(filler) >= 64:
+            raise NotRunnable("could not exhaust obmalloc's free pools")
+        filler.append([(index, -index) for index in range(1 << 18, (1 << 18) + 10_000)])
+    objects = [(index, -index) for index in range(1 << 18, (1 << 18) + 300_000)]
+    addresses = sorted(id(item) for item in objects)
     m.begin()
     del objects
-    return m.seen([(address, address + 1) for address in sample], ("munmap",)), ""
+    try:
+        return m.seen_containing(addresses, ("munmap",)), ""
+    finally:
+        del filler
 
 
 def _library_mappings(path: Path) -> list[tuple[int, int]]:

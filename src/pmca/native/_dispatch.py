@@ -8,10 +8,12 @@ may allocate, free, subscribe and unsubscribe.
 
 Guarantee: when :meth:`ReleaseDispatcher.drain` returns, every event that was
 in the ring when it was called has been delivered to every subscriber, even
-events another thread pulled but has not finished delivering (those are
-delivered again by the caller instead of waiting for that thread, which
-could deadlock).  Subscribers must therefore be thread-safe and tolerate an
-event twice; invalidating a range is naturally idempotent.
+events another thread pulled but has not finished delivering.  Waiting for
+that thread could deadlock (its subscriber may need a lock the caller
+holds), so the caller takes over the rest of the other thread's batch
+instead; the event the other thread is delivering at that moment is
+delivered once more.  Subscribers must therefore be thread-safe and
+tolerate an event twice; invalidating a range is naturally idempotent.
 """
 
 from __future__ import annotations
@@ -60,9 +62,13 @@ class Subscription:
 
 
 class _Delivery:
-    """One batch of events owed to one subscriber, claimed by one thread."""
+    """A batch of events owed to one subscriber, being delivered by one thread.
 
-    __slots__ = ("events", "owner", "subscription")
+    ``cursor`` is the event being delivered; ``limit`` may be lowered by a
+    draining thread that takes the rest over (see the module docstring).
+    """
+
+    __slots__ = ("cursor", "events", "limit", "owner", "subscription")
 
     def __init__(
         self, events: tuple[ReleaseEvent, ...], subscription: Subscription, owner: int
@@ -70,6 +76,16 @@ class _Delivery:
         self.events = events
         self.subscription = subscription
         self.owner = owner
+        self.cursor = 0
+        self.limit = len(events)
+
+    def take_over(self, owner: int) -> _Delivery | None:
+        """Leave this delivery its current event and hand the rest to ``owner``."""
+        start = self.cursor
+        if start >= self.limit:
+            return None
+        self.limit = start + 1
+        return _Delivery(self.events[start:], self.subscription, owner)
 
 
 def _report_failure(callback: ReleaseCallback, exc: Exception) -> None:
@@ -82,13 +98,14 @@ def _report_failure(callback: ReleaseCallback, exc: Exception) -> None:
 
 def _deliver(delivery: _Delivery) -> None:
     subscription = delivery.subscription
-    for event in delivery.events:
-        if not subscription.active:
-            return
+    events = delivery.events
+    while delivery.cursor < delivery.limit and subscription.active:
+        event = events[delivery.cursor]
         try:
             subscription.callback(event.address, event.length, event.kind, event.from_alloc)
         except Exception as exc:
             _report_failure(subscription.callback, exc)
+        delivery.cursor += 1
 
 
 class ReleaseDispatcher:
@@ -169,20 +186,21 @@ class ReleaseDispatcher:
                 self._ensure_listener_locked()  # after a fork, the child has none
             batch = self._pull_locked(hooks)
             mine = [_Delivery(batch, subscription, me) for subscription in self._subscriptions]
-            others = [delivery for delivery in self._in_flight if delivery.owner != me]
+            for other in self._in_flight:
+                if other.owner != me:  # our own are up the stack (re-entrant drain)
+                    rest = other.take_over(me)
+                    if rest is not None:
+                        mine.append(rest)
             self._in_flight.extend(mine)
-        if not batch and not others:
-            return 0
         try:
             for delivery in mine:
-                try:
-                    _deliver(delivery)
-                finally:
-                    with self._lock:
-                        self._in_flight.remove(delivery)
-        finally:
-            for delivery in others:
                 _deliver(delivery)
+        finally:
+            # Finished deliveries cannot be taken over (cursor == limit), so
+            # they may stay listed until the whole set is done.
+            with self._lock:
+                for delivery in mine:
+                    self._in_flight.remove(delivery)
         return len(batch)
 
     def _pull_locked(self, hooks: HookBackend) -> tuple[ReleaseEvent, ...]:

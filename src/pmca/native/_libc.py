@@ -19,6 +19,7 @@ MAP_ANONYMOUS = 0x20
 MAP_FIXED = 0x10
 MADV_DONTNEED = 4
 MREMAP_MAYMOVE = 1
+MREMAP_FIXED = 2
 IPC_PRIVATE = 0
 IPC_CREAT = 0o1000
 IPC_RMID = 0
@@ -45,8 +46,9 @@ class Libc:
         )
         self._declare("munmap", ctypes.c_int, [_void_p, _size_t])
         self._declare("madvise", ctypes.c_int, [_void_p, _size_t, ctypes.c_int])
-        self._declare("mremap", _void_p, [_void_p, _size_t, _size_t, ctypes.c_int])
+        self._declare("mremap", _void_p, [_void_p, _size_t, _size_t, ctypes.c_int, _void_p])
         self._declare("brk", ctypes.c_int, [_void_p])
+        self._declare("sbrk", _void_p, [ctypes.c_ssize_t])
         self._declare("shmget", ctypes.c_int, [ctypes.c_int, _size_t, ctypes.c_int])
         self._declare("shmat", _void_p, [ctypes.c_int, _void_p, ctypes.c_int])
         self._declare("shmdt", ctypes.c_int, [_void_p])
@@ -75,14 +77,23 @@ class Libc:
     def madvise(self, address: int, length: int, advice: int) -> int:
         return int(self._lib.madvise(address, length, advice))
 
-    def mremap(self, address: int, old_length: int, new_length: int, flags: int) -> int:
-        result = self._lib.mremap(address, old_length, new_length, flags)
+    def mremap(
+        self, address: int, old_length: int, new_length: int, flags: int, new_address: int = 0
+    ) -> int:
+        result = self._lib.mremap(address, old_length, new_length, flags, new_address or None)
         if result is None or result == MAP_FAILED:
             raise OSError(ctypes.get_errno(), "mremap failed")
         return int(result)
 
     def brk(self, address: int) -> int:
         return int(self._lib.brk(address or None))
+
+    def sbrk(self, increment: int) -> int:
+        """Move the program break; only safe while no other thread can malloc."""
+        result = self._lib.sbrk(increment)
+        if result is None or result == MAP_FAILED:
+            raise OSError(ctypes.get_errno(), "sbrk failed")
+        return int(result)
 
     def shm_attach_private(self, length: int) -> int:
         """Attach a fresh private SysV segment, already marked for removal."""

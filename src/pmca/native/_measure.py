@@ -7,9 +7,10 @@ application's own subscribers.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import threading
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 
 import attrs
 
@@ -89,6 +90,17 @@ class Measure:
                     found.append(event.kind)
             elif event.kind in kinds and any(event.overlaps(s, e) for s, e in wanted):
                 found.append(event.kind)
+        return tuple(dict.fromkeys(found))
+
+    def seen_containing(self, addresses: Sequence[int], kinds: Collection[str]) -> tuple[str, ...]:
+        """Kinds of the events since :meth:`begin` containing any of ``addresses`` (sorted)."""
+        self._dispatch.drain()
+        found: list[str] = []
+        for event in self._collector.since(self._mark):
+            if event.kind in kinds:
+                first = bisect.bisect_left(addresses, event.address)
+                if first < len(addresses) and addresses[first] < event.address + event.length:
+                    found.append(event.kind)
         return tuple(dict.fromkeys(found))
 
 

@@ -80,6 +80,8 @@ static long finish_call(long result)
 #define PMCA_HOOK __attribute__((noinline, used))
 
 static void **libc_curbrk; /* glibc's __curbrk, which its sbrk trusts */
+static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 PMCA_HOOK static int hook_munmap(void *address, size_t length)
 {
@@ -118,10 +120,15 @@ PMCA_HOOK static void *hook_mremap(void *old_address, size_t old_length, size_t 
     long result = pmca_raw_syscall6(SYS_mremap, (long)old_address, (long)old_length,
                                     (long)new_length, flags, target, 0);
     /* The old range is reported whole even when the mapping grew in place:
-     * cheap, conservative, and what every consumer of mremap events expects. */
-    if (!pmca_is_error(result))
+     * cheap, conservative, and what every consumer of mremap events expects.
+     * MREMAP_FIXED also unmaps whatever was at the target, like MAP_FIXED. */
+    if (!pmca_is_error(result)) {
         pmca_ring_record(PMCA_SYM_MREMAP, PMCA_KIND_MREMAP, (uintptr_t)old_address,
                          old_length, 1);
+        if (flags & MREMAP_FIXED)
+            pmca_ring_record(PMCA_SYM_MREMAP, PMCA_KIND_MREMAP, (uintptr_t)target,
+                             new_length, 1);
+    }
     return (void *)finish_call(result);
 }
 
@@ -197,8 +204,7 @@ void *pmca_hook_target(int symbol)
     }
 }
 
-static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
 static uintptr_t symbol_addresses[PMCA_SYM_COUNT];
 static char init_error[PMCA_REASON_LEN];
 static int init_status = -1;
@@ -211,7 +217,17 @@ static void set_init_error(const char *message, const char *detail)
         (void)snprintf(init_error, sizeof init_error, "%s", message);
 }
 
-static void atfork_child(void) { pmca_ring_reset_after_fork(); }
+/* Forking while another thread patches would leave patch_lock held forever
+ * in the child (and libc text possibly writable): fork waits for the patch. */
+static void atfork_prepare(void) { pthread_mutex_lock(&patch_lock); }
+
+static void atfork_parent(void) { pthread_mutex_unlock(&patch_lock); }
+
+static void atfork_child(void)
+{
+    pthread_mutex_init(&patch_lock, NULL);
+    pmca_ring_reset_after_fork();
+}
 
 static void initialise(void)
 {
@@ -239,7 +255,7 @@ static void initialise(void)
         return;
     }
     (void)pmca_patch_membarrier_init();
-    if (pthread_atfork(NULL, NULL, atfork_child) != 0) {
+    if (pthread_atfork(atfork_prepare, atfork_parent, atfork_child) != 0) {
         set_init_error("pthread_atfork() failed", NULL);
         init_status = PMCA_UNSUPPORTED;
         return;

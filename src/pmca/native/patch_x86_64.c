@@ -19,7 +19,7 @@
  */
 #include "hooks.h"
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(__GLIBC__)
 
 #include "x86_decode.h"
 
@@ -412,6 +412,19 @@ int pmca_patch_install(int symbol, uintptr_t function, struct pmca_site_report *
     }
     s->function = function;
 
+    /* Our own jump is back (another patcher restored the bytes it found,
+     * which were ours): adopt it rather than refuse it as foreign. */
+    if (s->state == PMCA_STATE_ORPHANED && s->patch_address == patch_address &&
+        memcmp(code, s->patched, JUMP_SHORT_LENGTH) == 0 &&
+        memcmp((const void *)s->padding_address, s->padding_patched, JUMP_NEAR_LENGTH) == 0 &&
+        trampoline_intact(symbol)) {
+        __atomic_store_n(&pmca_symbol_active[symbol], 1, __ATOMIC_SEQ_CST);
+        s->state = PMCA_STATE_INSTALLED;
+        pmca_patch_describe(symbol, report);
+        report->status = PMCA_OK;
+        return PMCA_OK;
+    }
+
     pmca_patch_describe(symbol, report);
     int status = check_prologue(code, patch_address, report);
     if (status == PMCA_OK)
@@ -494,9 +507,9 @@ int pmca_patch_restore(int symbol, struct pmca_site_report *report)
     return PMCA_OK;
 }
 
-#else /* !__x86_64__ */
+#else /* not x86_64 glibc */
 
-/* aarch64 and others: the hooks and the ring build and work, but live
+/* aarch64, musl and others: the hooks and the ring build and work, but live
  * patching is not implemented; every install is refused with a reason. */
 #include <stdio.h>
 #include <string.h>
@@ -523,7 +536,7 @@ int pmca_patch_install(int symbol, uintptr_t function, struct pmca_site_report *
     pmca_patch_describe(symbol, report);
     report->status = PMCA_UNSUPPORTED;
     (void)snprintf(report->reason, sizeof report->reason,
-                   "live prologue patching is implemented for x86_64 only");
+                   "live prologue patching is implemented for x86_64 glibc only");
     return PMCA_UNSUPPORTED;
 }
 

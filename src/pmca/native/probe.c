@@ -19,3 +19,19 @@ __attribute__((visibility("default"))) uintptr_t pmca_probe_map_unmap(size_t len
         return 0;
     return (uintptr_t)memory;
 }
+
+/* `iterations` mmap+munmap cycles of `length` bytes, untouched, so that the
+ * cost measured is the two calls (and any hook on them); returns how many
+ * cycles failed. */
+__attribute__((visibility("default"))) size_t pmca_probe_map_unmap_loop(size_t length,
+                                                                        size_t iterations)
+{
+    size_t failures = 0;
+    for (size_t i = 0; i < iterations; i++) {
+        void *memory =
+            mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (memory == MAP_FAILED || munmap(memory, length) != 0)
+            failures++;
+    }
+    return failures;
+}

@@ -1,0 +1,152 @@
+"""pmca's command line: ``pmca info`` (Open MPI's ``ompi_info``) and ``pmca doctor``.
+
+Exit codes: 0 success; 2 bad input (options, ``--level``, ``--param``
+names, ``--mca`` values, parameter files); 1 anything else. Errors are one
+line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from types import ModuleType
+from typing import TextIO
+
+from .._version import __version__
+from ..mca._errors import PmcaError, SelectionError
+from ..mca.params import ParamError, ParamWarning, PmcaDeprecationWarning
+from . import _info
+from ._errors import UsageError
+
+__all__ = ["build_parser", "main"]
+
+Handler = Callable[[argparse.Namespace], int]
+
+#: Written by another part of the project; absent from some builds.
+_DOCTOR_MODULE = f"{__name__}._doctor"
+
+
+def _doctor_module() -> ModuleType | None:
+    try:
+        return importlib.import_module(_DOCTOR_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name != _DOCTOR_MODULE:
+            raise  # the module exists but something it imports does not
+        return None
+
+
+def _run_doctor(args: argparse.Namespace) -> int:
+    module = _doctor_module()
+    run: Handler | None = getattr(module, "run", None)
+    if run is None:
+        print("pmca doctor: not available in this build", file=sys.stderr)
+        return 1
+    return int(run(args))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``pmca`` parser with its ``info`` and ``doctor`` subcommands."""
+    parser = argparse.ArgumentParser(
+        prog="pmca",
+        description="Open MPI's Modular Component Architecture on pluggy.",
+    )
+    parser.add_argument("-V", "--version", action="version", version=f"pmca v{__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    info = commands.add_parser(
+        "info", help="frameworks, components and parameters (like ompi_info)"
+    )
+    _info.add_arguments(info)
+    info.set_defaults(handler=_info.run, prog=info.prog)
+
+    doctor = commands.add_parser(
+        "doctor", help="run the machinery on this machine and report what works"
+    )
+    module = _doctor_module()
+    add_arguments = getattr(module, "add_arguments", None)
+    if callable(add_arguments):
+        add_arguments(doctor)
+    doctor.set_defaults(handler=_run_doctor, prog=doctor.prog)
+    return parser
+
+
+@contextlib.contextmanager
+def _cli_logging() -> Iterator[None]:
+    """Show records of ``mca_base_verbose=logging`` on stderr, for this run only.
+
+    The library never configures logging; the command line is an application.
+    """
+    logger = logging.getLogger("pmca")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("[%(name)s] %(levelname)s: %(message)s"))
+    saved = logger.level, logger.propagate
+    logger.addHandler(handler)
+    # Verbosity is already filtered per framework (<fw>_base_verbose).
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.level, logger.propagate = saved
+
+
+@contextlib.contextmanager
+def _cli_warnings(prog: str) -> Iterator[None]:
+    """Parameter warnings as ``<prog>: warning: ...`` lines on stderr."""
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        print(f"{prog}: warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", ParamWarning)
+        warnings.simplefilter("always", PmcaDeprecationWarning)
+        warnings.showwarning = show
+        yield
+
+
+def _fail(prog: str, message: str, code: int) -> int:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``pmca`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else 2
+    prog: str = args.prog
+    handler: Handler = args.handler
+    with _cli_logging(), _cli_warnings(prog):
+        try:
+            return handler(args)
+        except (UsageError, ParamError, SelectionError) as exc:
+            return _fail(prog, str(exc), 2)
+        except PmcaError as exc:
+            return _fail(prog, f"{type(exc).__name__}: {exc}", 1)
+        except BrokenPipeError:
+            # The reader went away (``| head``): stop quietly, and keep the
+            # interpreter from failing again when it flushes stdout at exit.
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+            return 1
+        except KeyboardInterrupt:
+            return 130
+        except Exception as exc:
+            return _fail(prog, f"internal error: {type(exc).__name__}: {exc}", 1)

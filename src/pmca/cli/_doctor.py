@@ -1,0 +1,392 @@
+"""``pmca doctor``: run the machinery on this machine and report what works.
+
+Sections, in order: the environment; frameworks and components (what is
+installed, what a default session selects, what failed and why); native
+hook coverage (which release paths are caught, and the documented misses);
+patches restored byte-exact; the seed scenarios.  Anything that patches
+libc, can hang or can crash runs in a child process, so a broken machine
+still gets a complete report.  Exit 0 when everything that should hold
+holds; 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
+
+from attrs import Factory, asdict, define, frozen
+
+from .._version import __version__
+from ..scenarios import ScenarioResult, format_table
+from ..scenarios._common import LOAD_MODE_VARIABLES, emit, run_child
+
+Status = Literal["ok", "warn", "fail", "skip", "info"]
+
+#: How long a doctor child may run before it counts as hung.
+CHILD_TIMEOUT = 120.0
+_LOAD_MODES = (("static", "none"), ("dso", "all"))
+_TAGS: dict[Status, str] = {"ok": "ok", "warn": "WARN", "fail": "FAIL", "skip": "skip", "info": ""}
+
+
+@frozen
+class Check:
+    """One verdict line of a section."""
+
+    status: Status
+    name: str
+    detail: str
+
+
+@define
+class Section:
+    """A titled part of the report: verdict lines, text lines (tables) and data for ``--json``."""
+
+    title: str
+    checks: list[Check] = Factory(list)
+    lines: list[str] = Factory(list)
+    data: dict[str, Any] = Factory(dict)
+
+    def add(self, status: Status, name: str, detail: str) -> None:
+        self.checks.append(Check(status, name, detail))
+
+    def render(self) -> str:
+        out = [f"== {self.title} =="]
+        out.extend(f"  {line}" for line in self.lines)
+        width = max((len(check.name) for check in self.checks), default=0)
+        for check in self.checks:
+            out.append(f"  {_TAGS[check.status]:<4}  {check.name:<{width}}  {check.detail}")
+        return "\n".join(out)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``pmca doctor``."""
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="skip the slow scenarios (ompi#13021, the madvise deadlock reproduction)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+# -- environment ---------------------------------------------------------------------------
+
+
+def _load_mode() -> str:
+    given = [f"{name}={os.environ[name]}" for name in LOAD_MODE_VARIABLES if name in os.environ]
+    return ", ".join(given) or "static (default)"
+
+
+def environment_section() -> Section:
+    from .. import native
+
+    section = Section("Environment")
+    libc_name, libc_version = platform.libc_ver()
+    section.add(
+        "info",
+        "platform",
+        f"pmca {__version__}, {platform.python_implementation()} {platform.python_version()} "
+        f"on {platform.system()} {platform.machine()} ({libc_name} {libc_version})".rstrip(),
+    )
+    section.add("info", "load mode", _load_mode())
+    reason = native.unavailable_reason()
+    if reason is None:
+        mode = native.backend().membarrier_mode
+        section.add("ok", "native backend", f"loaded; code changes published by {mode}")
+    else:
+        section.add("warn", "native backend", f"unavailable, memory hooks cannot work: {reason}")
+    section.data = {"version": __version__, "native_unavailable": reason}
+    return section
+
+
+# -- frameworks and components -------------------------------------------------------------
+
+
+def _child_session() -> None:
+    """Child: open a default session with the user's configuration; report selection."""
+    from .. import memory
+    from ..runtime import RUNTIME, Session
+
+    with Session() as session:
+        frameworks = {
+            name: {
+                "selected": [
+                    f"{c.name} ({c.load_mode})" for c in session.components(name) if c.selected
+                ],
+                "failures": [str(failure) for failure in session.failures(name)],
+            }
+            for name in RUNTIME.frameworks
+        }
+        emit({"frameworks": frameworks, "support": int(memory.support_level())})
+
+
+def components_section() -> Section:
+    from ..runtime import Session, inventory
+
+    section = Section("Frameworks and components")
+    registered: dict[str, Any] = {}
+    with Session(frameworks=[]), inventory() as entries:
+        for entry in entries:
+            fw = entry.framework
+            section.lines.append(
+                f"{fw.name} (API {fw.api_version}, {fw.policy}) from {entry.location}"
+            )
+            for c in entry.components:
+                origin = f"distribution {c.distribution}" if c.distribution else c.location
+                admitted = "" if c.admitted else "  [not admitted]"
+                section.lines.append(
+                    f"    {c.name:<12} {c.version:<8} API {c.api_version:<7} {c.load_mode:<6} "
+                    f"{origin}{admitted}"
+                )
+            for failure in entry.failures:
+                section.add("warn", f"{fw.name}/{failure.component}", failure.reason)
+            registered[fw.name] = {
+                "components": [c.name for c in entry.components],
+                "failures": [str(f) for f in entry.failures],
+            }
+    count = sum(len(v["components"]) for v in registered.values())
+    section.add("ok", "discovery", f"{len(registered)} frameworks, {count} components")
+    child = run_child(__name__, "_child_session", hang_after=CHILD_TIMEOUT, inherit_mca=True)
+    if not child.completed or child.payload is None:
+        section.add("fail", "default session", child.describe_failure())
+    else:
+        opened = child.payload["frameworks"]
+        chosen = ", ".join(f"{fw}={'+'.join(v['selected']) or '-'}" for fw, v in opened.items())
+        section.add("ok", "default session", f"selects {chosen}")
+        for fw, value in opened.items():
+            for failure in value["failures"]:
+                section.add("warn", f"{fw} (open)", failure)
+        section.data["session"] = opened
+    section.data["registered"] = registered
+    return section
+
+
+# -- native hook coverage ------------------------------------------------------------------
+
+
+def _child_coverage() -> None:
+    """Child: run every release path with the hooks installed."""
+    from .. import native
+
+    emit(native.coverage().as_dict())
+
+
+def coverage_section() -> Section:
+    from .. import native
+
+    section = Section("Native hook coverage")
+    reason = native.unavailable_reason()
+    if reason is not None:
+        section.add("skip", "coverage", f"no native backend: {reason}")
+        return section
+    child = run_child(__name__, "_child_coverage", hang_after=CHILD_TIMEOUT)
+    if not child.completed or child.payload is None:
+        section.add("fail", "coverage", child.describe_failure())
+        return section
+    paths: dict[str, dict[str, Any]] = child.payload["paths"]
+    section.data = child.payload
+    width = max(len(name) for name in paths)
+    for name, path in paths.items():
+        events = ",".join(path["kinds"]) or "-"
+        note = f" ({path['note']})" if path["note"] else ""
+        section.lines.append(
+            f"{name:<{width}}  {path['outcome']:<26} {events:<12} {path['description']}{note}"
+        )
+    expected = [n for n, p in paths.items() if p["expected"]]
+    missed = [n for n, p in paths.items() if p["expected"] and p["caught"] is False]
+    not_run = [n for n, p in paths.items() if p["caught"] is None]
+    misses = [n for n, p in paths.items() if not p["expected"] and p["caught"] is False]
+    caught = len(expected) - len(missed) - len([n for n in not_run if n in expected])
+    if missed:
+        section.add("fail", "release paths", f"MISSED: {', '.join(missed)}")
+    else:
+        section.add("ok", "release paths", f"{caught} of {len(expected)} caught")
+    if not_run:
+        section.add("skip", "not run here", ", ".join(not_run))
+    if misses:
+        section.add("info", "documented misses", ", ".join(misses))
+    return section
+
+
+# -- patches restored byte-exact -----------------------------------------------------------
+
+
+def _child_patches() -> None:
+    """Child: capture libc's prologues, install through sessions in both modes, compare."""
+    from .. import memory, native
+    from ..memory.patcher._module import SYMBOLS
+    from ..runtime import Session
+
+    hooks = native.backend()
+
+    def prologues() -> dict[str, str]:
+        return {symbol: hooks.prologue(symbol).hex() for symbol in SYMBOLS}
+
+    original = prologues()
+    rounds = []
+    for label, value in _LOAD_MODES:
+        for number in (1, 2):
+            with Session(mca={"mca_base_component_dso": value}, frameworks=["memory"]) as s:
+                handle = memory.register_release(lambda *_: None)
+                patched = prologues()
+                loaded = s.components("patcher")[0].load_mode
+                handle.unregister()
+            rounds.append(
+                {"mode": label, "loaded": loaded, "round": number, "patched": patched}
+                | {"after": prologues()}
+            )
+    emit({"original": original, "rounds": rounds})
+
+
+def _spaced(hex_bytes: str, count: int = 8) -> str:
+    return " ".join(hex_bytes[i : i + 2] for i in range(0, 2 * count, 2))
+
+
+def patches_section() -> Section:
+    from .. import native
+
+    section = Section("Patches restored byte-exact")
+    reason = native.unavailable_reason()
+    if reason is not None:
+        section.add("skip", "patches", f"no native backend: {reason}")
+        return section
+    child = run_child(__name__, "_child_patches", hang_after=CHILD_TIMEOUT)
+    if not child.completed or child.payload is None:
+        section.add("fail", "patches", child.describe_failure())
+        return section
+    original: dict[str, str] = child.payload["original"]
+    rounds: list[dict[str, Any]] = child.payload["rounds"]
+    section.data = child.payload
+    sessions = ", ".join(f"{r['mode']} #{r['round']} (patcher {r['loaded']})" for r in rounds)
+    section.lines.append(f"sessions: {sessions}")
+    bad = []
+    for symbol, before in original.items():
+        unpatched = sum(r["patched"][symbol] == before for r in rounds)
+        unrestored = sum(r["after"][symbol] != before for r in rounds)
+        patched = rounds[0]["patched"][symbol]
+        verdict = "restored every time" if not unrestored else f"NOT restored {unrestored}x"
+        if unpatched:
+            verdict += f", not patched {unpatched}x"
+        section.lines.append(
+            f"{symbol:<8} {_spaced(before)}  ->  {_spaced(patched)}  ->  {verdict}"
+        )
+        if unrestored or unpatched:
+            bad.append(symbol)
+    if bad:
+        section.add("fail", "prologues", f"wrong after finalize or never patched: {', '.join(bad)}")
+    else:
+        section.add(
+            "ok",
+            "prologues",
+            f"{len(original)} functions x {len(rounds)} sessions: patched while in use, "
+            "original bytes back after each finalize",
+        )
+    return section
+
+
+# -- seed scenarios ------------------------------------------------------------------------
+
+
+def _scenario_1(quick: bool) -> list[ScenarioResult]:
+    if quick:
+        return [ScenarioResult("ompi-13021", "all variants", "skipped", "not run (quick)")]
+    try:
+        from ..scenarios import ompi_13021
+    except ImportError as exc:
+        return [ScenarioResult("ompi-13021", "all variants", "skipped", f"not available: {exc}")]
+    results: list[ScenarioResult] = ompi_13021.run_matrix()
+    return results
+
+
+def scenarios_section(quick: bool) -> Section:
+    from ..scenarios import activation, madvise_deadlock, stale_registration
+
+    section = Section("Seed scenarios")
+    runs: list[tuple[str, Callable[[], list[ScenarioResult]]]] = [
+        ("1 ompi-13021", lambda: _scenario_1(quick)),
+        ("2 madvise-deadlock", lambda: madvise_deadlock.run(reproduce=not quick)),
+        ("3 activation", activation.run),
+        ("4 stale-registration", stale_registration.run),
+    ]
+    results: list[ScenarioResult] = []
+    for name, scenario in runs:
+        try:
+            results.extend(scenario())
+        except Exception as exc:  # one broken scenario must not hide the others
+            results.append(ScenarioResult(name, "-", "failed", f"{type(exc).__name__}: {exc}"))
+    section.lines.extend(format_table(results).splitlines())
+    section.data = {"results": [asdict(r) for r in results]}
+    counts = {o: sum(r.outcome == o for r in results) for o in ("reproduced", "prevented")}
+    failed = [f"{r.scenario} ({r.variant})" for r in results if not r.ok]
+    skipped = [r for r in results if r.outcome == "skipped"]
+    if failed:
+        section.add("fail", "scenarios", f"failed: {'; '.join(failed)}")
+    else:
+        section.add(
+            "ok",
+            "scenarios",
+            f"{counts['reproduced']} reproduced on purpose, {counts['prevented']} prevented",
+        )
+    if skipped:
+        section.add("skip", "skipped", f"{len(skipped)} row(s), see the table")
+    return section
+
+
+# -- the report ----------------------------------------------------------------------------
+
+
+def _guarded(title: str, build: Callable[[], Section]) -> Section:
+    try:
+        return build()
+    except Exception as exc:  # the report goes on; this section says what broke
+        section = Section(title)
+        section.add("fail", "doctor", f"could not run this section: {type(exc).__name__}: {exc}")
+        return section
+
+
+def _verdict(sections: Iterable[Section]) -> tuple[bool, str]:
+    checks = [(s.title, c) for s in sections for c in s.checks]
+    failed = [f"{title}: {c.name}" for title, c in checks if c.status == "fail"]
+    warned = [f"{title}: {c.name}" for title, c in checks if c.status == "warn"]
+    if failed:
+        return False, f"verdict: PROBLEMS - {len(failed)} failing check(s): {'; '.join(failed)}"
+    tail = f" ({len(warned)} warning(s): {'; '.join(warned)})" if warned else ""
+    return True, f"verdict: OK - everything that should hold holds{tail}"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``pmca doctor``; 0 when everything that should hold holds."""
+    quick = bool(getattr(args, "quick", False))
+    as_json = bool(getattr(args, "json", False))
+    builders: list[tuple[str, Callable[[], Section]]] = [
+        ("Environment", environment_section),
+        ("Frameworks and components", components_section),
+        ("Native hook coverage", coverage_section),
+        ("Patches restored byte-exact", patches_section),
+        ("Seed scenarios", lambda: scenarios_section(quick)),
+    ]
+    sections = []
+    if not as_json:
+        print(f"pmca doctor{' (quick)' if quick else ''}\n", flush=True)
+    for title, build in builders:
+        section = _guarded(title, build)
+        sections.append(section)
+        if not as_json:
+            print(section.render() + "\n", flush=True)  # as it comes: some take seconds
+    ok, verdict = _verdict(sections)
+    if as_json:
+        report = {
+            "ok": ok,
+            "verdict": verdict,
+            "quick": quick,
+            "sections": [asdict(section) for section in sections],
+        }
+        json.dump(report, sys.stdout, indent=2)
+        print()
+    else:
+        print(verdict)
+    return 0 if ok else 1

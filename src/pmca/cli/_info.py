@@ -1,0 +1,218 @@
+"""``pmca info``: Open MPI's ``ompi_info`` for pmca.
+
+Without options it prints a header and one line per component, like
+``ompi_info``; ``--param FW COMP``/``--all`` add parameters up to ``--level``;
+``--parsable`` and ``--json`` are for machines. Unlike ``ompi_info`` 4.1,
+``--mca k v`` changes what is shown: the values are given to the session
+with the priority of the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import TextIO
+
+from ..mca.params import InfoLevel, ParamWarning
+from ..runtime import RUNTIME, Session, inventory
+from ._errors import UsageError
+from ._json import dumps
+from ._model import ALL, ParamFilter, Report, Selector
+from ._text import Parsable, Readable, View, render
+
+_LEVELS = ", ".join(f"{int(level)} {level.label}" for level in InfoLevel)
+
+DESCRIPTION = """\
+Show the installed frameworks and components (version, framework API, load
+mode, where each came from), their parameters with value and data source, and
+the components that failed to load and why: pmca's ompi_info.
+"""
+
+EPILOG = f"""\
+levels: {_LEVELS}
+
+examples:
+  pmca info                          components, like ompi_info
+  pmca info --param memory all -l 9  every memory parameter
+  pmca info --all --parsable         everything, one record per line
+  pmca info --json                   everything as JSON (schema "pmca-info" v1)
+  pmca info --mca memory ^none --param memory all
+"""
+
+
+def _level(text: str) -> int:
+    try:
+        level = int(text)
+    except ValueError:
+        level = 0
+    if not 1 <= level <= 9:
+        raise argparse.ArgumentTypeError(
+            f"invalid level {text!r}: valid levels are 1-9 ({_LEVELS})"
+        )
+    return level
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``pmca info``, named as ``ompi_info`` names them."""
+    parser.description = DESCRIPTION
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument(
+        "--param",
+        "--params",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("FRAMEWORK", "COMPONENT"),
+        help="show the parameters of FRAMEWORK (or 'all', or 'mca' for pmca's own) "
+        "and COMPONENT (or 'all', or 'base' for framework-level ones); repeatable",
+    )
+    parser.add_argument(
+        "-l",
+        "--level",
+        type=_level,
+        default=None,
+        metavar="N",
+        help="show parameters of level 1..N only (default: 1, or 9 with --all/--json)",
+    )
+    parser.add_argument(
+        "-a", "--all", action="store_true", help="show everything, parameters up to level 9"
+    )
+    style = parser.add_mutually_exclusive_group()
+    style.add_argument("--pretty-print", action="store_true", help="readable output (the default)")
+    style.add_argument(
+        "--parsable",
+        "--parseable",
+        action="store_true",
+        help="machine-parsable 'mca:<fw>:<comp>:...' lines, as ompi_info --parsable",
+    )
+    style.add_argument("--json", action="store_true", help="one JSON document (schema in docs)")
+    parser.add_argument(
+        "--mca",
+        "-mca",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="set MCA parameter NAME to VALUE (data source 'command line'); repeatable",
+    )
+    parser.add_argument(
+        "--show-failed",
+        action="store_true",
+        help="show the components that failed to load, where they came from and why",
+    )
+    parser.add_argument(
+        "-s",
+        "--selected-only",
+        action="store_true",
+        help="leave out components excluded by their framework's selection parameter",
+    )
+    parser.add_argument("--internal", action="store_true", help="also show internal parameters")
+
+
+def _mca_values(pairs: Sequence[Sequence[str]]) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for name, value in pairs:
+        if name in values:
+            # As mpirun/ompi_info: a parameter given twice is a mistake, not a choice.
+            raise UsageError(f"--mca: MCA parameter {name!r} given more than once")
+        values[name] = value
+    return values
+
+
+def _view(args: argparse.Namespace) -> View:
+    selectors = tuple(Selector(fw, comp) for fw, comp in args.param)
+    everything = args.all or (args.json and not selectors)
+    level = args.level if args.level is not None else (9 if args.all or args.json else 1)
+    acted = bool(selectors) or args.all or args.show_failed
+    return View(
+        selectors=(Selector(ALL, ALL),) if everything or not selectors else selectors,
+        shown=ParamFilter(level, args.internal),
+        header=args.all or not acted,
+        components=args.all or bool(selectors) or not acted,
+        params=everything or bool(selectors),
+        failures=args.show_failed,
+        summary=not acted or args.all,
+        selected_only=args.selected_only,
+    )
+
+
+def _check_mca_given(report: Report, given: dict[str, str]) -> None:
+    """A bad ``--mca`` value for a component parameter is the user's mistake.
+
+    The component's ``register`` raised, so the framework recorded a failed
+    component; on the command line that is an input error naming the value.
+    """
+    for listing in report.listings([Selector()]):
+        for failure in listing.failures:
+            if (
+                failure.error_type != "ParamValueError"
+                or "from command line" not in failure.message
+            ):
+                continue
+            if any(repr(name) in failure.message for name in given):
+                raise UsageError(failure.message)
+
+
+def _warn_unknown(given: dict[str, str]) -> None:
+    unknown = [name for name in given if name not in RUNTIME.params]
+    for name in unknown:
+        warnings.warn(
+            ParamWarning(f"--mca: no installed framework or component has a parameter {name!r}"),
+            stacklevel=1,
+        )
+
+
+@contextlib.contextmanager
+def _stdout_kept_clean() -> Iterator[TextIO]:
+    """Yield the real stdout; meanwhile anything else printed goes to stderr.
+
+    Component code and ``mca_base_verbose=stdout`` logging must not end up in
+    the middle of ``--json`` or ``--parsable`` output.
+    """
+    real = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        yield real
+
+
+def produce(args: argparse.Namespace, *, width: int | None = None) -> str:
+    """Take the inventory and return the text to print (readable: wrapped at ``width``)."""
+    view = _view(args)
+    given = _mca_values(args.mca)
+    with Session(mca=given, frameworks=[]), inventory() as entries:
+        space = RUNTIME.params
+        report = Report.build(entries, RUNTIME.catalog.failures, space)
+        report.check(view.selectors)
+        _check_mca_given(report, given)
+        _warn_unknown(given)
+        if args.json:
+            return dumps(report, view, space) + "\n"
+        if args.parsable:
+            parsable = Parsable()
+            render(report, view, space, parsable)
+            lines = parsable.lines()
+        else:
+            readable = Readable()
+            render(report, view, space, readable)
+            lines = readable.lines(width=width)
+    return "".join(line + "\n" for line in lines)
+
+
+def _terminal_width(stream: TextIO) -> int | None:
+    # Like ompi_info: wrap on a terminal, never when piped (grep-friendly).
+    if not stream.isatty():
+        return None
+    return shutil.get_terminal_size().columns
+
+
+def run(args: argparse.Namespace) -> int:
+    """``pmca info``; raises :class:`UsageError` (and pmca errors) for bad input."""
+    with _stdout_kept_clean() as stdout:
+        text = produce(args, width=_terminal_width(stdout))
+    stdout.write(text)
+    stdout.flush()
+    return 0
