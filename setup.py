@@ -35,7 +35,10 @@ CFLAGS = ["-O2", "-std=gnu11", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra
 
 def libdl() -> list[str]:
     """dlopen/dladdr1 live in libc from glibc 2.34 on, in libdl before."""
-    version = os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else None
+    try:
+        version = os.confstr("CS_GNU_LIBC_VERSION")
+    except (AttributeError, ValueError, OSError):  # not glibc (musl), or no confstr
+        return []
     if not version:
         return []
     major, minor = (int(part) for part in version.split()[1].split(".")[:2])

@@ -174,11 +174,12 @@ def test_unregister_is_idempotent() -> None:
     recorder = Recorder()
     with pmca.Session(frameworks=["memory"]):
         handle = pmca.memory.register_release(recorder)
-        assert handle.active
+        states = [handle.active]
         assert pmca.native.dispatcher().subscriber_count == 1
         handle.unregister()
         handle.unregister()
-        assert not handle.active
+        states.append(handle.active)
+        assert states == [True, False]
         assert pmca.native.dispatcher().subscriber_count == 0
         region = mmap.mmap(-1, 1 << 20)
         address = mapped_address(region)

@@ -271,3 +271,26 @@ def test_mremap_fixed_reports_the_old_and_the_replaced_range(hooks):
         c.munmap(target, 2 * PAGE)
         subscription.unregister()
         hooks.restore(site)
+
+
+def test_the_last_subscriber_may_unregister_itself_from_its_callback(hooks):
+    site = hooks.install("munmap")
+    subscriptions: list[native.Subscription] = []
+
+    def once(address: int, length: int, kind: str, from_alloc: bool) -> None:
+        subscriptions[0].unregister()  # stops the listener; must not wait for it here
+
+    subscriptions.append(native.dispatcher().subscribe(once))
+    try:
+        release_one_page()
+        drainer = threading.Thread(target=native.dispatcher().drain, daemon=True)
+        drainer.start()
+        drainer.join(10)
+        assert not drainer.is_alive(), "drain() hung"
+        assert not subscriptions[0].active
+        deadline = time.monotonic() + 10
+        while native.dispatcher().listening and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not native.dispatcher().listening
+    finally:
+        hooks.restore(site)

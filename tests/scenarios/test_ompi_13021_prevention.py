@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import signal
-import textwrap
 from typing import Any
 
 import pytest
@@ -28,7 +27,9 @@ def last_json(stdout: str) -> Any:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_sessions_init_twice_delivers_and_restores(run_variant_child: RunVariant, mode: str) -> None:
+def test_sessions_init_twice_delivers_and_restores(
+    run_variant_child: RunVariant, mode: str
+) -> None:
     child, records = run_variant_child("patcher", mode)
 
     assert child.returncode == 0, child.stderr
@@ -142,9 +143,8 @@ def test_stale_reference_to_unloaded_patcher_is_caught(
     assert result["clean"] == {"stale": [], "alive": [False] * 4}
     # The planted global is named at the last finalize.
     assert result["error"] is not None
-    assert "pmca.patcher.selected_module still refers to component patcher/overwrite" in (
-        result["error"]
-    )
+    planted = "pmca.patcher.selected_module still refers to component patcher/overwrite"
+    assert planted in result["error"]
 
 
 # -- (c) the loader restores live patches before dlclose -----------------------
@@ -189,9 +189,8 @@ def test_loader_restores_patches_before_dlclose(run_variant_child: RunVariant) -
     assert result["restored"], result
     assert result["installed"] == []
     assert result["unloaded"]
-    assert "refused to dlclose libpmca_patcher_overwrite.so while it owned 6 live" in (
-        child.stderr
-    )
+    refusal = "refused to dlclose libpmca_patcher_overwrite.so while it owned 6 live"
+    assert refusal in child.stderr
     assert "restored them first" in child.stderr
 
 

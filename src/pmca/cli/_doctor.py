@@ -124,10 +124,10 @@ def _child_session() -> None:
         emit({"frameworks": frameworks, "support": int(memory.support_level())})
 
 
-def components_section() -> Section:
+def _inventory_lines(section: Section) -> dict[str, Any]:
+    """Every installed framework and component, registered but not opened."""
     from ..runtime import Session, inventory
 
-    section = Section("Frameworks and components")
     registered: dict[str, Any] = {}
     with Session(frameworks=[]), inventory() as entries:
         for entry in entries:
@@ -148,8 +148,21 @@ def components_section() -> Section:
                 "components": [c.name for c in entry.components],
                 "failures": [str(f) for f in entry.failures],
             }
-    count = sum(len(v["components"]) for v in registered.values())
-    section.add("ok", "discovery", f"{len(registered)} frameworks, {count} components")
+    return registered
+
+
+def components_section() -> Section:
+    from ..mca._errors import PmcaError
+
+    section = Section("Frameworks and components")
+    try:
+        registered = _inventory_lines(section)
+    except PmcaError as exc:  # a bad setting; the default session below says more
+        section.add("fail", "discovery", f"{type(exc).__name__}: {exc}")
+    else:
+        count = sum(len(v["components"]) for v in registered.values())
+        section.add("ok", "discovery", f"{len(registered)} frameworks, {count} components")
+        section.data["registered"] = registered
     child = run_child(__name__, "_child_session", hang_after=CHILD_TIMEOUT, inherit_mca=True)
     if not child.completed or child.payload is None:
         section.add("fail", "default session", child.describe_failure())
@@ -161,7 +174,6 @@ def components_section() -> Section:
             for failure in value["failures"]:
                 section.add("warn", f"{fw} (open)", failure)
         section.data["session"] = opened
-    section.data["registered"] = registered
     return section
 
 

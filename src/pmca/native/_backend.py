@@ -5,7 +5,6 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from collections.abc import Sequence
 from typing import cast
 
 import attrs
@@ -214,16 +213,6 @@ class HookBackend:
     def enabled(self) -> bool:
         """Whether installed hooks record events."""
         return bool(self._lib.pmca_hooks_enabled())
-
-    def install_many(self, symbols: Sequence[str]) -> dict[str, PatchSite | PatchRefused]:
-        """Install each symbol, collecting refusals instead of raising."""
-        results: dict[str, PatchSite | PatchRefused] = {}
-        for symbol in symbols:
-            try:
-                results[symbol] = self.install(symbol)
-            except PatchRefused as refused:
-                results[symbol] = refused
-        return results
 
 
 _singleton_lock = threading.Lock()

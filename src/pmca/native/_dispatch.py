@@ -33,6 +33,14 @@ ReleaseCallback = Callable[[int, int, str, bool], object]
 
 _CHUNK: Final = 4096
 
+# Per thread: how many drain() deliveries are on the stack (callbacks running).
+_delivering = threading.local()
+
+
+def _delivery_depth() -> int:
+    depth: int = getattr(_delivering, "depth", 0)
+    return depth
+
 
 class Subscription:
     """A registered callback; :meth:`unregister` is idempotent."""
@@ -192,10 +200,12 @@ class ReleaseDispatcher:
                     if rest is not None:
                         mine.append(rest)
             self._in_flight.extend(mine)
+        _delivering.depth = _delivery_depth() + 1
         try:
             for delivery in mine:
                 _deliver(delivery)
         finally:
+            _delivering.depth -= 1
             # Finished deliveries cannot be taken over (cursor == limit), so
             # they may stay listed until the whole set is done.
             with self._lock:
@@ -250,8 +260,11 @@ class ReleaseDispatcher:
 
     @staticmethod
     def _join(listener: threading.Thread) -> None:
-        if listener is not threading.current_thread():
-            listener.join()
+        # From inside a callback, the listener may itself be waiting in a
+        # callback for something this thread holds: let it exit on its own.
+        if listener is threading.current_thread() or _delivery_depth() > 0:
+            return
+        listener.join()
 
     def _listen(self, stop: threading.Event) -> None:
         hooks = self._hooks()

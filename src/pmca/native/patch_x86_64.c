@@ -42,6 +42,7 @@
 #define TRAMPOLINE_CODE_LENGTH 13
 #define PAGE_GUESS 4096UL
 #define REL32_REACH 0x7ff00000L /* keep a margin below 2 GiB */
+#define TEXT_NOT_WRITABLE "mprotect(PROT_WRITE|PROT_EXEC) on libc text was denied (W^X policy?)"
 
 struct site {
     int state;
@@ -136,12 +137,11 @@ static int set_code_writable(uintptr_t start, size_t length, int writable)
     return mprotect((void *)first, last - first, protection) == 0 ? 0 : errno;
 }
 
-static int fail(struct pmca_site_report *report, int status, int sys_errno,
-                const char *format, const char *detail)
+static int fail(struct pmca_site_report *report, int status, int sys_errno, const char *reason)
 {
     report->status = (uint32_t)status;
     report->sys_errno = sys_errno;
-    (void)snprintf(report->reason, sizeof report->reason, format, detail ? detail : "");
+    (void)snprintf(report->reason, sizeof report->reason, "%s", reason);
     return status;
 }
 
@@ -187,7 +187,7 @@ static int ensure_trampolines(uintptr_t function, struct pmca_site_report *repor
     uintptr_t page = map_page_near(function);
     if (!page)
         return fail(report, PMCA_NO_TRAMPOLINE, 0,
-                    "no free page within 2 GiB of libc for the trampolines%s", NULL);
+                    "no free page within 2 GiB of libc for the trampolines");
     for (int symbol = 0; symbol < PMCA_SYM_COUNT; symbol++) {
         uint8_t *slot = (uint8_t *)(page + (uintptr_t)symbol * TRAMPOLINE_STRIDE);
         uint64_t hook = (uint64_t)(uintptr_t)pmca_hook_target(symbol);
@@ -198,7 +198,7 @@ static int ensure_trampolines(uintptr_t function, struct pmca_site_report *repor
     }
     if (mprotect((void *)page, page_size(), PROT_READ | PROT_EXEC) != 0)
         return fail(report, PMCA_NO_TRAMPOLINE, errno,
-                    "cannot make the trampoline page executable%s", NULL);
+                    "cannot make the trampoline page executable");
     trampoline_page = page;
     return PMCA_OK;
 }
@@ -339,7 +339,7 @@ static int write_padding_jump(int symbol, struct site *s, uintptr_t padding,
     uintptr_t trampoline = trampoline_of(symbol);
     if (!within_rel32(padding + JUMP_NEAR_LENGTH, trampoline))
         return fail(report, PMCA_NO_TRAMPOLINE, 0,
-                    "the trampoline is out of rel32 reach of the padding%s", NULL);
+                    "the trampoline is out of rel32 reach of the padding");
     int32_t displacement = (int32_t)((long)trampoline - (long)(padding + JUMP_NEAR_LENGTH));
     uint8_t jump[JUMP_NEAR_LENGTH] = {0xe9};
     memcpy(jump + 1, &displacement, sizeof displacement);
@@ -347,8 +347,7 @@ static int write_padding_jump(int symbol, struct site *s, uintptr_t padding,
     int error = set_code_writable(padding, JUMP_NEAR_LENGTH, 1);
     if (error)
         return fail(report, PMCA_PROTECT_FAILED, error,
-                    "mprotect(PROT_WRITE|PROT_EXEC) on libc text was denied%s "
-                    "(W^X policy?)", NULL);
+                    TEXT_NOT_WRITABLE);
     memcpy(s->padding_original, (const void *)padding, JUMP_NEAR_LENGTH);
     memcpy((void *)padding, jump, JUMP_NEAR_LENGTH);
     (void)set_code_writable(padding, JUMP_NEAR_LENGTH, 0);
@@ -371,7 +370,7 @@ static int prepare_padding(int symbol, struct site *s, uintptr_t function,
     if (!padding)
         return fail(report, PMCA_NO_PADDING, 0,
                     "no NOP/INT3 padding outside any symbol within jmp rel8 reach of "
-                    "the entry%s", NULL);
+                    "the entry");
     return write_padding_jump(symbol, s, padding, report);
 }
 
@@ -379,19 +378,22 @@ static int check_prologue(const uint8_t *code, uintptr_t patch_address,
                           struct pmca_site_report *report)
 {
     const char *foreign = pmca_x86_foreign_patch(code);
-    if (foreign)
-        return fail(report, PMCA_REFUSED_FOREIGN, 0,
-                    "the entry already holds %s; refusing to stack on it", foreign);
+    if (foreign) {
+        char reason[PMCA_REASON_LEN];
+        (void)snprintf(reason, sizeof reason,
+                       "the entry already holds %s; refusing to stack on it", foreign);
+        return fail(report, PMCA_REFUSED_FOREIGN, 0, reason);
+    }
     int length = pmca_x86_whitelisted_length(code);
     if (length == 0)
         return fail(report, PMCA_REFUSED_PROLOGUE, 0,
-                    "the first instruction is not on the known-prologue whitelist%s", NULL);
+                    "the first instruction is not on the known-prologue whitelist");
     if (length < JUMP_SHORT_LENGTH)
         return fail(report, PMCA_REFUSED_PROLOGUE, 0,
-                    "the first instruction is shorter than the 2-byte jump%s", NULL);
+                    "the first instruction is shorter than the 2-byte jump");
     if ((patch_address & 63) > 62)
         return fail(report, PMCA_REFUSED_PROLOGUE, 0,
-                    "the entry straddles a cache line: no atomic 2-byte store%s", NULL);
+                    "the entry straddles a cache line: no atomic 2-byte store");
     return PMCA_OK;
 }
 
@@ -443,8 +445,7 @@ int pmca_patch_install(int symbol, uintptr_t function, struct pmca_site_report *
     int error = set_code_writable(patch_address, JUMP_SHORT_LENGTH, 1);
     if (error)
         return fail(report, PMCA_PROTECT_FAILED, error,
-                    "mprotect(PROT_WRITE|PROT_EXEC) on libc text was denied%s "
-                    "(W^X policy?)", NULL);
+                    TEXT_NOT_WRITABLE);
     memcpy(s->original, &original_word, sizeof original_word);
     memcpy(s->patched, jump, sizeof jump);
     s->patch_address = patch_address;
@@ -459,7 +460,7 @@ int pmca_patch_install(int symbol, uintptr_t function, struct pmca_site_report *
         __atomic_store_n(&pmca_symbol_active[symbol], 0, __ATOMIC_SEQ_CST);
         pmca_patch_describe(symbol, report);
         return fail(report, PMCA_REFUSED_FOREIGN, 0,
-                    "the entry changed while patching: another patcher is active%s", NULL);
+                    "the entry changed while patching: another patcher is active");
     }
     s->state = PMCA_STATE_INSTALLED;
     pmca_patch_describe(symbol, report);
@@ -474,9 +475,9 @@ int pmca_patch_restore(int symbol, struct pmca_site_report *report)
     if (s->state == PMCA_STATE_ORPHANED)
         return fail(report, PMCA_NOT_OURS, 0,
                     "our jump was already overwritten by someone else; the hook stays "
-                    "in place as pass-through%s", NULL);
+                    "in place as pass-through");
     if (s->state != PMCA_STATE_INSTALLED)
-        return fail(report, PMCA_NOT_INSTALLED, 0, "not installed%s", NULL);
+        return fail(report, PMCA_NOT_INSTALLED, 0, "not installed");
 
     uint16_t ours, original;
     memcpy(&ours, s->patched, sizeof ours);
@@ -485,8 +486,7 @@ int pmca_patch_restore(int symbol, struct pmca_site_report *report)
     if (memcmp((const void *)s->patch_address, s->patched, JUMP_SHORT_LENGTH) == 0) {
         int error = set_code_writable(s->patch_address, JUMP_SHORT_LENGTH, 1);
         if (error)
-            return fail(report, PMCA_PROTECT_FAILED, error,
-                        "mprotect(PROT_WRITE|PROT_EXEC) on libc text was denied%s", NULL);
+            return fail(report, PMCA_PROTECT_FAILED, error, TEXT_NOT_WRITABLE);
         uint16_t expected = ours;
         swapped = __atomic_compare_exchange_n((uint16_t *)s->patch_address, &expected,
                                               original, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -498,8 +498,7 @@ int pmca_patch_restore(int symbol, struct pmca_site_report *report)
         s->state = PMCA_STATE_ORPHANED;
         pmca_patch_describe(symbol, report);
         return fail(report, PMCA_NOT_OURS, 0,
-                    "the entry no longer holds our jump; left in place, hook pass-through%s",
-                    NULL);
+                    "the entry no longer holds our jump; left in place, hook pass-through");
     }
     s->state = PMCA_STATE_IDLE;
     pmca_patch_describe(symbol, report);

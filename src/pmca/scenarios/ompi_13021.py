@@ -1,7 +1,7 @@
 """Seed scenario 1: Open MPI's DSO double-finalize crash (open-mpi/ompi#13021).
 
 ``sessions_init_twice`` (two complete session lifetimes in one process) is
-run in a fresh interpreter for each cell of {static, dso} × {the
+run in a fresh interpreter for each cell of {static, dso} x {the
 reproduction plugin ``pmca-ompi-13021`` (Open MPI 5.0.6's memory/patcher),
 pmca's own memory/patcher (the fix and then some)}:
 
@@ -22,21 +22,20 @@ is not installed, and ``failed`` for anything else.
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import importlib_metadata
 from attrs import frozen
 
 from ..memory import Support
-from ..testing import run_python
 from ._13021_child import parse
+from ._common import run_child
 from ._result import Outcome, ScenarioResult
 
 SCENARIO = "ompi-13021"
 #: The reproduction plugin's component name and distribution.
-REPRODUCTION = "ompi13021"
+REPRODUCTION: Final = "ompi13021"
 REPRODUCTION_DISTRIBUTION = "pmca-ompi-13021"
 #: The frame where Open MPI crashed; the faulthandler trace must pass through it.
 CRASH_FRAME = "opal_patcher_base_restore_all"
@@ -44,7 +43,7 @@ CRASH_FRAME = "opal_patcher_base_restore_all"
 Component = Literal["ompi13021", "patcher"]
 Mode = Literal["static", "dso"]
 
-_CHILD = "import sys\nfrom pmca.scenarios._13021_child import main\nsys.exit(main())\n"
+_CHILD_MODULE = "pmca.scenarios._13021_child"
 
 
 @frozen
@@ -90,7 +89,13 @@ def run_matrix(*, timeout: float = 120.0) -> list[ScenarioResult]:
 
 
 def run_variant(variant: Variant, *, timeout: float = 120.0) -> ScenarioResult:
-    """Run one cell and classify what happened."""
+    """Run one cell and classify what happened.
+
+    The child sees none of the user's ``PMCA_MCA_*`` settings but the ones
+    the cell makes (a user's ``memory_patcher_disable`` must not turn a
+    prevention into a failure); after ``timeout`` seconds it dumps every
+    thread's stack and exits.
+    """
     if variant.component == REPRODUCTION and not plugin_installed():
         return _result(
             variant,
@@ -99,11 +104,10 @@ def run_variant(variant: Variant, *, timeout: float = 120.0) -> ScenarioResult:
             f"(pip install plugins/{REPRODUCTION_DISTRIBUTION})",
         )
     started = time.monotonic()
-    try:
-        child = run_python(_CHILD, timeout=timeout, env=variant.env)
-    except subprocess.TimeoutExpired:
-        return _result(variant, "failed", f"hung: no exit within {timeout:.0f} s")
+    child = run_child(_CHILD_MODULE, "main", hang_after=timeout, env=variant.env)
     elapsed = time.monotonic() - started
+    if child.hung or child.returncode is None:
+        return _result(variant, "failed", f"{child.describe_failure()} ({elapsed:.0f} s)")
     outcome, detail = classify(variant, child.returncode, parse(child.stdout), child.stderr)
     return _result(variant, outcome, f"{detail} ({elapsed:.1f} s)")
 
@@ -164,12 +168,12 @@ def classify(
                     "opal_patcher into the unloaded overwrite library"
                 )
             return "failed", f"SIGSEGV, but not in {CRASH_FRAME}: {_last_line(stderr)}"
-        if variant.mode == "static" and returncode == 0 and first_ok and 2 in rounds:
-            if not rounds[2]["delivered"] and claimed:
-                return "reproduced", (
-                    "session 2 delivered no munmap event while support_level() "
-                    "claimed FREE|MUNMAP (silent bug)"
-                )
+        silent = 2 in rounds and not rounds[2]["delivered"] and claimed
+        if variant.mode == "static" and returncode == 0 and first_ok and silent:
+            return "reproduced", (
+                "session 2 delivered no munmap event while support_level() "
+                "claimed FREE|MUNMAP (silent bug)"
+            )
     elif returncode == 0 and len(rounds) == 2:
         end = [r for r in records if r["event"] == "end"]
         delivered = all(bool(r["delivered"]) for r in rounds.values())

@@ -60,8 +60,9 @@ from .memoryhooks import opal_mem_hooks_set_support, opal_mem_hooks_support_leve
 from .patcher_base import opal_patcher_base_close, opal_patcher_base_select
 
 if TYPE_CHECKING:
-    from pmca.mca import ComponentParams, OpenFramework
     from structlog.typing import FilteringBoundLogger
+
+    from pmca.mca import ComponentParams, OpenFramework
 
 #: What 5.0.6 patches, in its order (shmat is left out: pmca's backend has no
 #: shmat hook, and 5.0.6 itself only reports SHM_REMAP through it).

@@ -1,0 +1,94 @@
+"""``pmca doctor``: the report a new user runs first."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+
+import pytest
+
+from pmca.cli import _doctor
+from tests.cli.conftest import Result
+
+SECTIONS = [
+    "== Environment ==",
+    "== Frameworks and components ==",
+    "== Native hook coverage ==",
+    "== Patches restored byte-exact ==",
+    "== Seed scenarios ==",
+]
+
+
+def native_or_skip() -> None:
+    import pmca
+
+    reason = pmca.native.unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"native hook backend unavailable: {reason}")
+
+
+def test_quick_report_has_every_section_and_holds(run_pmca: Callable[..., Result]) -> None:
+    native_or_skip()
+    result = run_pmca("doctor", "--quick")
+    assert result.code == 0, result.out + result.err
+    positions = [result.out.index(title) for title in SECTIONS]
+    assert positions == sorted(positions), "sections out of order"
+    assert result.lines[-1].startswith("verdict: OK")
+    # What each section is there to show.
+    assert re.search(r"ok\s+default session\s+selects .*memory=patcher", result.out)
+    assert re.search(r"ok\s+release paths\s+\d+ of \d+ caught", result.out)
+    assert re.search(r"documented misses\s+.*dlclose", result.out)
+    assert re.search(r"ok\s+prologues\s+6 functions x 4 sessions", result.out)
+    for scenario, variant, outcome in [
+        ("madvise-deadlock", "callback inside the hook", "skipped"),  # --quick
+        ("madvise-deadlock", "pmca hooks", "prevented"),
+        ("activation", "leave_pinned x pipeline", "prevented"),
+        ("activation", "release-path self-test", "prevented"),
+        ("stale-registration", "no hooks", "reproduced"),
+        ("stale-registration", "pmca hooks", "prevented"),
+        ("ompi-13021", "all variants", "skipped"),  # --quick
+    ]:
+        assert re.search(rf"{scenario}\s+{re.escape(variant)}.*\s{outcome}\s", result.out), (
+            scenario,
+            variant,
+        )
+
+
+def test_json_report(run_pmca: Callable[..., Result]) -> None:
+    native_or_skip()
+    result = run_pmca("doctor", "--quick", "--json")
+    assert result.code == 0, result.err
+    report = json.loads(result.out)
+    assert report["ok"] is True
+    assert report["verdict"].startswith("verdict: OK")
+    titles = [section["title"] for section in report["sections"]]
+    assert [f"== {title} ==" for title in titles] == SECTIONS
+    coverage = next(s for s in report["sections"] if s["title"] == "Native hook coverage")
+    assert coverage["data"]["paths"]["munmap"]["caught"] is True
+    scenarios = next(s for s in report["sections"] if s["title"] == "Seed scenarios")
+    outcomes = {(r["scenario"], r["outcome"]) for r in scenarios["data"]["results"]}
+    assert ("stale-registration", "reproduced") in outcomes
+    assert ("stale-registration", "prevented") in outcomes
+
+
+def test_user_settings_reach_the_session_but_not_the_scenarios(
+    run_pmca: Callable[..., Result],
+) -> None:
+    native_or_skip()
+    result = run_pmca("doctor", "--quick", env={"PMCA_MCA_memory_patcher_disable": "1"})
+    assert result.code == 0, result.out + result.err
+    assert re.search(r"default session\s+selects .*memory=none", result.out)
+    assert re.search(r"stale-registration\s+pmca hooks.*\sprevented\s", result.out)
+
+
+def test_a_broken_configuration_is_a_failing_check(pmca_env: dict[str, str]) -> None:
+    pmca_env["PMCA_MCA_memory"] = "nosuchcomponent"
+    section = _doctor.components_section()
+    failing = [check for check in section.checks if check.status == "fail"]
+    assert [check.name for check in failing] == ["discovery", "default session"]
+    assert all("nosuchcomponent" in check.detail for check in failing)
+    ok, verdict = _doctor._verdict([section])
+    assert not ok
+    assert verdict.startswith("verdict: PROBLEMS - 2 failing check(s)")
+    assert "Frameworks and components: default session" in verdict
