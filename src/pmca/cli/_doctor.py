@@ -337,6 +337,8 @@ def scenarios_section(quick: bool) -> Section:
     skipped = [r for r in results if r.outcome == "skipped"]
     if failed:
         section.add("fail", "scenarios", f"failed: {'; '.join(failed)}")
+    elif len(skipped) == len(results):
+        section.add("skip", "scenarios", "none could run here")
     else:
         section.add(
             "ok",

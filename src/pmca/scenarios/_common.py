@@ -74,6 +74,8 @@ def _text(data: str | bytes | None) -> str:
 def _child_environment(extra: Mapping[str, str] | None, inherit_mca: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if inherit_mca or not k.startswith("PMCA_MCA_")}
     env.update({k: os.environ[k] for k in LOAD_MODE_VARIABLES if k in os.environ})
+    if not inherit_mca:  # nor a parameter file of the user's
+        env["PMCA_MCA_mca_base_param_files"] = "none"
     # The child must import this very pmca, wherever it was imported from.
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
@@ -93,8 +95,9 @@ def run_child(
 
     After ``hang_after`` seconds the child dumps all its threads' stacks and
     exits (the dump is how a deadlock is told apart from a crash).  The
-    child sees no ``PMCA_MCA_*`` variable but the load mode, unless
-    ``inherit_mca`` (then it runs with the user's configuration).
+    child sees no ``PMCA_MCA_*`` variable but the load mode and reads no
+    parameter file, unless ``inherit_mca`` (then it runs with the user's
+    configuration).
     """
     from ..testing._subprocess import FORCE_THREADED
 

@@ -196,6 +196,14 @@ def _hooks_live() -> bool:
     return all(hooks.is_installed(symbol) for symbol in SYMBOLS)
 
 
+def _hooks_gone() -> bool:
+    from .. import native
+    from ..memory.patcher._module import SYMBOLS
+
+    hooks = native.backend()
+    return not any(hooks.is_installed(symbol) for symbol in SYMBOLS)
+
+
 def _installed(module: object) -> tuple[bool, bool]:
     """(libc really patched, the module's claim agrees)."""
     from ..memory import MemoryModule
@@ -229,7 +237,7 @@ def measure_cell(
         with Session(frameworks=[framework]):
             after_component, ok = _installed(module)
             agree &= ok
-    restored = not _hooks_live()
+    restored = _hooks_gone()
 
     self_test = None
     error = ""
@@ -247,7 +255,7 @@ def measure_cell(
             support = memory.support_level()
             self_test = SelfTest(probes, int(support), support_name(support))
             handle.unregister()
-    restored &= not _hooks_live()
+    restored &= _hooks_gone()
     cell = CellResult(
         leave_pinned, pipeline, at_open, after_component, after_register, error, restored, agree
     )

@@ -32,15 +32,11 @@ class OverwriteModule:
         return PatchRecord(symbol, site.patch_address, site.original, site.patched, owner)
 
     def patches(self) -> list[PatchRecord]:
-        return [
-            PatchRecord(r.symbol, r.address, r.original, r.patched, r.owner)
-            for r in self._table.records()
-        ]
+        return self._table.records()
 
     def restore_all(self) -> list[RestoreOutcome]:
         outcomes: list[RestoreOutcome] = []
-        while (raw := self._table.pop()) is not None:
-            record = PatchRecord(raw.symbol, raw.address, raw.original, raw.patched, raw.owner)
+        while (record := self._table.pop()) is not None:
             site = self._hooks.site(record.symbol)
             if site is not None:
                 restored = self._hooks.restore(site)

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-import attrs
+from .._interface import PatchRecord
 
 LIBRARY_NAME = "libpmca_patcher_overwrite.so"
 MAX_PATCH_BYTES = 32
@@ -49,17 +49,6 @@ class _RecordStruct(ctypes.Structure):
         ("original", ctypes.c_uint8 * MAX_PATCH_BYTES),
         ("patched", ctypes.c_uint8 * MAX_PATCH_BYTES),
     )
-
-
-@attrs.frozen(slots=True)
-class PatchRecord:
-    """One applied patch: where, the bytes before and after, and who applied it."""
-
-    symbol: str
-    address: int
-    original: bytes
-    patched: bytes
-    owner: str
 
 
 def _record(raw: _RecordStruct) -> PatchRecord:
