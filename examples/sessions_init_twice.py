@@ -22,7 +22,7 @@ import pmca
 def one_round(number: int) -> bool:
     with pmca.Session() as session:
         memory = session.components("memory")
-        patcher = session.components("patcher") if memory and memory[0].name == "patcher" else []
+        patcher = session.components("patcher") if "patcher" in _open_frameworks() else []
         released: list[tuple[int, int, str]] = []
 
         def on_release(address: int, length: int, kind: str, from_alloc: bool) -> None:
@@ -47,6 +47,12 @@ def one_round(number: int) -> bool:
             f"support={support!r} munmap delivered={delivered}"
         )
         return delivered or not support
+
+
+def _open_frameworks() -> list[str]:
+    from pmca.runtime import RUNTIME
+
+    return list(RUNTIME.frameworks)
 
 
 def main() -> int:

@@ -83,6 +83,7 @@ class ComponentContext:
         self.params = ComponentParams(host.params, framework, component)
         self._opened: list[str] = []
         self.libraries: list[NativeLibrary] = []
+        self._resident_guards: list[Callable[[], str | None]] = []
 
     @property
     def host(self) -> FrameworkHost:
@@ -122,8 +123,11 @@ class ComponentContext:
         library = open_library(
             path, owner=f"{self.framework}/{self.component}", resident=self.load_mode == "static"
         )
-        if before_unload is not None and not library.resident:
-            library.before_unload.append(before_unload)
+        if before_unload is not None:
+            # A resident library is never dlclosed, but what it owns must
+            # still be undone when its component unloads.
+            guards = self._resident_guards if library.resident else library.before_unload
+            guards.append(before_unload)
         if library not in self.libraries:
             self.libraries.append(library)
         return library
@@ -143,6 +147,15 @@ class ComponentContext:
                 host.close_framework(name)
             except Exception as exc:
                 errors.append(exc)
+        guards, self._resident_guards = self._resident_guards, []
+        for guard in reversed(guards):
+            try:
+                note = guard()
+            except Exception as exc:
+                errors.append(exc)
+            else:
+                if note:
+                    notes.append(note)
         for library in reversed(self.libraries):
             try:
                 notes.extend(close_library(library))

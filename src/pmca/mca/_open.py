@@ -392,7 +392,8 @@ class OpenFramework:
             self.loaded.remove(loaded)
         notes, errors = loaded.context.release()
         for note in notes:
-            self.log.warning(note, component=loaded.candidate.name)
+            # Something was left behind and had to be undone: always shown.
+            self.log.error(note, component=loaded.candidate.name)
         for error in errors:
             self._fail(loaded.candidate, "close", error)
         if self.pm.is_registered(loaded.component):

@@ -45,6 +45,6 @@ def format_table(results: list[ScenarioResult]) -> str:
     lines = []
     for r in results:
         cells = (r.scenario, r.variant, r.outcome)
-        padded = [cell.ljust(width) for cell, width in zip(cells, widths)]
+        padded = [cell.ljust(width) for cell, width in zip(cells, widths, strict=True)]
         lines.append("  ".join((*padded, r.detail)))
     return "\n".join(lines)

@@ -60,7 +60,7 @@ class Variant:
 
     @property
     def env(self) -> dict[str, str]:
-        """The child's ``PMCA_MCA_*`` settings; both load-mode variables, so none leaks in."""
+        """The cell's ``PMCA_MCA_*`` settings: the memory selection and both load-mode variables."""
         return {
             "PMCA_MCA_memory": self.component,
             "PMCA_MCA_mca_base_component_dso": "all" if self.mode == "dso" else "none",
@@ -84,7 +84,7 @@ def plugin_installed() -> bool:
 
 
 def run_matrix(*, timeout: float = 120.0) -> list[ScenarioResult]:
-    """Run the four cells, each in its own interpreter with ``timeout`` seconds."""
+    """Run the four cells in turn, each in a fresh interpreter given ``timeout`` seconds."""
     return [run_variant(variant, timeout=timeout) for variant in VARIANTS]
 
 

@@ -43,23 +43,26 @@ class OverwriteComponent(Component):
         from ... import native
 
         holder: list[OverwriteModule] = []
-        library = ctx.load_library(library_path(), before_unload=lambda: _restore_left(holder))
+        dlclosed = ctx.load_mode == "dso"
+        library = ctx.load_library(
+            library_path(), before_unload=lambda: _restore_left(holder, dlclosed=dlclosed)
+        )
         module = OverwriteModule(PatchTable(library.cdll), native.backend(), ctx.log)
         holder.append(module)
         return Query(priority=int(ctx.params["priority"]), module=module)
 
 
-def _restore_left(holder: list[OverwriteModule]) -> str | None:
-    """The loader's unload guard: no library is unloaded with live patches."""
+def _restore_left(holder: list[OverwriteModule], *, dlclosed: bool) -> str | None:
+    """The loader's unload guard: no component unloads with live patches."""
     module = holder.pop() if holder else None
     if module is None or not module.patches():
         return None
     outcomes = module.restore_all()
     symbols = ", ".join(outcome.record.symbol for outcome in outcomes)
-    return (
-        f"refused to dlclose {library_path().name} while it owned {len(outcomes)} live "
-        f"patch(es) ({symbols}): restored them first"
+    what = (
+        f"refused to dlclose {library_path().name}" if dlclosed else "unloading patcher/overwrite"
     )
+    return f"{what} while it owned {len(outcomes)} live patch(es) ({symbols}): restored them first"
 
 
 __all__ = ["OverwriteComponent", "OverwriteModule"]
