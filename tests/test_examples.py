@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
 
 

@@ -32,7 +32,7 @@ def test_importing_pmca_configures_nothing() -> None:
 def fw(install_plugin, unique) -> str:
     name = unique("log")
     source = component_source(name, "talker").replace(
-        "STATE[\"opens\"] += 1",
+        'STATE["opens"] += 1',
         "STATE[\"opens\"] += 1\n        ctx.log.info('opening', answer=42)",
     )
     install_plugin(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-
 pytest_plugins = ["pytester"]
 
 
@@ -18,9 +17,7 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
 
     location = str(Path(pmca.__file__).resolve().parent.parent)
     pythonpath = os.environ.get("PYTHONPATH")
-    monkeypatch.setenv(
-        "PYTHONPATH", location + (os.pathsep + pythonpath if pythonpath else "")
-    )
+    monkeypatch.setenv("PYTHONPATH", location + (os.pathsep + pythonpath if pythonpath else ""))
     return pytester
 
 
