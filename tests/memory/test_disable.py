@@ -56,13 +56,6 @@ def test_disabled_in_a_fresh_process() -> None:
     assert "patched False" in lines
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pmca.memory.MemoryHooksUnavailable,
-    reason="bug: MemoryBase.peer_opened (src/pmca/memory/_base.py:98) calls NoHooks.install, "
-    "which raises, so any framework with a needs_registration component fails to open "
-    "once hooks are disabled",
-)
 def test_disabled_hooks_do_not_break_components_needing_registration(
     pmca_env: dict[str, str], registering_framework: str
 ) -> None:
@@ -74,3 +67,12 @@ def test_disabled_hooks_do_not_break_components_needing_registration(
         assert [c.name for c in inner.components(registering_framework)] == ["pinned"]
         assert pmca.memory.support_level() == pmca.memory.Support.NONE
         assert hooks_gone()
+
+
+def test_refusal_names_why_the_hooks_are_missing(pmca_env: dict[str, str]) -> None:
+    pmca_env[DISABLE] = "1"
+    with (
+        pmca.Session(frameworks=["memory"]),
+        pytest.raises(pmca.memory.MemoryHooksUnavailable, match="memory_patcher_disable"),
+    ):
+        pmca.memory.register_release(lambda *event: None)

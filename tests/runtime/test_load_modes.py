@@ -176,3 +176,15 @@ def test_unloaded_library_addresses_are_quarantined(
     )
     assert child.returncode == -11, child.stderr
     assert "survived" not in child.stdout
+
+
+def test_forced_static_builtin_is_never_reimported(pmca_env) -> None:
+    """A forced-static built-in keeps the classes users imported, even in dso mode."""
+    from pmca.memory.patcher import PatcherMemoryComponent
+
+    module = sys.modules["pmca.memory.patcher"]
+    for _ in range(2):
+        with pmca.Session(mca={"mca_base_component_dso": "all"}, frameworks=["memory"]) as s:
+            assert s.components("memory")[0].load_mode == "static"
+            assert sys.modules["pmca.memory.patcher"] is module
+            assert module.PatcherMemoryComponent is PatcherMemoryComponent

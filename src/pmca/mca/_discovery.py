@@ -40,6 +40,8 @@ class Candidate:
     target: str
     entry_point: importlib_metadata.EntryPoint | None = None
     path: Path | None = None
+    #: Known to load statically before import (declared in a static table).
+    force_static: bool = False
     _distribution: str | None = field(default=None, alias="distribution")
 
     @property
@@ -132,7 +134,7 @@ def _component_in(module: ModuleType, candidate: Candidate) -> object:
 
 def static_candidates(framework: Framework) -> list[Candidate]:
     return [
-        Candidate(framework.name, ref.name, "static", ref.target)
+        Candidate(framework.name, ref.name, "static", ref.target, force_static=ref.force_static)
         for ref in framework.static_components
     ]
 

@@ -23,10 +23,14 @@ class ComponentRef:
 
     :param target: ``"package.module:attribute"`` naming the component class
         or instance.
+    :param force_static: the component always loads statically; saying so
+        here lets pmca decide before importing it (Open MPI decides at build
+        time), so a dso run never re-imports it.
     """
 
     name: str = field(validator=lambda _i, _a, v: check_component_name(v))
     target: str
+    force_static: bool = False
 
     @property
     def module(self) -> str:

@@ -94,7 +94,8 @@ class OpenFramework:
             self.pm.add_hookspecs(framework.interface)
         self.loaded: list[LoadedComponent] = []
         self.failures: list[ComponentFailure] = []
-        self.not_available: list[str] = []
+        #: Components that said they cannot work here, with their reason.
+        self.not_available: dict[str, str] = {}
         self.log: FilteringBoundLogger = framework_logger(self.name, 0)
         self.base: FrameworkBase | None = None
 
@@ -260,7 +261,9 @@ class OpenFramework:
             candidate.name,
             dso=dso_spec,
             static=static_spec,
-            forced_static=not self.framework.allow_dso or key in _forced_static,
+            forced_static=not self.framework.allow_dso
+            or candidate.force_static
+            or key in _forced_static,
         )
         root = candidate.module_root
         before = set(sys.modules)
@@ -308,17 +311,18 @@ class OpenFramework:
             purge_modules(purge_root)
 
     def _open_component(self, loaded: LoadedComponent) -> None:
+        reason = "open returned False"
         try:
             result = self._call(loaded, "open", ctx=loaded.context)
         except NotAvailable as exc:
-            result = False
-            loaded.context.log.debug("not available", reason=str(exc))
+            result, reason = False, str(exc) or type(exc).__name__
+            loaded.context.log.debug("not available", reason=reason)
         except Exception as exc:
             self._fail(loaded.candidate, "open", exc)
             self._unload(loaded)
             return
         if result is False:
-            self.not_available.append(loaded.candidate.name)
+            self.not_available[loaded.candidate.name] = reason
             self._unload(loaded)
 
     def _select(self) -> None:

@@ -87,18 +87,38 @@ class MemoryBase(FrameworkBase):
             self._setting("mpi_leave_pinned_pipeline"),  # type: ignore[arg-type]
         )
         self.framework.log.debug("hook activation decided", cell=self.decision)
-        if self.decision == "yes" and self.module is not None:
-            self.module.install("mpi_leave_pinned matrix cell is 'yes'")
+        if self.decision == "yes":
+            self._install("the mpi_leave_pinned matrix cell is 'yes'")
 
     def peer_opened(self, peer: OpenFramework) -> None:
         if self.decision != "runtime" or self.module is None or self.module.installed():
             return
         for loaded in peer.selected:
             if loaded.component.needs_registration:
-                self.module.install(
+                self._install(
                     f"selected component {peer.name}/{loaded.component.name} needs registration"
                 )
                 return
+
+    def _install(self, reason: str) -> None:
+        """Install for a framework open; never fail the open (Open MPI warns instead)."""
+        module = self.module
+        if module is None:
+            return
+        try:
+            module.install(reason)
+        except MemoryHooksUnavailable as why:
+            self.framework.log.error(
+                "memory hooks needed but unavailable; registration caching will not be coherent",
+                reason=reason,
+                why=f"{why}{self._unavailable_reasons()}",
+            )
+
+    def _unavailable_reasons(self) -> str:
+        reasons = self.framework.not_available
+        if not reasons:
+            return ""
+        return " (" + "; ".join(f"{name}: {why}" for name, why in reasons.items()) + ")"
 
     def support_level(self) -> Support:
         return self.module.support_level() if self.module is not None else Support.NONE
@@ -119,7 +139,10 @@ class MemoryBase(FrameworkBase):
                 f"{self._setting('mpi_leave_pinned_pipeline')} (the 'no' cell of the matrix)"
             )
         if not module.installed():
-            module.install("first register_release()")
+            try:
+                module.install("first register_release()")
+            except MemoryHooksUnavailable as why:
+                raise MemoryHooksUnavailable(f"{why}{self._unavailable_reasons()}") from None
         return module.support_level()
 
     def closing(self) -> None:

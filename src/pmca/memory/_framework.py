@@ -11,7 +11,7 @@ FRAMEWORK = Framework(
     api_version="1.0.0",
     policy="single",
     static_components=[
-        ComponentRef("patcher", "pmca.memory.patcher:PatcherMemoryComponent"),
+        ComponentRef("patcher", "pmca.memory.patcher:PatcherMemoryComponent", force_static=True),
         ComponentRef("none", "pmca.memory.none:NoneMemoryComponent"),
     ],
     base=MemoryBase,
