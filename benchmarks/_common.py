@@ -220,6 +220,17 @@ def component_module(framework: str, component: str) -> str:
     return f"{framework}_{component}"
 
 
+def framework_module(framework: str) -> str:
+    """The module declaring a throwaway framework."""
+    return f"{framework}_decl"
+
+
+def is_component_module(framework: str, module: str) -> bool:
+    return module.startswith(component_module(framework, "")) and module != framework_module(
+        framework
+    )
+
+
 def install_throwaway_framework(
     root: Path,
     framework: str,
@@ -240,8 +251,8 @@ def install_throwaway_framework(
     make_distribution(
         root,
         f"{framework}-framework",
-        entry_points={"pmca.frameworks": {framework: f"{framework}_decl:FRAMEWORK"}},
-        modules={f"{framework}_decl": _FRAMEWORK_SOURCE.format(framework=framework)},
+        entry_points={"pmca.frameworks": {framework: f"{framework_module(framework)}:FRAMEWORK"}},
+        modules={framework_module(framework): _FRAMEWORK_SOURCE.format(framework=framework)},
     )
     group = f"pmca.{framework}"
 

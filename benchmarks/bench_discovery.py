@@ -61,9 +61,10 @@ def _subjects(framework: str, pick: str) -> dict[str, Callable[[], object]]:
         return subjects
 
     def narrow() -> object:
-        declared = Catalog.discover().get(framework)
+        catalog = Catalog.discover()
+        declared = catalog.get(framework)
         selection = parse_selection(pick, parameter=framework)
-        found = discover_components(declared, [])
+        found = discover_components(declared, [], catalog.entry_points)
         return [c.load() for name, c in found.candidates.items() if selection.admits(name)]
 
     subjects["narrow"] = narrow
@@ -71,8 +72,8 @@ def _subjects(framework: str, pick: str) -> dict[str, Callable[[], object]]:
 
 
 def _imported_components(framework: str, before: set[str]) -> list[str]:
-    prefix = f"{framework}_c"
-    return sorted(name for name in set(sys.modules) - before if name.startswith(prefix))
+    new = set(sys.modules) - before
+    return sorted(name for name in new if common.is_component_module(framework, name))
 
 
 def child_cold(args: dict) -> None:

@@ -139,10 +139,32 @@ def static_candidates(framework: Framework) -> list[Candidate]:
     ]
 
 
-def entry_point_candidates(framework: str) -> list[Candidate]:
+class EntryPointIndex:
+    """Every ``pmca.*`` entry point, read in one pass over the installed metadata.
+
+    ``importlib.metadata`` reads every distribution's entry points on each
+    call, whatever the group, so pmca scans once per runtime epoch (from the
+    first session's init to the last finalize) and answers from memory.
+    """
+
+    def __init__(self, points: Iterable[importlib_metadata.EntryPoint]) -> None:
+        self._groups: dict[str, list[importlib_metadata.EntryPoint]] = {}
+        for point in points:
+            if point.group.startswith("pmca."):
+                self._groups.setdefault(point.group, []).append(point)
+
+    @classmethod
+    def scan(cls) -> EntryPointIndex:
+        return cls(importlib_metadata.entry_points())
+
+    def group(self, name: str) -> list[importlib_metadata.EntryPoint]:
+        return list(self._groups.get(name, ()))
+
+
+def entry_point_candidates(framework: str, index: EntryPointIndex) -> list[Candidate]:
     return [
         Candidate(framework, ep.name, "entry point", ep.value, entry_point=ep)
-        for ep in importlib_metadata.entry_points(group=f"pmca.{framework}")
+        for ep in index.group(f"pmca.{framework}")
     ]
 
 
@@ -175,13 +197,15 @@ class Discovered:
     shadowed: list[Candidate]
 
 
-def discover_components(framework: Framework, component_path: Iterable[str]) -> Discovered:
+def discover_components(
+    framework: Framework, component_path: Iterable[str], index: EntryPointIndex
+) -> Discovered:
     """Every component of ``framework``, by name; nothing is imported."""
     chosen: dict[str, Candidate] = {}
     shadowed: list[Candidate] = []
     for candidate in [
         *static_candidates(framework),
-        *entry_point_candidates(framework.name),
+        *entry_point_candidates(framework.name, index),
         *drop_in_candidates(framework.name, component_path),
     ]:
         if candidate.name in chosen:
@@ -189,8 +213,3 @@ def discover_components(framework: Framework, component_path: Iterable[str]) -> 
         else:
             chosen[candidate.name] = candidate
     return Discovered(chosen, shadowed)
-
-
-def framework_entry_points() -> list[importlib_metadata.EntryPoint]:
-    """Third-party frameworks, group ``pmca.frameworks``."""
-    return list(importlib_metadata.entry_points(group="pmca.frameworks"))

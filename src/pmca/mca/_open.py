@@ -20,7 +20,7 @@ from attrs import define, frozen
 
 from ._component import Component, Query, check_api, make_component
 from ._context import ComponentContext, FrameworkHost, FrameworkParams
-from ._discovery import Candidate, discover_components
+from ._discovery import Candidate, EntryPointIndex, discover_components
 from ._errors import FrameworkError, NotAvailable
 from ._failures import ComponentFailure, show_load_errors_matches
 from ._framework import Framework, FrameworkBase
@@ -38,6 +38,8 @@ class OpenHost(FrameworkHost, Protocol):
     """What an open framework needs from the runtime that owns it."""
 
     def component_path(self) -> list[str]: ...
+
+    def entry_points(self) -> EntryPointIndex: ...
 
     def load_mode_specs(self) -> tuple[LoadModeSpec, LoadModeSpec]: ...
 
@@ -180,7 +182,9 @@ class OpenFramework:
         selection = parse_selection(str(param.value), parameter=self.name, source=str(param.origin))
         selection, _ = resolve_aliases(selection, self.framework.aliases)
         admitted: dict[str, bool] = {}
-        discovered = discover_components(self.framework, self.host.component_path())
+        discovered = discover_components(
+            self.framework, self.host.component_path(), self.host.entry_points()
+        )
         check_included_exist(
             selection,
             discovered.candidates,
@@ -237,7 +241,9 @@ class OpenFramework:
         selection, deprecated = resolve_aliases(selection, self.framework.aliases)
         for alias, target in deprecated:
             self.log.warning("deprecated component alias", alias=alias, use=target)
-        discovered = discover_components(self.framework, self.host.component_path())
+        discovered = discover_components(
+            self.framework, self.host.component_path(), self.host.entry_points()
+        )
         for shadowed in discovered.shadowed:
             self.log.info("component shadowed", component=shadowed.name, ignored=shadowed.location)
         check_included_exist(

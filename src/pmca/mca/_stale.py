@@ -35,6 +35,9 @@ def find_stale_references(objects: Iterable[object], *, package: str = "pmca") -
         if id(module) in ids:
             continue
         for attribute, value in list(vars(module).items()):
+            # Dunders (__builtins__ above all) are the interpreter's, not pmca's state.
+            if attribute.startswith("__"):
+                continue
             if _refers_to(value, ids):
                 found.append(f"{module_name}.{attribute}")
     return found

@@ -6,7 +6,7 @@ import importlib
 
 from attrs import define, field, frozen
 
-from ..mca._discovery import framework_entry_points
+from ..mca._discovery import EntryPointIndex
 from ..mca._errors import FrameworkError
 from ..mca._framework import Framework
 
@@ -38,18 +38,19 @@ def _load_target(target: str) -> object:
 class Catalog:
     """Frameworks by name, in discovery order, and the ones that failed."""
 
+    entry_points: EntryPointIndex = field(factory=lambda: EntryPointIndex(()))
     frameworks: dict[str, Framework] = field(factory=dict)
     failures: list[FrameworkFailure] = field(factory=list)
     locations: dict[str, str] = field(factory=dict)
 
     @classmethod
     def discover(cls) -> Catalog:
-        catalog = cls()
+        catalog = cls(EntryPointIndex.scan())
         for target in BUILTIN_FRAMEWORKS:
             framework = _load_target(target)
             assert isinstance(framework, Framework)
             catalog._add(framework, f"built-in ({target})")
-        for entry_point in framework_entry_points():
+        for entry_point in catalog.entry_points.group("pmca.frameworks"):
             location = f"entry point pmca.frameworks:{entry_point.name} = {entry_point.value}"
             try:
                 framework = entry_point.load()

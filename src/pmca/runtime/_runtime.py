@@ -13,6 +13,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from ..mca._discovery import EntryPointIndex
 from ..mca._errors import FrameworkError, SessionError, StaleReferenceError
 from ..mca._failures import ComponentFailure
 from ..mca._loader import LoadModeSpec
@@ -58,6 +59,9 @@ class Runtime:
     def component_path(self) -> list[str]:
         value = self.params.value("mca_base_component_path")
         return [part for part in str(value or "").split(":") if part]
+
+    def entry_points(self) -> EntryPointIndex:
+        return self.catalog.entry_points
 
     def load_mode_specs(self) -> tuple[LoadModeSpec, LoadModeSpec]:
         return (

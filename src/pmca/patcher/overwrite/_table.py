@@ -73,7 +73,9 @@ class PatchTable:
 
     def __init__(self, lib: ctypes.CDLL) -> None:
         self._lib = lib
-        record_p = ctypes.POINTER(_RecordStruct)
+        # Not POINTER(_RecordStruct): ctypes caches pointer types forever, and
+        # a dso reload defines a new _RecordStruct each time (a leak per cycle).
+        record_p = ctypes.c_void_p
         byte_p = ctypes.POINTER(ctypes.c_uint8)
         prototypes: dict[str, tuple[type, list[type]]] = {
             "pmca_patcher_add": (
