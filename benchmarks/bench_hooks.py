@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import cast
 
 import pmca.native as native
+from pmca._libc import PAGE
 from pmca.native._abi import probe_library_path
-from pmca.native._libc import PAGE
 
 BATCH = 2000  # cycles per timed batch: stays below the ring capacity
 

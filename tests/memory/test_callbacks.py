@@ -9,7 +9,7 @@ import threading
 import pytest
 
 import pmca
-from pmca.native._libc import MADV_DONTNEED, PAGE, libc
+from pmca._libc import MADV_DONTNEED, PAGE, libc
 from pmca.testing import run_python
 
 MODES = pytest.mark.parametrize("mode", ["none", "all"], ids=["static", "dso"])

@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 import pmca.native as native
-from pmca.native._libc import MADV_DONTNEED, MREMAP_FIXED, MREMAP_MAYMOVE, PAGE, libc
+from pmca._libc import MADV_DONTNEED, MREMAP_FIXED, MREMAP_MAYMOVE, PAGE, libc
 
 pytestmark = pytest.mark.native
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.native
 COMMON = """
 import ctypes, mmap, os, random, sys, threading, time
 import pmca.native as native
-from pmca.native._libc import libc, PAGE, MADV_DONTNEED, MREMAP_MAYMOVE
+from pmca._libc import libc, PAGE, MADV_DONTNEED, MREMAP_MAYMOVE
 hooks = native.backend()
 c = libc()
 

@@ -197,39 +197,32 @@ class _Quarantine:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.ranges: list[tuple[int, int, Path]] = []
-        self._libc: ctypes.CDLL | None = None
-
-    def _mmap(self) -> ctypes.CDLL:
-        if self._libc is None:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.mmap.restype = ctypes.c_void_p
-            libc.mmap.argtypes = [
-                ctypes.c_void_p,
-                ctypes.c_size_t,
-                ctypes.c_int,
-                ctypes.c_int,
-                ctypes.c_int,
-                ctypes.c_long,
-            ]
-            libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-            self._libc = libc
-        return self._libc
 
     def reserve(self, start: int, end: int, *, library: Path) -> bool:
+        from .._libc import (
+            MAP_ANONYMOUS,
+            MAP_FIXED_NOREPLACE,
+            MAP_NORESERVE,
+            MAP_PRIVATE,
+            PROT_NONE,
+            libc,
+        )
+
         if _mapped_span(library) is not None:
             return False  # someone else still holds the library open
-        libc = self._mmap()
-        flags = _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE | _MAP_FIXED_NOREPLACE
+        flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE
         with self._lock:
-            address = libc.mmap(start, end - start, _PROT_NONE, flags, -1, 0)
-            if address in (None, _MAP_FAILED) or address != start:
-                if address not in (None, _MAP_FAILED):
-                    libc.munmap(address, end - start)  # an old kernel ignored NOREPLACE
+            try:
+                address = libc().mmap(start, end - start, PROT_NONE, flags)
+            except OSError:
+                return False  # raced: something else is mapped there already
+            if address != start:  # a kernel too old to know NOREPLACE
+                libc().munmap(address, end - start)
                 return False
             self.ranges.append((start, end, library))
             while len(self.ranges) > self.CAP:
                 old_start, old_end, _ = self.ranges.pop(0)
-                libc.munmap(old_start, old_end - old_start)
+                libc().munmap(old_start, old_end - old_start)
         return True
 
     def covers(self, address: int) -> Path | None:
@@ -240,13 +233,6 @@ class _Quarantine:
                     return library
         return None
 
-
-_PROT_NONE = 0
-_MAP_PRIVATE = 0x02
-_MAP_ANONYMOUS = 0x20
-_MAP_NORESERVE = 0x4000
-_MAP_FIXED_NOREPLACE = 0x100000
-_MAP_FAILED = (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1
 
 _QUARANTINE = _Quarantine()
 

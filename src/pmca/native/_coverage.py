@@ -17,10 +17,10 @@ from typing import Any
 
 import attrs
 
+from .._libc import MADV_DONTNEED, MREMAP_MAYMOVE, PAGE, Libc, libc
 from ._abi import probe_library_path
 from ._backend import backend
 from ._dispatch import dispatcher
-from ._libc import MADV_DONTNEED, MREMAP_MAYMOVE, PAGE, Libc, libc
 from ._measure import Measure, hooks_installed, observing
 
 MIB = 1 << 20

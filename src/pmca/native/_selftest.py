@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from .._libc import PAGE, Libc, libc
 from ._backend import HookBackend, backend
 from ._coverage import (
     NotRunnable,
@@ -15,7 +16,6 @@ from ._coverage import (
     shmdt,
 )
 from ._dispatch import dispatcher
-from ._libc import PAGE, Libc, libc
 from ._measure import Measure, observing
 
 

@@ -44,7 +44,7 @@ class DecommittingAllocator:
     """Hands out buffers and, like mimalloc, first decommits its spare pages with madvise."""
 
     def __init__(self, madvise: Callable[[int, int], object]) -> None:
-        from ..native._libc import PAGE, libc
+        from .._libc import PAGE, libc
 
         self._libc = libc()
         self.spare_length = _SPARE_PAGES * PAGE
@@ -85,7 +85,7 @@ class RegistrationCache:
 
 
 def _madvise_dontneed(address: int, length: int) -> None:
-    from ..native._libc import MADV_DONTNEED, libc
+    from .._libc import MADV_DONTNEED, libc
 
     if libc().madvise(address, length, MADV_DONTNEED) != 0:
         raise OSError("madvise(MADV_DONTNEED) failed")

@@ -30,47 +30,27 @@ import threading
 
 from attrs import define
 
+from .._libc import MAP_FIXED_NOREPLACE, MAP_SHARED, PROT_READ, PROT_WRITE
 from ._common import emit, run_child, skipped_without_native
 from ._result import ScenarioResult
 
 SCENARIO = "stale-registration"
-
-_PROT_READ = 0x1
-_PROT_WRITE = 0x2
-_MAP_SHARED = 0x01
-_MAP_FIXED_NOREPLACE = 0x100000
-_MAP_FAILED = 2**64 - 1
 
 
 class _Mapper:
     """mmap/munmap of file descriptors through libc's (possibly patched) entry points."""
 
     def __init__(self) -> None:
-        lib = ctypes.CDLL("libc.so.6", use_errno=True)
-        self._mmap = lib.mmap
-        self._mmap.restype = ctypes.c_void_p
-        self._mmap.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_size_t,
-            ctypes.c_int,
-            ctypes.c_int,
-            ctypes.c_int,
-            ctypes.c_long,
-        ]
-        self._munmap = lib.munmap
-        self._munmap.restype = ctypes.c_int
-        self._munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        from .._libc import libc
+
+        self._libc = libc()
 
     def map(self, fd: int, length: int, *, prot: int, at: int = 0) -> int:
-        flags = _MAP_SHARED | (_MAP_FIXED_NOREPLACE if at else 0)
-        address = self._mmap(at or None, length, prot, flags, fd, 0)
-        if address is None or address == _MAP_FAILED:
-            errno = ctypes.get_errno()
-            raise OSError(errno, f"mmap failed: {os.strerror(errno)}")
-        return int(address)
+        flags = MAP_SHARED | (MAP_FIXED_NOREPLACE if at else 0)
+        return self._libc.mmap(at, length, prot, flags, fd)
 
     def unmap(self, address: int, length: int) -> None:
-        if self._munmap(address, length) != 0:
+        if self._libc.munmap(address, length) != 0:
             errno = ctypes.get_errno()
             raise OSError(errno, f"munmap failed: {os.strerror(errno)}")
 
@@ -108,7 +88,7 @@ class Memory:
     def allocate(self, length: int, fill: bytes, *, at: int = 0) -> Buffer:
         fd = os.memfd_create("pmca-stale-registration")
         os.ftruncate(fd, length)
-        address = self._mapper.map(fd, length, prot=_PROT_READ | _PROT_WRITE, at=at)
+        address = self._mapper.map(fd, length, prot=PROT_READ | PROT_WRITE, at=at)
         ctypes.memmove(address, fill * (length // len(fill)), length)
         buffer = Buffer(address, length, fd)
         self._backing[address] = buffer
@@ -123,7 +103,7 @@ class Memory:
     def pin(self, key: int, address: int, length: int) -> Registration:
         """Pin the pages that back ``address`` now (ibv_reg_mr)."""
         buffer = self._backing[address]
-        pinned = self._mapper.map(buffer.fd, length, prot=_PROT_READ)
+        pinned = self._mapper.map(buffer.fd, length, prot=PROT_READ)
         return Registration(key, address, length, pinned)
 
     def unpin(self, registration: Registration) -> None:

@@ -1,22 +1,27 @@
-"""libc entry points, called through ctypes, that release memory for real.
+"""libc's memory functions through ctypes, typed once for all of pmca.
 
 Calls made through these go through libc's (possibly patched) entry points,
-exactly like calls from any other library would.
+exactly like calls from any other library would: the native self-tests, the
+loader's address quarantine and the seed scenarios all rely on that.
 """
 
 from __future__ import annotations
 
 import ctypes
 import mmap
+import os
 import platform
 import threading
 
 PROT_NONE = 0
 PROT_READ = 1
 PROT_WRITE = 2
+MAP_SHARED = 0x01
 MAP_PRIVATE = 0x02
 MAP_ANONYMOUS = 0x20
 MAP_FIXED = 0x10
+MAP_NORESERVE = 0x4000
+MAP_FIXED_NOREPLACE = 0x100000
 MADV_DONTNEED = 4
 MREMAP_MAYMOVE = 1
 MREMAP_FIXED = 2
@@ -64,12 +69,19 @@ class Libc:
         function.restype = restype
         function.argtypes = argtypes
 
+    def mmap(
+        self, address: int, length: int, prot: int, flags: int, fd: int = -1, offset: int = 0
+    ) -> int:
+        """mmap(2); raises OSError with errno on failure."""
+        result = self._lib.mmap(address or None, length, prot, flags, fd, offset)
+        if result is None or result == MAP_FAILED:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"mmap failed: {os.strerror(errno)}")
+        return int(result)
+
     def map_anonymous(self, length: int, address: int = 0, fixed: bool = False) -> int:
         flags = MAP_PRIVATE | MAP_ANONYMOUS | (MAP_FIXED if fixed else 0)
-        result = self._lib.mmap(address or None, length, PROT_READ | PROT_WRITE, flags, -1, 0)
-        if result is None or result == MAP_FAILED:
-            raise OSError(ctypes.get_errno(), "mmap failed")
-        return int(result)
+        return self.mmap(address, length, PROT_READ | PROT_WRITE, flags)
 
     def munmap(self, address: int, length: int) -> int:
         return int(self._lib.munmap(address, length))
