@@ -47,7 +47,8 @@ for w in workers:
     w.start()
 cycles = 0
 deadline = time.monotonic() + 0.3
-while time.monotonic() < deadline:
+# At least 20 full cycles however loaded the machine is; more while time allows.
+while cycles < 20 or time.monotonic() < deadline:
     sites = [hooks.install(s) for s in hooks.symbols]
     for site in reversed(sites):
         assert hooks.restore(site), site
@@ -57,7 +58,7 @@ for w in workers:
     w.join()
 subscription.unregister()
 assert {{s: hooks.prologue(s) for s in hooks.symbols}} == before
-assert cycles > 10 and events[0] > 0, (cycles, events)
+assert cycles >= 20 and events[0] > 0, (cycles, events)
 print("cycles", cycles, "events", events[0])
 """
     )
@@ -163,7 +164,7 @@ pid = os.fork()
 if pid == 0:
     code = 1
     try:
-        assert not native.dispatcher().listening
+        assert native.dispatcher().listening  # subscribers came along: rule 3 holds here too
         del seen[:]
         region = c.map_anonymous(PAGE)
         c.munmap(region, PAGE)

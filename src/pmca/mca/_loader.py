@@ -152,15 +152,25 @@ def close_library(library: NativeLibrary) -> list[str]:
     if library.resident:
         return []
     notes: list[str] = []
+    failures: list[BaseException] = []
     for guard in list(library.before_unload):
-        note = guard()
-        if note:
-            notes.append(note)
+        try:
+            note = guard()
+        except Exception as exc:  # the other guards and the unload still happen
+            failures.append(exc)
+        else:
+            if note:
+                notes.append(note)
     library.before_unload.clear()
     span = _mapped_span(library.path)
     _ctypes.dlclose(library.handle)
     if span is not None:
         _QUARANTINE.reserve(*span, library=library.path)
+    if failures:
+        raise LibraryError(
+            f"{library.owner}: unload guard(s) of {library.path} failed: "
+            + "; ".join(repr(f) for f in failures)
+        ) from failures[0]
     return notes
 
 

@@ -148,9 +148,9 @@ class OpenFramework:
         verbosity = int(space.value(f"{self.name}_base_verbose"))
         destination = str(space.value("mca_base_verbose"))
         self.log = framework_logger(self.name, verbosity, destination)
-        self.base = self.framework.base(self)
-        self.base.register_params(FrameworkParams(space, self.name))
         try:
+            self.base = self.framework.base(self)
+            self.base.register_params(FrameworkParams(space, self.name))
             self._load_selected_components()
             space.lock(self.name)
             for loaded in list(self.loaded):

@@ -268,7 +268,11 @@ class ReleaseDispatcher:
 
     def _listen(self, stop: threading.Event) -> None:
         hooks = self._hooks()
+        # poll, not select: MPI ranks often hold more than FD_SETSIZE (1024)
+        # descriptors, and select() cannot wait on a number that high.
+        waiter = select.poll()
         doorbell = hooks.eventfd()
+        waiter.register(doorbell, select.POLLIN)
         while not stop.is_set():
             hooks.rearm()  # before draining: a later push rings again
             try:
@@ -278,12 +282,16 @@ class ReleaseDispatcher:
             if stop.is_set():
                 break
             try:
-                select.select([doorbell], [], [])  # blocks without the GIL
+                waiter.poll()  # blocks without the GIL
                 os.read(doorbell, 8)
             except BlockingIOError:
                 pass
-            except OSError:
-                stop.wait(0.05)  # fd replaced under us (fork): retry shortly
+            except Exception:
+                # The fd was replaced under us (fork): wait on the new one.
+                stop.wait(0.05)
+                waiter = select.poll()
+                doorbell = hooks.eventfd()
+                waiter.register(doorbell, select.POLLIN)
 
     # -- fork ----------------------------------------------------------------------
 
@@ -294,6 +302,11 @@ class ReleaseDispatcher:
         subscriptions = [s for s in self._subscriptions if s._active]
         self._reset_state()
         self._subscriptions = subscriptions
+        if subscriptions:
+            # Rule 3 holds in the child too: someone listens, so the child's
+            # ring drains instead of overflowing.
+            with self._lock:
+                self._ensure_listener_locked()
 
 
 _dispatcher_lock = threading.Lock()

@@ -100,11 +100,12 @@ class Runtime:
                 self.frameworks[name] = state
                 try:
                     state.open()
+                    self._introduce(state)
                 except BaseException:
-                    self.frameworks.pop(name, None)
+                    if self.frameworks.pop(name, None) is state and state.base is not None:
+                        self.close_failures.extend(state.close())
                     raise
                 self.history.append(("open", name))
-                self._introduce(state)
                 return state
             except BaseException:
                 for dependency in reversed(opened_dependencies):

@@ -86,9 +86,16 @@ class Session:
             self._state = _State.FINALIZED
             errors = self._close_frameworks()
             errors.extend(failure.error for failure in self.domain.run())
-            runtime.detach()
-        if errors:
+            try:
+                runtime.detach()
+            except Exception as exc:
+                errors.append(exc)
+        if len(errors) == 1:
             raise errors[0]
+        if errors:
+            raise SessionError(
+                f"finalize met {len(errors)} errors: " + "; ".join(repr(e) for e in errors)
+            ) from errors[0]
 
     def _close_frameworks(self) -> list[BaseException]:
         errors: list[BaseException] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 from .._interface import Support
@@ -30,6 +31,7 @@ class PatcherMemory:
         self._installed = False
         self.refused: dict[str, str] = {}
         self.self_test: dict[str, bool] = {}
+        self._install_lock = threading.Lock()
 
     def support_level(self) -> Support:
         return self._support
@@ -38,10 +40,15 @@ class PatcherMemory:
         return self._installed
 
     def install(self, reason: str) -> Support:
-        if self._installed:
-            return self._support
+        with self._install_lock:  # two first register_release() calls race here
+            if self._installed:
+                return self._support
+            return self._install(reason)
+
+    def _install(self, reason: str) -> Support:
         from ... import native
         from ...patcher import PatcherModule
+        from .._base import MemoryHooksUnavailable
 
         patcher = self._patcher.module()
         assert isinstance(patcher, PatcherModule)
@@ -51,7 +58,6 @@ class PatcherMemory:
             except native.PatchRefused as refused:
                 self.refused[symbol] = str(refused)
                 self._log.warning("cannot hook", symbol=symbol, reason=str(refused))
-        self._installed = True
         hooked = [s for s in SYMBOLS if s not in self.refused]
         self.self_test = native.self_test(hooked) if hooked else {}
         # Open MPI's rule: FREE needs what allocators release through
@@ -61,7 +67,18 @@ class PatcherMemory:
             support |= Support.MUNMAP
             if all(self.self_test.get(s) for s in ("madvise", "mremap", "brk")):
                 support |= Support.FREE
+        if not support:
+            # Patches that did go in stay until the patcher framework closes
+            # (it restores them all); a later call tries again.
+            raise MemoryHooksUnavailable(
+                f"memory hooks could not be installed ({reason}): "
+                + "; ".join(
+                    [f"{s}: {why}" for s, why in self.refused.items()]
+                    + [f"{s}: self-test saw no event" for s, ok in self.self_test.items() if not ok]
+                )
+            )
         self._support = support
+        self._installed = True
         self._log.info(
             "memory hooks installed",
             reason=reason,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import threading
 from typing import TYPE_CHECKING
 
 from .._interface import PatchRecord, RestoreOutcome
@@ -21,13 +22,19 @@ class OverwriteModule:
         self._table = table
         self._hooks = hooks
         self._log = log
+        self._lock = threading.Lock()
 
     def patch_symbol(self, symbol: str, *, owner: str) -> PatchRecord:
-        for record in self.patches():
-            if record.symbol == symbol:
-                return record
-        site = self._hooks.install(symbol)
-        self._table.add(site, owner)
+        with self._lock:
+            for record in self.patches():
+                if record.symbol == symbol:
+                    return record
+            site = self._hooks.install(symbol)
+            try:
+                self._table.add(site, owner)
+            except BaseException:
+                self._hooks.restore(site)  # never a patch without its record
+                raise
         self._log.debug("patched", symbol=symbol, address=hex(site.address), owner=owner)
         return PatchRecord(symbol, site.patch_address, site.original, site.patched, owner)
 
@@ -35,6 +42,10 @@ class OverwriteModule:
         return self._table.records()
 
     def restore_all(self) -> list[RestoreOutcome]:
+        with self._lock:
+            return self._restore_all()
+
+    def _restore_all(self) -> list[RestoreOutcome]:
         outcomes: list[RestoreOutcome] = []
         while (record := self._table.pop()) is not None:
             site = self._hooks.site(record.symbol)
