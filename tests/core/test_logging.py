@@ -8,6 +8,7 @@ import pytest
 import structlog
 
 import pmca
+from pmca.runtime import RUNTIME
 from pmca.testing import run_python
 from tests.conftest import component_source, framework_source
 
@@ -80,3 +81,14 @@ def test_verbosity_none_silences_errors(install_plugin, unique, capsys) -> None:
     with pmca.Session(mca={f"{name}_base_verbose": "none"}, frameworks=[name]):
         pass
     assert capsys.readouterr().err == ""
+
+
+def test_verbosity_set_at_run_time_takes_effect(fw: str, capsys) -> None:
+    with pmca.Session(frameworks=[fw]) as session:
+        log = RUNTIME.frameworks[fw].log
+        log.info("before")
+        session.set_param(f"{fw}_base_verbose", "info")
+        log.info("after")
+    err = capsys.readouterr().err
+    assert "before" not in err
+    assert f"[pmca:{fw}] info: after" in err

@@ -122,9 +122,17 @@ def test_session_param_and_runtime_set(fw: str) -> None:
     with pmca.Session(frameworks=[fw]) as session:
         verbose = session.param(f"{fw}_base_verbose")
         assert str(verbose.origin) == "default"
-        # Open MPI locks a framework's parameters when it opens.
+        # Verbosity stays settable while open, and takes effect at once...
+        session.set_param(f"{fw}_base_verbose", "info")
+        assert session.param(f"{fw}_base_verbose").value == 40
+        assert str(session.param(f"{fw}_base_verbose").origin) == "set"
+        # ...but, as in Open MPI, what was latched at open is locked.
         with pytest.raises(pmca.ParamError, match=f"framework '{fw}' is open"):
-            session.set_param(f"{fw}_base_verbose", "info")
+            session.set_param(fw, "a")
+        with pytest.raises(pmca.ParamError, match="read-only"):
+            session.set_param(f"{fw}_a_priority", 3)
+        with pytest.raises(pmca.ParamError, match="loud"):
+            session.set_param(f"{fw}_base_verbose", "loud")
         RUNTIME.params.register("tst", None, "knob", type=int, default=1, settable=True)
         assert session.set_param("tst_knob", "5").value == 5
         assert str(session.param("tst_knob").origin) == "set"

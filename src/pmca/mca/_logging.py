@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import structlog
@@ -58,19 +58,51 @@ class _StreamLogger:
 
 
 def framework_logger(
-    framework: str, verbosity: int, destination: str = "stderr"
+    framework: str, verbosity: int | Callable[[], int], destination: str = "stderr"
 ) -> FilteringBoundLogger:
-    """A logger bound to ``framework``; bind ``component=`` for a component."""
+    """A logger bound to ``framework``; bind ``component=`` for a component.
+
+    ``verbosity`` may be a callable, read at every call, so that a run-time
+    change of ``<framework>_base_verbose`` takes effect at once.
+    """
     sink: object
     if destination == "logging":
         sink = logging.getLogger(f"pmca.{framework}")
     else:
         sink = _StreamLogger("stdout" if destination == "stdout" else "stderr")
-    logger: FilteringBoundLogger = structlog.wrap_logger(
-        sink,
-        wrapper_class=structlog.make_filtering_bound_logger(level_for_verbosity(verbosity)),
-        processors=[_render],
-        context_class=dict,
-        cache_logger_on_first_use=False,
-    )
+    if callable(verbosity):
+        current = verbosity
+
+        def threshold(_logger: object, method: str, event: MutableMapping[str, Any]) -> Any:
+            if _LEVELS.get(method, logging.INFO) < level_for_verbosity(current()):
+                raise structlog.DropEvent
+            return event
+
+        logger: FilteringBoundLogger = structlog.wrap_logger(
+            sink,
+            wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+            processors=[threshold, _render],
+            context_class=dict,
+            cache_logger_on_first_use=False,
+        )
+    else:
+        logger = structlog.wrap_logger(
+            sink,
+            wrapper_class=structlog.make_filtering_bound_logger(level_for_verbosity(verbosity)),
+            processors=[_render],
+            context_class=dict,
+            cache_logger_on_first_use=False,
+        )
     return logger.bind(framework=framework)
+
+
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "msg": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+}

@@ -145,14 +145,12 @@ class OpenFramework:
         """Register, discover, load, open and select. Raises only for bad input."""
         space = self.host.params
         self._register_framework_params()
-        verbosity = int(space.value(f"{self.name}_base_verbose"))
-        destination = str(space.value("mca_base_verbose"))
-        self.log = framework_logger(self.name, verbosity, destination)
+        self.log = self._logger()
         try:
             self.base = self.framework.base(self)
             self.base.register_params(FrameworkParams(space, self.name))
             self._load_selected_components()
-            space.lock(self.name)
+            space.lock(self.name, keep={f"{self.name}_base_verbose"})
             for loaded in list(self.loaded):
                 self._open_component(loaded)
             self._select()
@@ -171,11 +169,7 @@ class OpenFramework:
         """
         space = self.host.params
         self._register_framework_params()
-        self.log = framework_logger(
-            self.name,
-            int(space.value(f"{self.name}_base_verbose")),
-            str(space.value("mca_base_verbose")),
-        )
+        self.log = self._logger()
         self.base = self.framework.base(self)
         self.base.register_params(FrameworkParams(space, self.name))
         param = space.get(self.name)
@@ -205,6 +199,14 @@ class OpenFramework:
         space.deregister_group(self.name, "base")
         space.deregister(self.name)
         self.base = None
+
+    def _logger(self) -> FilteringBoundLogger:
+        """The framework's logger, following ``<framework>_base_verbose`` live."""
+        space = self.host.params
+        verbose = space.get(f"{self.name}_base_verbose")
+        return framework_logger(
+            self.name, lambda: int(verbose.value), str(space.value("mca_base_verbose"))
+        )
 
     def _register_framework_params(self) -> None:
         from .params import VERBOSITY

@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -552,18 +552,19 @@ class ParamSpace:
             param._assign(typed, origin)
             return param
 
-    def lock(self, framework: str, reason: str | None = None) -> None:
+    def lock(self, framework: str, reason: str | None = None, *, keep: Container[str] = ()) -> None:
         """Make the registered parameters of ``framework`` no longer settable.
 
         Open MPI freezes a framework's variables once it is open. The lock
         belongs to the parameters registered now: a parameter deregistered
         (at framework close) and registered again starts unlocked, so a
-        re-opened framework is never stuck with a stale lock.
+        re-opened framework is never stuck with a stale lock. Names in
+        ``keep`` stay settable: their new values take effect while open.
         """
         why = reason or f"locked: framework {framework!r} is open"
         with self._lock:
             for param in self._params.values():
-                if param.framework == framework:
+                if param.framework == framework and param.full_name not in keep:
                     param._framework_lock = why
 
     def unlock(self, framework: str) -> None:
