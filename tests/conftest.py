@@ -56,6 +56,43 @@ def install_plugin(
             del sys.modules[module]
 
 
+InstallFramework = Callable[..., str]
+
+
+@pytest.fixture
+def install_framework(install_plugin: InstallPlugin) -> InstallFramework:
+    """Install framework ``fw`` (module ``<fw>_decl``) with components given as sources.
+
+    Each component ``name`` lives in module ``<fw>_<name>`` and is found
+    through its entry point ``pmca.<fw>:<name>``; returns the declaring
+    module's name, whose ``EVENTS`` list the components may append to.
+    """
+
+    def install(
+        fw: str,
+        components: Mapping[str, str],
+        *,
+        policy: str = "single",
+        declaration: str | None = None,
+        version: str = "0.1.0",
+    ) -> str:
+        decl = f"{fw}_decl"
+        modules = {decl: declaration or framework_source(fw, policy=policy)}
+        points: dict[str, str] = {}
+        for name, source in components.items():
+            modules[f"{fw}_{name}"] = source
+            points[name] = f"{fw}_{name}:TestComponent"
+        install_plugin(
+            f"dist-{fw}",
+            entry_points={"pmca.frameworks": {fw: f"{decl}:FRAMEWORK"}, f"pmca.{fw}": points},
+            modules=modules,
+            version=version,
+        )
+        return decl
+
+    return install
+
+
 def framework_source(
     name: str, *, policy: str = "single", depends: tuple[str, ...] = (), extra: str = ""
 ) -> str:

@@ -9,40 +9,16 @@ import pytest
 
 import pmca
 from pmca import SelectionError
-from tests.conftest import InstallPlugin, component_source, framework_source
-
-
-def install_framework(
-    install_plugin: InstallPlugin,
-    fw: str,
-    components: dict[str, str],
-    *,
-    policy: str = "single",
-) -> str:
-    """Install framework ``fw`` and its components; return the events module name."""
-    events = f"{fw}_decl"
-    modules = {events: framework_source(fw, policy=policy)}
-    points: dict[str, str] = {}
-    for name, source in components.items():
-        module = f"{fw}_{name}_mod"
-        modules[module] = source
-        points[name] = f"{module}:TestComponent"
-    install_plugin(
-        f"dist-{fw}",
-        entry_points={"pmca.frameworks": {fw: f"{events}:FRAMEWORK"}, f"pmca.{fw}": points},
-        modules=modules,
-    )
-    return events
+from tests.conftest import component_source, framework_source
 
 
 def names(session: pmca.Session, fw: str) -> list[str]:
     return [info.name for info in session.components(fw)]
 
 
-def test_discovery_through_a_real_distribution(install_plugin, unique) -> None:
+def test_discovery_through_a_real_distribution(install_framework, unique) -> None:
     fw = unique("disc")
     install_framework(
-        install_plugin,
         fw,
         {"a": component_source(fw, "a"), "b": component_source(fw, "b")},
         policy="multi",
@@ -54,10 +30,9 @@ def test_discovery_through_a_real_distribution(install_plugin, unique) -> None:
         assert all(i.distribution == f"dist-{fw} 0.1.0" for i in infos)
 
 
-def test_single_keeps_the_best_priority(install_plugin, unique) -> None:
+def test_single_keeps_the_best_priority(install_framework, unique) -> None:
     fw = unique("single")
     install_framework(
-        install_plugin,
         fw,
         {
             "low": component_source(fw, "low", priority=5),
@@ -70,10 +45,9 @@ def test_single_keeps_the_best_priority(install_plugin, unique) -> None:
         assert type(session.module(fw)).name == "high"  # type: ignore[attr-defined]
 
 
-def test_multi_keeps_everything_best_first(install_plugin, unique) -> None:
+def test_multi_keeps_everything_best_first(install_framework, unique) -> None:
     fw = unique("multi")
     install_framework(
-        install_plugin,
         fw,
         {
             "low": component_source(fw, "low", priority=5),
@@ -89,10 +63,9 @@ def test_multi_keeps_everything_best_first(install_plugin, unique) -> None:
 
 
 @pytest.mark.parametrize("policy", ["single", "multi"])
-def test_include_and_exclude_lists(install_plugin, unique, policy: str) -> None:
+def test_include_and_exclude_lists(install_framework, unique, policy: str) -> None:
     fw = unique("incl")
     install_framework(
-        install_plugin,
         fw,
         {n: component_source(fw, n, priority=p) for n, p in [("a", 1), ("b", 2), ("c", 3)]},
         policy=policy,
@@ -105,10 +78,10 @@ def test_include_and_exclude_lists(install_plugin, unique, policy: str) -> None:
         assert names(session, fw) == ["a"]
 
 
-def test_unselected_components_are_never_imported(install_plugin, unique) -> None:
+def test_unselected_components_are_never_imported(install_framework, unique) -> None:
     fw = unique("lazy")
     bomb = "raise SystemExit('this component must not be imported')\n"
-    install_framework(install_plugin, fw, {"good": component_source(fw, "good"), "bomb": bomb})
+    install_framework(fw, {"good": component_source(fw, "good"), "bomb": bomb})
     with pmca.Session(mca={fw: "good"}, frameworks=[fw]) as session:
         assert names(session, fw) == ["good"]
     assert f"{fw}_bomb_mod" not in sys.modules
@@ -117,44 +90,40 @@ def test_unselected_components_are_never_imported(install_plugin, unique) -> Non
     assert f"{fw}_bomb_mod" not in sys.modules
 
 
-def test_unknown_included_component_is_an_error(install_plugin, unique) -> None:
+def test_unknown_included_component_is_an_error(install_framework, unique) -> None:
     fw = unique("unk")
-    install_framework(install_plugin, fw, {"a": component_source(fw, "a")})
+    install_framework(fw, {"a": component_source(fw, "a")})
     with pytest.raises(SelectionError, match=r"nope.*available: a"):
         pmca.Session(mca={fw: "a,nope"}, frameworks=[fw]).init()
 
 
-def test_mixed_include_exclude_is_an_error(install_plugin, unique) -> None:
+def test_mixed_include_exclude_is_an_error(install_framework, unique) -> None:
     fw = unique("mixed")
-    install_framework(install_plugin, fw, {"a": component_source(fw, "a")})
+    install_framework(fw, {"a": component_source(fw, "a")})
     with pytest.raises(SelectionError, match="may only appear once"):
         pmca.Session(mca={fw: "a,^b"}, frameworks=[fw]).init()
 
 
-def test_aliases_select_the_target(install_plugin, unique) -> None:
+def test_aliases_select_the_target(install_framework, unique) -> None:
     fw = unique("alias")
     decl = framework_source(fw).replace(
         "base=Base,", "base=Base, aliases={'vader': pmca.Alias('sm', deprecated=True)},"
     )
-    install_plugin(
-        f"dist-{fw}",
-        entry_points={
-            "pmca.frameworks": {fw: f"{fw}_decl:FRAMEWORK"},
-            f"pmca.{fw}": {"sm": f"{fw}_sm:TestComponent", "tcp": f"{fw}_tcp:TestComponent"},
+    install_framework(
+        fw,
+        {
+            "sm": component_source(fw, "sm", priority=1),
+            "tcp": component_source(fw, "tcp", priority=9),
         },
-        modules={
-            f"{fw}_decl": decl,
-            f"{fw}_sm": component_source(fw, "sm", priority=1),
-            f"{fw}_tcp": component_source(fw, "tcp", priority=9),
-        },
+        declaration=decl,
     )
     with pmca.Session(mca={fw: "vader"}, frameworks=[fw]) as session:
         assert names(session, fw) == ["sm"]
 
 
-def test_drop_in_directory(install_plugin, unique, tmp_path: Path) -> None:
+def test_drop_in_directory(install_framework, unique, tmp_path: Path) -> None:
     fw = unique("drop")
-    install_framework(install_plugin, fw, {})
+    install_framework(fw, {})
     drop = tmp_path / "components"
     (drop / f"pmca_{fw}_pkg").mkdir(parents=True)
     (drop / f"pmca_{fw}_file.py").write_text(component_source(fw, "file", priority=3))
@@ -177,9 +146,9 @@ def test_drop_in_directory(install_plugin, unique, tmp_path: Path) -> None:
             sys.modules.pop(module, None)
 
 
-def test_entry_point_beats_drop_in_of_the_same_name(install_plugin, unique, tmp_path) -> None:
+def test_entry_point_beats_drop_in_of_the_same_name(install_framework, unique, tmp_path) -> None:
     fw = unique("shadow")
-    install_framework(install_plugin, fw, {"a": component_source(fw, "a", priority=1)})
+    install_framework(fw, {"a": component_source(fw, "a", priority=1)})
     drop = tmp_path / "drop"
     drop.mkdir()
     (drop / f"pmca_{fw}_a.py").write_text("raise SystemExit('shadowed; never imported')")

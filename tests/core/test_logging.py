@@ -10,7 +10,7 @@ import structlog
 import pmca
 from pmca.runtime import RUNTIME
 from pmca.testing import run_python
-from tests.conftest import component_source, framework_source
+from tests.conftest import component_source
 
 
 def test_importing_pmca_configures_nothing() -> None:
@@ -30,20 +30,13 @@ def test_importing_pmca_configures_nothing() -> None:
 
 
 @pytest.fixture
-def fw(install_plugin, unique) -> str:
+def fw(install_framework, unique) -> str:
     name = unique("log")
     source = component_source(name, "talker").replace(
         'STATE["opens"] += 1',
         "STATE[\"opens\"] += 1\n        ctx.log.info('opening', answer=42)",
     )
-    install_plugin(
-        f"dist-{name}",
-        entry_points={
-            "pmca.frameworks": {name: f"{name}_d:FRAMEWORK"},
-            f"pmca.{name}": {"talker": f"{name}_t:TestComponent"},
-        },
-        modules={f"{name}_d": framework_source(name), f"{name}_t": source},
-    )
+    install_framework(name, {"talker": source})
     return name
 
 
@@ -68,16 +61,9 @@ def test_stdlib_destination_leaves_handling_to_the_application(fw: str, caplog) 
     assert not structlog.is_configured()
 
 
-def test_verbosity_none_silences_errors(install_plugin, unique, capsys) -> None:
+def test_verbosity_none_silences_errors(install_framework, unique, capsys) -> None:
     name = unique("quiet")
-    install_plugin(
-        f"dist-{name}",
-        entry_points={
-            "pmca.frameworks": {name: f"{name}_d:FRAMEWORK"},
-            f"pmca.{name}": {"bad": f"{name}_bad:TestComponent"},
-        },
-        modules={f"{name}_d": framework_source(name), f"{name}_bad": "import not_there_zz\n"},
-    )
+    install_framework(name, {"bad": "import not_there_zz\n"})
     with pmca.Session(mca={f"{name}_base_verbose": "none"}, frameworks=[name]):
         pass
     assert capsys.readouterr().err == ""

@@ -10,7 +10,7 @@ import pytest
 import pmca.native as native
 from pmca.memory.patcher._module import SYMBOLS
 from pmca.runtime import RUNTIME
-from tests.conftest import InstallPlugin, component_source, framework_source
+from tests.conftest import InstallFramework, component_source
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -48,31 +48,21 @@ def _clean_hooks(pmca_env: dict[str, str]) -> Iterator[None]:
 
 
 def _registering_plugin(
-    install_plugin: InstallPlugin, unique: Callable[[str], str], *, needs: bool
+    install_framework: InstallFramework, unique: Callable[[str], str], *, needs: bool
 ) -> str:
     name = unique("regfw")
-    install_plugin(
-        f"dist-{name}",
-        entry_points={
-            "pmca.frameworks": {name: f"{name}_decl:FRAMEWORK"},
-            f"pmca.{name}": {"pinned": f"{name}_pinned:TestComponent"},
-        },
-        modules={
-            f"{name}_decl": framework_source(name),
-            f"{name}_pinned": component_source(name, "pinned")
-            + f"\nTestComponent.needs_registration = {needs!r}\n",
-        },
-    )
+    source = component_source(name, "pinned") + f"\nTestComponent.needs_registration = {needs!r}\n"
+    install_framework(name, {"pinned": source})
     return name
 
 
 @pytest.fixture
-def registering_framework(install_plugin: InstallPlugin, unique: Callable[[str], str]) -> str:
+def registering_framework(install_framework: InstallFramework, unique: Callable[[str], str]) -> str:
     """A throwaway framework whose only component declares ``needs_registration``."""
-    return _registering_plugin(install_plugin, unique, needs=True)
+    return _registering_plugin(install_framework, unique, needs=True)
 
 
 @pytest.fixture
-def plain_framework(install_plugin: InstallPlugin, unique: Callable[[str], str]) -> str:
+def plain_framework(install_framework: InstallFramework, unique: Callable[[str], str]) -> str:
     """A throwaway framework whose only component does not need registration."""
-    return _registering_plugin(install_plugin, unique, needs=False)
+    return _registering_plugin(install_framework, unique, needs=False)

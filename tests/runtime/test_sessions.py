@@ -9,23 +9,13 @@ import pytest
 
 import pmca
 from pmca.runtime import RUNTIME
-from tests.conftest import component_source, framework_source
+from tests.conftest import component_source
 
 
 @pytest.fixture
-def fw(install_plugin, unique) -> str:
+def fw(install_framework, unique) -> str:
     name = unique("sess")
-    install_plugin(
-        f"dist-{name}",
-        entry_points={
-            "pmca.frameworks": {name: f"{name}_decl:FRAMEWORK"},
-            f"pmca.{name}": {"a": f"{name}_a:TestComponent"},
-        },
-        modules={
-            f"{name}_decl": framework_source(name),
-            f"{name}_a": component_source(name, "a", events_module=f"{name}_decl"),
-        },
-    )
+    install_framework(name, {"a": component_source(name, "a", events_module=f"{name}_decl")})
     return name
 
 

@@ -97,20 +97,13 @@ def test_dependency_cycles_are_reported(install_plugin, unique) -> None:
     assert RUNTIME.sessions == 0
 
 
-def test_a_global_pointing_at_a_closed_component_fails_loudly(install_plugin, unique) -> None:
+def test_a_global_pointing_at_a_closed_component_fails_loudly(install_framework, unique) -> None:
     fw = unique("stale")
     leaky = component_source(fw, "leaky").replace(
         "return pmca.Query(",
         "import pmca.patcher as _p; _p.LEAKED = self\n        return pmca.Query(",
     )
-    install_plugin(
-        f"dist-{fw}",
-        entry_points={
-            "pmca.frameworks": {fw: f"{fw}_d:FRAMEWORK"},
-            f"pmca.{fw}": {"leaky": f"{fw}_leaky:TestComponent"},
-        },
-        modules={f"{fw}_d": framework_source(fw), f"{fw}_leaky": leaky},
-    )
+    install_framework(fw, {"leaky": leaky})
     import pmca.patcher
 
     session = pmca.Session(frameworks=[fw]).init()
