@@ -199,10 +199,11 @@ class _Quarantine:
     one silently runs the new one's code over its fresh state. Reserving the
     range ``PROT_NONE`` makes such a pointer fault at once, where it is used
     (Open MPI's #13021 was exactly such a pointer). Only address space is
-    spent; the oldest reservations are released past a cap.
+    spent; the oldest reservations are released past a cap, which bounds
+    the bookkeeping of a process that loads and unloads forever.
     """
 
-    CAP = 1024
+    CAP = 256
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
