@@ -12,6 +12,7 @@ import os
 import sys
 
 from setuptools import Extension, setup
+from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_ext import build_ext
 
 
@@ -27,6 +28,19 @@ class build_plain_shared(build_ext):  # noqa: N801 - setuptools command naming
 
     def get_libraries(self, ext: Extension) -> list[str]:
         return list(ext.libraries)
+
+
+class platform_wheel(bdist_wheel):  # noqa: N801 - setuptools command naming
+    """Tag the wheel ``py3-none-<platform>``.
+
+    The native libraries do not link against libpython, so one wheel serves
+    every Python 3 on the platform (and tox can share one build across its
+    interpreter matrix).
+    """
+
+    def get_tag(self) -> tuple[str, str, str]:
+        _python, _abi, platform = super().get_tag()
+        return "py3", "none", platform
 
 
 CFLAGS = ["-O2", "-std=gnu11", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra",
@@ -77,4 +91,7 @@ def native_extensions() -> list[Extension]:
     ]
 
 
-setup(ext_modules=native_extensions(), cmdclass={"build_ext": build_plain_shared})
+setup(
+    ext_modules=native_extensions(),
+    cmdclass={"build_ext": build_plain_shared, "bdist_wheel": platform_wheel},
+)
