@@ -16,7 +16,7 @@ from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_ext import build_ext
 
 
-class build_plain_shared(build_ext):  # noqa: N801 - setuptools command naming
+class build_plain_shared(build_ext):
     """Link each extension as ``lib<name>.so`` with no Python ABI suffix."""
 
     def get_ext_filename(self, fullname: str) -> str:
@@ -30,7 +30,7 @@ class build_plain_shared(build_ext):  # noqa: N801 - setuptools command naming
         return list(ext.libraries)
 
 
-class platform_wheel(bdist_wheel):  # noqa: N801 - setuptools command naming
+class platform_wheel(bdist_wheel):
     """Tag the wheel ``py3-none-<platform>``.
 
     The native libraries do not link against libpython, so one wheel serves
@@ -43,8 +43,16 @@ class platform_wheel(bdist_wheel):  # noqa: N801 - setuptools command naming
         return "py3", "none", platform
 
 
-CFLAGS = ["-O2", "-std=gnu11", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra",
-          "-fno-strict-aliasing", "-fno-omit-frame-pointer"]
+CFLAGS = [
+    "-O2",
+    "-std=gnu11",
+    "-fPIC",
+    "-fvisibility=hidden",
+    "-Wall",
+    "-Wextra",
+    "-fno-strict-aliasing",
+    "-fno-omit-frame-pointer",
+]
 
 
 def libdl() -> list[str]:
