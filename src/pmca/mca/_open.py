@@ -255,11 +255,14 @@ class OpenFramework:
             framework=self.name,
             source=source,
         )
+        skipped: list[str] = []
         for name, candidate in discovered.candidates.items():
             if selection.admits(name):
                 self._load(candidate)
             else:
-                self.log.debug("component not selected, not imported", component=name)
+                skipped.append(name)
+        if skipped:
+            self.log.debug("components not selected, not imported", count=len(skipped))
 
     def _load(self, candidate: Candidate) -> None:
         dso_spec, static_spec = self.host.load_mode_specs()

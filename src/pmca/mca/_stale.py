@@ -9,28 +9,41 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
+from types import MethodType
 
 
-def _refers_to(value: object, ids: set[int]) -> bool:
-    if id(value) in ids or id(getattr(value, "__self__", None)) in ids:
-        return True
-    if isinstance(value, dict):
-        return any(id(v) in ids or id(k) in ids for k, v in list(value.items()))
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return any(id(v) in ids for v in list(value))
-    return False
+def _referent(value: object, ids: set[int]) -> int | None:
+    """The id of the departed object ``value`` refers to, if any."""
+    # Exact type checks: this runs over every global of every pmca module,
+    # and isinstance()/getattr() on arbitrary objects is slow.
+    if id(value) in ids:
+        return id(value)
+    kind = type(value)
+    candidates: list[object]
+    if kind is MethodType:
+        candidates = [value.__self__]  # type: ignore[attr-defined]
+    elif kind is dict:
+        candidates = [item for pair in list(value.items()) for item in pair]  # type: ignore[attr-defined]
+    elif kind in (list, tuple, set, frozenset):
+        candidates = list(value)  # type: ignore[call-overload]
+    else:
+        return None
+    return next((id(c) for c in candidates if id(c) in ids), None)
 
 
-def find_stale_references(objects: Iterable[object], *, package: str = "pmca") -> list[str]:
-    """Name every ``module.global`` of ``package`` that refers to ``objects``.
+def find_stale_references(
+    objects: Iterable[object], *, package: str = "pmca"
+) -> list[tuple[str, int]]:
+    """Every ``module.global`` of ``package`` that refers to one of ``objects``.
 
-    Looks at module globals and one level into containers held by them, and
-    at bound methods of the objects.
+    Looks at module globals, one level into containers held by them, and at
+    bound methods. Returns ``(module.global, id of the object)`` pairs.
     """
     ids = {id(obj) for obj in objects}
-    found: list[str] = []
+    prefix = package + "."
+    found: list[tuple[str, int]] = []
     for module_name, module in list(sys.modules.items()):
-        if module is None or not (module_name == package or module_name.startswith(package + ".")):
+        if module is None or not (module_name == package or module_name.startswith(prefix)):
             continue
         if id(module) in ids:
             continue
@@ -38,6 +51,7 @@ def find_stale_references(objects: Iterable[object], *, package: str = "pmca") -
             # Dunders (__builtins__ above all) are the interpreter's, not pmca's state.
             if attribute.startswith("__"):
                 continue
-            if _refers_to(value, ids):
-                found.append(f"{module_name}.{attribute}")
+            referent = _referent(value, ids)
+            if referent is not None:
+                found.append((f"{module_name}.{attribute}", referent))
     return found

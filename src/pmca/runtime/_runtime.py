@@ -41,6 +41,8 @@ class Runtime:
         #: ``("open" | "close", framework)`` in the order it happened, this epoch.
         self.history: list[tuple[str, str]] = []
         self._opening: list[str] = []
+        self._departed: list[tuple[str, object]] = []
+        self._closing = 0
 
     # -- services for open frameworks and components -------------------------
 
@@ -75,8 +77,16 @@ class Runtime:
         )
 
     def departed(self, what: str, objects: list[object]) -> None:
-        for reference in find_stale_references(objects):
-            self.stale.append(f"{reference} still refers to {what} after it was closed")
+        """Note objects of a closed component; checked in one pass by :meth:`_check_departed`."""
+        self._departed.extend((what, obj) for obj in objects)
+
+    def _check_departed(self) -> None:
+        departed, self._departed = self._departed, []
+        if not departed:
+            return
+        owner = {id(obj): what for what, obj in departed}
+        for reference, referent in find_stale_references(obj for _, obj in departed):
+            self.stale.append(f"{reference} still refers to {owner[referent]} after it was closed")
 
     def open_framework(self, name: str) -> OpenFramework:
         """Open ``name`` (after its dependencies) or take another reference."""
@@ -113,6 +123,8 @@ class Runtime:
                 raise
             finally:
                 self._opening.pop()
+                if not self._opening:
+                    self._check_departed()
 
     def _introduce(self, state: OpenFramework) -> None:
         """Let the new framework's base and the others' bases see each other."""
@@ -125,6 +137,16 @@ class Runtime:
 
     def close_framework(self, name: str) -> None:
         """Drop a reference; the last one closes the framework, then its dependencies."""
+        with self.lock:
+            self._closing += 1
+            try:
+                self._close_framework(name)
+            finally:
+                self._closing -= 1
+                if not self._closing:
+                    self._check_departed()
+
+    def _close_framework(self, name: str) -> None:
         with self.lock:
             state = self.frameworks.get(name)
             if state is None:
@@ -158,6 +180,7 @@ class Runtime:
             if self.sessions > 0:
                 return
             self.cleanup_failures.extend(self.core_domain.run())
+            self._check_departed()
             stale, self.stale = self.stale, []
             if stale:
                 raise StaleReferenceError(
