@@ -20,7 +20,7 @@ from attrs import define, frozen
 
 from ._component import Component, Query, check_api, make_component
 from ._context import ComponentContext, FrameworkHost, FrameworkParams
-from ._discovery import Candidate, EntryPointIndex, discover_components
+from ._discovery import Candidate, Discovered, EntryPointIndex, discover_components
 from ._errors import FrameworkError, NotAvailable
 from ._failures import ComponentFailure, show_load_errors_matches
 from ._framework import Framework, FrameworkBase
@@ -28,7 +28,7 @@ from ._lifecycle import ComponentLifecycle
 from ._loader import LoadMode, LoadModeSpec, choose_load_mode, purge_modules
 from ._logging import framework_logger
 from ._markers import PROJECT
-from ._selection import check_included_exist, parse_selection, resolve_aliases
+from ._selection import Selection, check_included_exist, parse_selection, resolve_aliases
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -143,17 +143,19 @@ class OpenFramework:
 
     def open(self) -> None:
         """Register, discover, load, open and select. Raises only for bad input."""
-        space = self.host.params
-        self._register_framework_params()
-        self.log = self._logger()
         try:
-            self.base = self.framework.base(self)
-            self.base.register_params(FrameworkParams(space, self.name))
-            self._load_selected_components()
-            space.lock(self.name, keep={f"{self.name}_base_verbose"})
+            selection, discovered = self._prepare()
+            skipped = [name for name in discovered.candidates if not selection.admits(name)]
+            if skipped:
+                self.log.debug("components not selected, not imported", count=len(skipped))
+            for name, candidate in discovered.candidates.items():
+                if selection.admits(name):
+                    self._load(candidate)
+            self.host.params.lock(self.name, keep={f"{self.name}_base_verbose"})
             for loaded in list(self.loaded):
                 self._open_component(loaded)
             self._select()
+            assert self.base is not None
             self.base.opened()
         except BaseException:
             self.close()
@@ -167,38 +169,44 @@ class OpenFramework:
         parameter admits it (``ompi_info`` marks the others ``(-)``). Call
         :meth:`unload_all` afterwards.
         """
+        selection, discovered = self._prepare()
+        for candidate in discovered.candidates.values():
+            self._load(candidate)
+        return {name: selection.admits(name) for name in discovered.candidates}
+
+    def unload_all(self) -> None:
+        """Undo :meth:`register_all` without calling any component hook."""
+        for loaded in reversed(list(self.loaded)):
+            self._unload(loaded)
+        self.host.params.deregister_group(self.name)
+        self.base = None
+
+    def _prepare(self) -> tuple[Selection, Discovered]:
+        """Register the framework's parameters and base; find its components by name."""
         space = self.host.params
         self._register_framework_params()
         self.log = self._logger()
         self.base = self.framework.base(self)
         self.base.register_params(FrameworkParams(space, self.name))
         param = space.get(self.name)
-        selection = parse_selection(str(param.value), parameter=self.name, source=str(param.origin))
-        selection, _ = resolve_aliases(selection, self.framework.aliases)
-        admitted: dict[str, bool] = {}
+        source = str(param.origin)
+        selection = parse_selection(str(param.value), parameter=self.name, source=source)
+        selection, deprecated = resolve_aliases(selection, self.framework.aliases)
+        for alias, target in deprecated:
+            self.log.warning("deprecated component alias", alias=alias, use=target)
         discovered = discover_components(
             self.framework, self.host.component_path(), self.host.entry_points()
         )
+        for shadowed in discovered.shadowed:
+            self.log.info("component shadowed", component=shadowed.name, ignored=shadowed.location)
         check_included_exist(
             selection,
             discovered.candidates,
             self.framework.aliases,
             framework=self.name,
-            source=str(param.origin),
+            source=source,
         )
-        for name, candidate in discovered.candidates.items():
-            admitted[name] = selection.admits(name)
-            self._load(candidate)
-        return admitted
-
-    def unload_all(self) -> None:
-        """Undo :meth:`register_all` without calling any component hook."""
-        for loaded in reversed(list(self.loaded)):
-            self._unload(loaded)
-        space = self.host.params
-        space.deregister_group(self.name, "base")
-        space.deregister(self.name)
-        self.base = None
+        return selection, discovered
 
     def _logger(self) -> FilteringBoundLogger:
         """The framework's logger, following ``<framework>_base_verbose`` live."""
@@ -234,35 +242,6 @@ class OpenFramework:
             level=8,
             settable=True,
         )
-
-    def _load_selected_components(self) -> None:
-        space = self.host.params
-        param = space.get(self.name)
-        source = str(param.origin)
-        selection = parse_selection(str(param.value), parameter=self.name, source=source)
-        selection, deprecated = resolve_aliases(selection, self.framework.aliases)
-        for alias, target in deprecated:
-            self.log.warning("deprecated component alias", alias=alias, use=target)
-        discovered = discover_components(
-            self.framework, self.host.component_path(), self.host.entry_points()
-        )
-        for shadowed in discovered.shadowed:
-            self.log.info("component shadowed", component=shadowed.name, ignored=shadowed.location)
-        check_included_exist(
-            selection,
-            discovered.candidates,
-            self.framework.aliases,
-            framework=self.name,
-            source=source,
-        )
-        skipped: list[str] = []
-        for name, candidate in discovered.candidates.items():
-            if selection.admits(name):
-                self._load(candidate)
-            else:
-                skipped.append(name)
-        if skipped:
-            self.log.debug("components not selected, not imported", count=len(skipped))
 
     def _load(self, candidate: Candidate) -> None:
         dso_spec, static_spec = self.host.load_mode_specs()
@@ -386,8 +365,7 @@ class OpenFramework:
             self._close_component(loaded)
         self.loaded = []
         space = self.host.params
-        space.deregister_group(self.name, "base")
-        space.deregister(self.name)
+        space.deregister_group(self.name)
         space.unlock(self.name)
         base, self.base = self.base, None
         if base is not None:
