@@ -187,20 +187,28 @@ def _child_coverage() -> None:
     emit(native.coverage().as_dict())
 
 
-def coverage_section() -> Section:
+def _native_child(section: Section, label: str, function: str) -> dict[str, Any] | None:
+    """Run a native check in a child (it patches libc); record a skip or failure."""
     from .. import native
 
-    section = Section("Native hook coverage")
     reason = native.unavailable_reason()
     if reason is not None:
-        section.add("skip", "coverage", f"no native backend: {reason}")
-        return section
-    child = run_child(__name__, "_child_coverage", hang_after=CHILD_TIMEOUT)
+        section.add("skip", label, f"no native backend: {reason}")
+        return None
+    child = run_child(__name__, function, hang_after=CHILD_TIMEOUT)
     if not child.completed or child.payload is None:
-        section.add("fail", "coverage", child.describe_failure())
-        return section
-    paths: dict[str, dict[str, Any]] = child.payload["paths"]
+        section.add("fail", label, child.describe_failure())
+        return None
     section.data = child.payload
+    return child.payload
+
+
+def coverage_section() -> Section:
+    section = Section("Native hook coverage")
+    payload = _native_child(section, "coverage", "_child_coverage")
+    if payload is None:
+        return section
+    paths: dict[str, dict[str, Any]] = payload["paths"]
     width = max(len(name) for name in paths)
     for name, path in paths.items():
         events = ",".join(path["kinds"]) or "-"
@@ -259,20 +267,12 @@ def _spaced(hex_bytes: str, count: int = 8) -> str:
 
 
 def patches_section() -> Section:
-    from .. import native
-
     section = Section("Patches restored byte-exact")
-    reason = native.unavailable_reason()
-    if reason is not None:
-        section.add("skip", "patches", f"no native backend: {reason}")
+    payload = _native_child(section, "patches", "_child_patches")
+    if payload is None:
         return section
-    child = run_child(__name__, "_child_patches", hang_after=CHILD_TIMEOUT)
-    if not child.completed or child.payload is None:
-        section.add("fail", "patches", child.describe_failure())
-        return section
-    original: dict[str, str] = child.payload["original"]
-    rounds: list[dict[str, Any]] = child.payload["rounds"]
-    section.data = child.payload
+    original: dict[str, str] = payload["original"]
+    rounds: list[dict[str, Any]] = payload["rounds"]
     sessions = ", ".join(f"{r['mode']} #{r['round']} (patcher {r['loaded']})" for r in rounds)
     section.lines.append(f"sessions: {sessions}")
     bad = []
