@@ -180,8 +180,13 @@ class Report:
         for selector in selectors:
             types = self.type_names()
             if selector.framework != ALL and selector.framework not in types:
+                installed = {entry.framework.name for entry in self.entries}
+                frameworks = [t for t in types if t in installed]
+                groups = [t for t in types if t not in frameworks]
                 raise UsageError(
-                    f"--param: unknown framework {selector.framework!r}; known: {', '.join(types)}"
+                    f"--param: unknown framework {selector.framework!r}; frameworks: "
+                    f"{', '.join(frameworks) or '(none)'}"
+                    + (f"; other parameter groups: {', '.join(groups)}" if groups else "")
                 )
             known = self.component_names(selector.framework)
             if selector.component != ALL and selector.component not in known:
