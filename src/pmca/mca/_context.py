@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._errors import SessionError
-from ._loader import LoadMode, NativeLibrary, close_library, open_library
+from ._loader import (
+    LoadMode,
+    NativeLibrary,
+    UnloadGuard,
+    close_library,
+    open_library,
+    run_unload_guards,
+)
 
 if TYPE_CHECKING:
     import structlog
@@ -83,7 +89,7 @@ class ComponentContext:
         self.params = ComponentParams(host.params, framework, component)
         self._opened: list[str] = []
         self.libraries: list[NativeLibrary] = []
-        self._resident_guards: list[Callable[[], str | None]] = []
+        self._resident_guards: list[UnloadGuard] = []
 
     @property
     def host(self) -> FrameworkHost:
@@ -112,7 +118,7 @@ class ComponentContext:
         self.host.close_framework(name)
 
     def load_library(
-        self, path: str | Path, *, before_unload: Callable[[], str | None] | None = None
+        self, path: str | Path, *, before_unload: UnloadGuard | None = None
     ) -> NativeLibrary:
         """``dlopen`` a native library owned by this component.
 
@@ -148,14 +154,9 @@ class ComponentContext:
             except Exception as exc:
                 errors.append(exc)
         guards, self._resident_guards = self._resident_guards, []
-        for guard in reversed(guards):
-            try:
-                note = guard()
-            except Exception as exc:
-                errors.append(exc)
-            else:
-                if note:
-                    notes.append(note)
+        guard_notes, guard_errors = run_unload_guards(guards)
+        notes.extend(guard_notes)
+        errors.extend(guard_errors)
         for library in reversed(self.libraries):
             try:
                 notes.extend(close_library(library))

@@ -25,6 +25,9 @@ from ._errors import LibraryError, SelectionError
 
 LoadMode = Literal["static", "dso"]
 
+#: Undoes what a library still owns before it is unloaded; returns what it did.
+UnloadGuard = Callable[[], str | None]
+
 
 @define(frozen=True)
 class LoadModeSpec:
@@ -110,7 +113,7 @@ class NativeLibrary:
     resident: bool
     #: Called before ``dlclose``; each returns a message (or ``None``) saying
     #: what it had to undo first, e.g. live patches it restored.
-    before_unload: list[Callable[[], str | None]] = field(factory=list)
+    before_unload: list[UnloadGuard] = field(factory=list)
 
     @property
     def handle(self) -> int:
@@ -144,6 +147,24 @@ def open_library(path: str | Path, *, owner: str, resident: bool) -> NativeLibra
     return library
 
 
+def run_unload_guards(guards: list[UnloadGuard]) -> tuple[list[str], list[Exception]]:
+    """Run every guard, last added first; one failing never stops the others.
+
+    Returns what the guards reported and the errors they raised.
+    """
+    notes: list[str] = []
+    failures: list[Exception] = []
+    for guard in reversed(guards):
+        try:
+            note = guard()
+        except Exception as exc:
+            failures.append(exc)
+        else:
+            if note:
+                notes.append(note)
+    return notes, failures
+
+
 def close_library(library: NativeLibrary) -> list[str]:
     """Run the library's unload guards, ``dlclose`` it, quarantine its addresses.
 
@@ -151,16 +172,7 @@ def close_library(library: NativeLibrary) -> list[str]:
     """
     if library.resident:
         return []
-    notes: list[str] = []
-    failures: list[BaseException] = []
-    for guard in list(library.before_unload):
-        try:
-            note = guard()
-        except Exception as exc:  # the other guards and the unload still happen
-            failures.append(exc)
-        else:
-            if note:
-                notes.append(note)
+    notes, failures = run_unload_guards(library.before_unload)
     library.before_unload.clear()
     span = _mapped_span(library.path)
     _ctypes.dlclose(library.handle)

@@ -145,12 +145,14 @@ class OpenFramework:
         """Register, discover, load, open and select. Raises only for bad input."""
         try:
             selection, discovered = self._prepare()
-            skipped = [name for name in discovered.candidates if not selection.admits(name)]
-            if skipped:
-                self.log.debug("components not selected, not imported", count=len(skipped))
+            skipped = 0
             for name, candidate in discovered.candidates.items():
                 if selection.admits(name):
                     self._load(candidate)
+                else:
+                    skipped += 1
+            if skipped:
+                self.log.debug("components not selected, not imported", count=skipped)
             self.host.params.lock(self.name, keep={f"{self.name}_base_verbose"})
             for loaded in list(self.loaded):
                 self._open_component(loaded)
