@@ -96,6 +96,11 @@ def native_extensions() -> list[Extension]:
             extra_compile_args=CFLAGS,
             extra_link_args=["-pthread"],
         ),
+        Extension(
+            "pmca.btl.sm.pmca_btl_sm",
+            sources=["src/pmca/btl/sm/sm.c"],
+            extra_compile_args=CFLAGS,
+        ),
     ]
 
 

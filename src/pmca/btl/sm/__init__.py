@@ -1,0 +1,1 @@
+"""btl/sm: shared memory between processes of one host."""
