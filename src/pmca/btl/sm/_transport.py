@@ -38,7 +38,8 @@ class SegmentAddress:
     """What a process publishes so that local peers can map its segment."""
 
     pid: int
-    fd: int
+    fd: int  # the segment's memfd in the owner
+    wake_fd: int  # the owner's wake pipe (write end), written when it sleeps in select()
     size: int
     base: int  # where the owner maps it (CMA probes read the magic there)
 
@@ -106,9 +107,17 @@ _PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...], bool]] = {
     "pmca_sm_create": (_ptr, (_ptr, ctypes.POINTER(_int)), True),
     "pmca_sm_destroy": (None, (_ptr,), True),
     "pmca_sm_memfd": (_int, (_ptr,), True),
+    "pmca_sm_wake_read_fd": (_int, (_ptr,), True),
+    "pmca_sm_wake_write_fd": (_int, (_ptr,), True),
+    "pmca_sm_arm": (_int, (_ptr,), True),
+    "pmca_sm_disarm": (None, (_ptr,), True),
     "pmca_sm_segment_size": (_u64, (_ptr,), True),
     "pmca_sm_segment_base": (_u64, (_ptr, _u32), True),
-    "pmca_sm_attach": (_int, (_ptr, _u32, _i32, _i32, _u64, _int, ctypes.POINTER(_int)), True),
+    "pmca_sm_attach": (
+        _int,
+        (_ptr, _u32, _i32, _i32, _i32, _u64, _int, ctypes.POINTER(_int)),
+        True,
+    ),
     "pmca_sm_detach": (_int, (_ptr, _u32), True),
     "pmca_sm_peer_alive": (_int, (_ptr, _u32), True),
     "pmca_sm_send": (_int, (_ptr, _u32, _u32, _ptr, _u64, _ptr, _u64), True),
@@ -219,6 +228,7 @@ class Transport:
         return SegmentAddress(
             os.getpid(),
             int(self._fn.memfd(self._ctx)),
+            int(self._fn.wake_write_fd(self._ctx)),
             self._sizes[self.ident],
             int(self._fn.segment_base(self._ctx, self.ident)),
         )
@@ -235,6 +245,7 @@ class Transport:
             ident,
             address.pid,
             address.fd,
+            address.wake_fd,
             address.size,
             int(allow_getfd),
             ctypes.byref(how),
@@ -261,7 +272,8 @@ class Transport:
         moved = int(self._fn.cma(address.pid, 0, ctypes.addressof(here), address.base, 8))
         if moved < 0:
             return -moved
-        return 0 if here.value == int.from_bytes(bytes(self._views[self.ident][:8]), "little") else errno.EIO
+        magic = int.from_bytes(bytes(self._views[self.ident][:8]), "little")
+        return 0 if here.value == magic else errno.EIO
 
     def detach(self, ident: int) -> None:
         self._views.pop(ident, None)
@@ -310,6 +322,19 @@ class Transport:
         """Block (spin briefly, then futex) until a message waits or ``timeout`` s pass."""
         nanoseconds = -1 if timeout is None else max(0, int(timeout * 1e9))
         return bool(self._fn.wait(self._ctx, nanoseconds, spins))
+
+    @property
+    def wake_fd(self) -> int:
+        """Readable while armed and a message has arrived (for select())."""
+        return int(self._fn.wake_read_fd(self._ctx))
+
+    def arm(self) -> bool:
+        """About to sleep on :attr:`wake_fd`; True if a message already waits."""
+        return bool(self._fn.arm(self._ctx))
+
+    def disarm(self) -> None:
+        """Awake: senders stop writing :attr:`wake_fd`, and it is emptied."""
+        self._fn.disarm(self._ctx)
 
     def interrupt(self) -> None:
         self._fn.interrupt(self._ctx)

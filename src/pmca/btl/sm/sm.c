@@ -81,6 +81,7 @@ struct sm_header {
     _Alignas(CACHE_LINE) _Atomic uint32_t wake_sequence;    /* futex word */
     _Atomic uint32_t sleepers;
     _Atomic uint32_t closing;
+    _Atomic uint32_t armed; /* the owner sleeps in select() on its wake pipe */
 };
 
 struct sm_frag {
@@ -100,6 +101,7 @@ struct sm_peer {
     struct sm_header *segment;
     uint64_t size;
     int pidfd;
+    int wake_fd; /* the peer's wake pipe, or -1 */
     int32_t pid;
 };
 
@@ -112,6 +114,7 @@ struct sm_ctx {
     struct sm_header *self;
     uint64_t self_size;
     int memfd;
+    int wake_pipe[2]; /* [0] we select() on; [1] peers write (published) */
     uint32_t id;
     uint32_t slots; /* peers[] length: ids are < slots */
     struct sm_peer *peers;
@@ -167,9 +170,12 @@ static void unmap_peer(struct sm_peer *peer)
         munmap(peer->segment, peer->size);
     if (peer->pidfd >= 0)
         close(peer->pidfd);
+    if (peer->wake_fd >= 0)
+        close(peer->wake_fd);
     peer->segment = NULL;
     peer->size = 0;
     peer->pidfd = -1;
+    peer->wake_fd = -1;
     peer->pid = 0;
 }
 
@@ -189,6 +195,9 @@ EXPORT void pmca_sm_destroy(struct sm_ctx *ctx)
     }
     if (ctx->memfd >= 0)
         close(ctx->memfd);
+    for (int i = 0; i < 2; i++)
+        if (ctx->wake_pipe[i] >= 0)
+            close(ctx->wake_pipe[i]);
     free(ctx);
 }
 
@@ -207,6 +216,7 @@ EXPORT struct sm_ctx *pmca_sm_create(const struct pmca_sm_config *config, int *e
         return NULL;
     }
     ctx->memfd = -1;
+    ctx->wake_pipe[0] = ctx->wake_pipe[1] = -1;
     ctx->id = config->id;
     ctx->slots = config->slots;
     ctx->peers = calloc(config->slots, sizeof *ctx->peers);
@@ -215,7 +225,7 @@ EXPORT struct sm_ctx *pmca_sm_create(const struct pmca_sm_config *config, int *e
         goto fail;
     }
     for (uint32_t i = 0; i < config->slots; i++)
-        ctx->peers[i].pidfd = -1;
+        ctx->peers[i].pidfd = ctx->peers[i].wake_fd = -1;
 
     uint64_t fifo_offset = HEADER_BYTES;
     uint64_t cursor = fifo_offset + (uint64_t)config->fifo_capacity * sizeof(struct sm_fifo_cell);
@@ -236,7 +246,9 @@ EXPORT struct sm_ctx *pmca_sm_create(const struct pmca_sm_config *config, int *e
     }
 
     ctx->memfd = (int)syscall(SYS_memfd_create, "pmca-btl-sm", MFD_CLOEXEC);
-    if (ctx->memfd < 0 || ftruncate(ctx->memfd, (off_t)size) != 0) {
+    /* A pipe rather than an wake pipe: peers that cannot use pidfd_getfd
+     * reopen it through /proc/<pid>/fd, which anonymous inodes refuse. */
+    if (ctx->memfd < 0 || pipe2(ctx->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || ftruncate(ctx->memfd, (off_t)size) != 0) {
         *error = errno;
         goto fail;
     }
@@ -284,6 +296,8 @@ fail:
 }
 
 EXPORT int pmca_sm_memfd(const struct sm_ctx *ctx) { return ctx->memfd; }
+EXPORT int pmca_sm_wake_read_fd(const struct sm_ctx *ctx) { return ctx->wake_pipe[0]; }
+EXPORT int pmca_sm_wake_write_fd(const struct sm_ctx *ctx) { return ctx->wake_pipe[1]; }
 EXPORT uint64_t pmca_sm_segment_size(const struct sm_ctx *ctx) { return ctx->self_size; }
 EXPORT uint64_t pmca_sm_segment_base(const struct sm_ctx *ctx, uint32_t id)
 {
@@ -314,11 +328,11 @@ static int open_peer_fd(int pidfd, int32_t pid, int32_t fd, int allow_getfd, int
 /* Map peer `id`'s segment, published as (pid, fd, size).  Returns 0, or a
  * negative errno: -EPROTO if what we mapped is not a pmca sm segment of
  * this ABI owned by that pid and id. */
-EXPORT int pmca_sm_attach(struct sm_ctx *ctx, uint32_t id, int32_t pid, int32_t fd, uint64_t size,
-                          int allow_getfd, int *how)
+EXPORT int pmca_sm_attach(struct sm_ctx *ctx, uint32_t id, int32_t pid, int32_t fd, int32_t wake_fd,
+                          uint64_t size, int allow_getfd, int *how)
 {
     *how = 0;
-    if (id >= ctx->slots || id == ctx->id || pid <= 0 || fd < 0 || size < HEADER_BYTES ||
+    if (id >= ctx->slots || id == ctx->id || pid <= 0 || fd < 0 || wake_fd < 0 || size < HEADER_BYTES ||
         size > OFFSET_MASK)
         return -EINVAL;
     struct sm_peer *peer = &ctx->peers[id];
@@ -347,6 +361,10 @@ EXPORT int pmca_sm_attach(struct sm_ctx *ctx, uint32_t id, int32_t pid, int32_t 
             h->owner_pid != pid || h->segment_size != size)
             status = -EPROTO;
     }
+    int wake_how = 0;
+    int wake_local = status == 0 ? open_peer_fd(pidfd, pid, wake_fd, allow_getfd, &wake_how) : -1;
+    if (status == 0 && wake_local < 0)
+        status = wake_local;
     if (status != 0) {
         if (base != MAP_FAILED)
             munmap(base, size);
@@ -355,6 +373,7 @@ EXPORT int pmca_sm_attach(struct sm_ctx *ctx, uint32_t id, int32_t pid, int32_t 
         return status;
     }
     atomic_thread_fence(memory_order_acquire);
+    peer->wake_fd = wake_local;
     peer->segment = base;
     peer->size = size;
     peer->pidfd = pidfd;
@@ -462,11 +481,20 @@ static uint64_t fifo_pop(struct sm_header *h)
     return value;
 }
 
-static void wake(struct sm_ctx *ctx, struct sm_header *h)
+static void wake(struct sm_ctx *ctx, struct sm_peer *peer)
 {
+    struct sm_header *h = peer->segment;
     if (atomic_load_explicit(&h->sleepers, memory_order_seq_cst) != 0) {
         atomic_fetch_add_explicit(&h->wake_sequence, 1, memory_order_seq_cst);
         futex(&h->wake_sequence, FUTEX_WAKE, 1, NULL);
+        ctx->wakeups++;
+    }
+    if (atomic_load_explicit(&h->armed, memory_order_seq_cst) != 0 &&
+        atomic_exchange_explicit(&h->armed, 0, memory_order_seq_cst) != 0) {
+        char one = 1;
+        if (write(peer->wake_fd, &one, 1) < 0) {
+            /* EAGAIN: the pipe is full, so the reader wakes anyway */
+        }
         ctx->wakeups++;
     }
 }
@@ -502,7 +530,7 @@ EXPORT int pmca_sm_send(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const voi
         return -EAGAIN;
     }
     ctx->sent++;
-    wake(ctx, h);
+    wake(ctx, &ctx->peers[id]);
     return 0;
 }
 
@@ -521,17 +549,20 @@ static void release_delivered(struct sm_ctx *ctx)
 EXPORT int pmca_sm_poll(struct sm_ctx *ctx, struct pmca_sm_delivery *out)
 {
     release_delivered(ctx);
-    uint64_t value = fifo_pop(ctx->self);
-    if (!value)
-        return 0;
-    uint32_t owner = (uint32_t)(value >> OFFSET_BITS) - 1;
-    uint64_t offset = value & OFFSET_MASK;
-    if (owner >= ctx->slots)
-        return -EPROTO;
-    if (!ctx->peers[owner].segment) {
+    uint64_t value;
+    uint32_t owner;
+    for (;;) {
+        value = fifo_pop(ctx->self);
+        if (!value)
+            return 0;
+        owner = (uint32_t)(value >> OFFSET_BITS) - 1;
+        if (owner >= ctx->slots)
+            return -EPROTO;
+        if (ctx->peers[owner].segment)
+            break;
         ctx->dropped++; /* sent before we detached its sender: nowhere to read it */
-        return pmca_sm_poll(ctx, out);
     }
+    uint64_t offset = value & OFFSET_MASK;
     if (offset + FRAG_HEADER_BYTES > ctx->peers[owner].size)
         return -EPROTO;
     struct sm_frag *f = (struct sm_frag *)((char *)ctx->peers[owner].segment + offset);
@@ -600,6 +631,37 @@ EXPORT int pmca_sm_wait(struct sm_ctx *ctx, int64_t timeout_ns, uint32_t spins)
         if (fifo_ready(h))
             return 1;
     }
+}
+
+/* About to sleep in select() on our wake pipe: ask senders to write it.
+ * Returns 1 (and makes the wake pipe readable) if a message already waits. */
+static void drain_wake_pipe(struct sm_ctx *ctx)
+{
+    char bytes[64];
+    while (read(ctx->wake_pipe[0], bytes, sizeof bytes) > 0) {
+    }
+}
+
+EXPORT int pmca_sm_arm(struct sm_ctx *ctx)
+{
+    drain_wake_pipe(ctx); /* a late write from an earlier wake-up */
+    atomic_store_explicit(&ctx->self->armed, 1, memory_order_seq_cst);
+    if (!fifo_ready(ctx->self))
+        return 0;
+    if (atomic_exchange_explicit(&ctx->self->armed, 0, memory_order_seq_cst)) {
+        char one = 1;
+        if (write(ctx->wake_pipe[1], &one, 1) < 0) {
+            /* full: readable anyway */
+        }
+    }
+    return 1;
+}
+
+/* Awake again: stop senders from writing the wake pipe and empty it. */
+EXPORT void pmca_sm_disarm(struct sm_ctx *ctx)
+{
+    atomic_store_explicit(&ctx->self->armed, 0, memory_order_seq_cst);
+    drain_wake_pipe(ctx);
 }
 
 /* Wake our own waiter (another thread of this process), e.g. at close. */
