@@ -29,9 +29,11 @@ def main() -> None:
         command, *args = pickle.load(commands)
         result: Any = None
         if command == "create":
-            ident, slots, config = args
-            transport = Transport(lib, ident, slots, TransportConfig(**config))
+            transport = Transport(lib, TransportConfig(**args[0]))
             result = transport.address
+        elif command == "bind":
+            assert transport is not None
+            transport.bind(*args)
         elif command == "attach":
             assert transport is not None
             result = transport.attach(args[0], args[1], allow_getfd=args[2])

@@ -85,8 +85,10 @@ def spawn() -> Iterator[Any]:
 def transport(sm_library: ctypes.CDLL) -> Iterator[Any]:
     made: list[Transport] = []
 
-    def make(ident: int, slots: int, **config: Any) -> Transport:
-        created = Transport(sm_library, ident, slots, TransportConfig(**config))
+    def make(ident: int | None = None, slots: int = 0, **config: Any) -> Transport:
+        created = Transport(sm_library, TransportConfig(**config))
+        if ident is not None:
+            created.bind(ident, slots)
         made.append(created)
         return created
 

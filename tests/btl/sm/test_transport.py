@@ -20,12 +20,14 @@ pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/fd"), reason="nee
 def connect(transport, spawn, peers=1, *, allow_getfd=True, **config):
     """Rank 0 here, ranks 1..peers in children, every segment mapped by all."""
     slots = peers + 1
-    here = transport(0, slots, **config)
+    here = transport(**config)
     children = [spawn() for _ in range(peers)]
     addresses = {0: here.address}
     for rank, child in enumerate(children, start=1):
-        addresses[rank] = child.call("create", rank, slots, config)
+        addresses[rank] = child.call("create", config)
+    here.bind(0, slots)
     for rank, child in enumerate(children, start=1):
+        child.call("bind", rank, slots)
         for other, address in addresses.items():
             if other != rank:
                 child.call("attach", other, address, allow_getfd)
@@ -149,13 +151,14 @@ def test_proc_fd_fallback_maps_the_same_segment(transport, spawn):
 def test_attach_rejects_what_is_not_a_segment_of_that_peer(transport, spawn):
     here = transport(0, 3)
     child = spawn()
-    address = child.call("create", 1, 3, {})
+    address = child.call("create", {})
     # an fd of the child that is not its segment (its stdin pipe)
-    with pytest.raises(TransportError, match="peer 1 .* not a pmca sm segment|peer 1 .*"):
+    with pytest.raises(TransportError, match="peer 1 .* not a pmca sm segment of this version"):
         here.attach(1, SegmentAddress(child.pid, 0, address.wake_fd, address.size, 0))
-    # the right segment claimed for another id
-    with pytest.raises(TransportError, match="not a pmca sm segment of this version"):
-        here.attach(2, address)
+    # the right segment claimed by another process
+    foreign = SegmentAddress(os.getpid(), address.fd, address.wake_fd, address.size, 0)
+    with pytest.raises(TransportError, match="peer 2 .*"):
+        here.attach(2, foreign)
     assert not here.attached(1) and not here.attached(2)
 
 

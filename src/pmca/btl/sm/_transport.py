@@ -67,14 +67,11 @@ class TransportConfig:
 
 class _Config(ctypes.Structure):
     _fields_ = (
-        ("id", ctypes.c_uint32),
-        ("slots", ctypes.c_uint32),
         ("fifo_capacity", ctypes.c_uint32),
         ("eager_size", ctypes.c_uint32),
         ("eager_count", ctypes.c_uint32),
         ("max_size", ctypes.c_uint32),
         ("max_count", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint32),
     )
 
 
@@ -106,6 +103,7 @@ _PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...], bool]] = {
     "pmca_sm_fragment_header_size": (_u32, (), True),
     "pmca_sm_create": (_ptr, (_ptr, ctypes.POINTER(_int)), True),
     "pmca_sm_destroy": (None, (_ptr,), True),
+    "pmca_sm_bind": (_int, (_ptr, _u32, _u32), True),
     "pmca_sm_memfd": (_int, (_ptr,), True),
     "pmca_sm_wake_read_fd": (_int, (_ptr,), True),
     "pmca_sm_wake_write_fd": (_int, (_ptr,), True),
@@ -190,38 +188,50 @@ def buffer_address(data: Any) -> tuple[int, int, Any]:
 
 
 class Transport:
-    """This process's segment (id ``ident`` of ``slots``) and mapped peers."""
+    """This process's segment and its mappings of the peers' segments.
 
-    def __init__(
-        self, lib: ctypes.CDLL, ident: int, slots: int, config: TransportConfig | None = None
-    ) -> None:
+    The segment exists (and its :attr:`address` can be published) from
+    construction on; :meth:`bind` names this process among its peers (its
+    rank) before any :meth:`attach`.
+    """
+
+    def __init__(self, lib: ctypes.CDLL, config: TransportConfig | None = None) -> None:
         self.config = config or TransportConfig()
-        self.ident = ident
+        self.ident = 0
         self._fn: Any = _Functions(lib)
         raw = _Config(
-            ident,
-            slots,
             self.config.fifo_capacity,
             self.config.eager_size,
             self.config.eager_count,
             self.config.max_size,
             self.config.max_count,
-            0,
         )
         error = ctypes.c_int(0)
         handle = self._fn.create(ctypes.byref(raw), ctypes.byref(error))
         if not handle:
-            raise _error(error.value, f"cannot create the sm segment (id {ident} of {slots})")
+            raise _error(error.value, "cannot create the sm segment")
         self._ctx: int | None = handle
         self._delivery = _Delivery()
         self._delivery_ref = ctypes.byref(self._delivery)
-        self._sizes = {ident: int(self._fn.segment_size(handle))}
-        self._views: dict[int, memoryview] = {ident: self._map_view(ident)}
+        self._size = int(self._fn.segment_size(handle))
+        self._base = int(self._fn.segment_base(handle, 0))
+        self._sizes: dict[int, int] = {}
+        self._views: dict[int, memoryview] = {}
+        self._magic = bytes(self._view(self._base, self._size)[:8])
         self.max_payload = self.config.max_size
 
-    def _map_view(self, ident: int) -> memoryview:
-        base = int(self._fn.segment_base(self._ctx, ident))
-        return memoryview((ctypes.c_ubyte * self._sizes[ident]).from_address(base)).cast("B")
+    @staticmethod
+    def _view(base: int, size: int) -> memoryview:
+        return memoryview((ctypes.c_ubyte * size).from_address(base)).cast("B")
+
+    def bind(self, ident: int, slots: int) -> None:
+        """Be ``ident`` (the rank) among ``slots`` processes; no peer may be attached."""
+        status = self._fn.bind(self._ctx, ident, slots)
+        if status != 0:
+            raise _error(-status, f"cannot bind the sm segment as {ident} of {slots}")
+        self.ident = ident
+        self._sizes = {ident: self._size}
+        self._views = {ident: self._view(self._base, self._size)}
 
     @property
     def address(self) -> SegmentAddress:
@@ -229,8 +239,8 @@ class Transport:
             os.getpid(),
             int(self._fn.memfd(self._ctx)),
             int(self._fn.wake_write_fd(self._ctx)),
-            self._sizes[self.ident],
-            int(self._fn.segment_base(self._ctx, self.ident)),
+            self._size,
+            self._base,
         )
 
     @property
@@ -263,7 +273,7 @@ class Transport:
                 f"(pid {address.pid}, fd {address.fd}, {address.size} bytes): {reason}",
             )
         self._sizes[ident] = address.size
-        self._views[ident] = self._map_view(ident)
+        self._views[ident] = self._view(int(self._fn.segment_base(self._ctx, ident)), address.size)
         return _VIA[how.value]
 
     def cma_refusal(self, address: SegmentAddress) -> int:
@@ -272,8 +282,7 @@ class Transport:
         moved = int(self._fn.cma(address.pid, 0, ctypes.addressof(here), address.base, 8))
         if moved < 0:
             return -moved
-        magic = int.from_bytes(bytes(self._views[self.ident][:8]), "little")
-        return 0 if here.value == magic else errno.EIO
+        return 0 if here.value == int.from_bytes(self._magic, "little") else errno.EIO
 
     def detach(self, ident: int) -> None:
         self._views.pop(ident, None)

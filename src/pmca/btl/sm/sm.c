@@ -125,14 +125,11 @@ struct sm_ctx {
 
 /* Caller-visible structures (ctypes mirrors them). */
 struct pmca_sm_config {
-    uint32_t id;
-    uint32_t slots;
     uint32_t fifo_capacity;
     uint32_t eager_size; /* payload bytes of a small fragment */
     uint32_t eager_count;
     uint32_t max_size; /* payload bytes of a large fragment */
     uint32_t max_count;
-    uint32_t reserved;
 };
 
 struct pmca_sm_delivery {
@@ -189,6 +186,7 @@ EXPORT void pmca_sm_destroy(struct sm_ctx *ctx)
                 unmap_peer(&ctx->peers[i]);
         free(ctx->peers);
     }
+    ctx->peers = NULL;
     if (ctx->self) {
         atomic_store(&ctx->self->closing, 1);
         munmap(ctx->self, ctx->self_size);
@@ -201,12 +199,13 @@ EXPORT void pmca_sm_destroy(struct sm_ctx *ctx)
     free(ctx);
 }
 
-/* Create this process's segment.  Returns NULL with *error = errno value. */
+/* Create this process's segment (its address can be published before the
+ * process knows its rank: see pmca_sm_bind).  Returns NULL with *error set
+ * to an errno value. */
 EXPORT struct sm_ctx *pmca_sm_create(const struct pmca_sm_config *config, int *error)
 {
     *error = EINVAL;
-    if (!config || config->slots == 0 || config->id >= config->slots || config->slots > MAX_ID ||
-        config->fifo_capacity < 2 || (config->fifo_capacity & (config->fifo_capacity - 1)) ||
+    if (!config || config->fifo_capacity < 2 || (config->fifo_capacity & (config->fifo_capacity - 1)) ||
         config->eager_count == 0 || config->max_count == 0 || config->eager_size == 0 ||
         config->max_size < config->eager_size)
         return NULL;
@@ -217,15 +216,6 @@ EXPORT struct sm_ctx *pmca_sm_create(const struct pmca_sm_config *config, int *e
     }
     ctx->memfd = -1;
     ctx->wake_pipe[0] = ctx->wake_pipe[1] = -1;
-    ctx->id = config->id;
-    ctx->slots = config->slots;
-    ctx->peers = calloc(config->slots, sizeof *ctx->peers);
-    if (!ctx->peers) {
-        *error = ENOMEM;
-        goto fail;
-    }
-    for (uint32_t i = 0; i < config->slots; i++)
-        ctx->peers[i].pidfd = ctx->peers[i].wake_fd = -1;
 
     uint64_t fifo_offset = HEADER_BYTES;
     uint64_t cursor = fifo_offset + (uint64_t)config->fifo_capacity * sizeof(struct sm_fifo_cell);
@@ -261,7 +251,6 @@ EXPORT struct sm_ctx *pmca_sm_create(const struct pmca_sm_config *config, int *e
     ctx->self_size = size;
     struct sm_header *h = ctx->self;
     h->abi = SM_ABI;
-    h->owner_id = config->id;
     h->segment_size = size;
     h->owner_pid = (int32_t)getpid();
     h->fifo_capacity = config->fifo_capacity;
@@ -276,14 +265,10 @@ EXPORT struct sm_ctx *pmca_sm_create(const struct pmca_sm_config *config, int *e
             struct sm_frag *f =
                 (struct sm_frag *)((char *)base + descs[p].offset + (uint64_t)i * descs[p].stride);
             f->pool = (uint32_t)p;
-            f->source = config->id;
         }
     }
     atomic_thread_fence(memory_order_release);
     h->magic = SM_MAGIC; /* last: a peer that sees the magic sees the rest */
-    ctx->peers[ctx->id].segment = h;
-    ctx->peers[ctx->id].size = size;
-    ctx->peers[ctx->id].pid = h->owner_pid;
     /* Peers need ptrace-level access for pidfd_getfd and CMA; under Yama's
      * ptrace_scope=1 a non-ancestor is refused unless we allow it, as Open
      * MPI's sm does.  Failure is harmless (no Yama). */
@@ -295,12 +280,45 @@ fail:
     return NULL;
 }
 
+/* Name this process `id` among `slots` (ids index the FIFO entries: the
+ * world ranks).  May be called again (a new world) once no peer is attached. */
+EXPORT int pmca_sm_bind(struct sm_ctx *ctx, uint32_t id, uint32_t slots)
+{
+    if (slots == 0 || id >= slots || slots > MAX_ID)
+        return -EINVAL;
+    if (ctx->peers)
+        for (uint32_t i = 0; i < ctx->slots; i++)
+            if (i != ctx->id && ctx->peers[i].segment)
+                return -EBUSY;
+    struct sm_peer *peers = calloc(slots, sizeof *peers);
+    if (!peers)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < slots; i++)
+        peers[i].pidfd = peers[i].wake_fd = -1;
+    free(ctx->peers);
+    ctx->peers = peers;
+    ctx->id = id;
+    ctx->slots = slots;
+    ctx->self->owner_id = id;
+    peers[id].segment = ctx->self;
+    peers[id].size = ctx->self_size;
+    peers[id].pid = ctx->self->owner_pid;
+    for (int p = 0; p < POOLS; p++)
+        for (uint32_t i = 0; i < ctx->pools[p].desc.count; i++)
+            ((struct sm_frag *)((char *)ctx->self + ctx->pools[p].desc.offset +
+                                (uint64_t)i * ctx->pools[p].desc.stride))
+                ->source = id;
+    return 0;
+}
+
 EXPORT int pmca_sm_memfd(const struct sm_ctx *ctx) { return ctx->memfd; }
 EXPORT int pmca_sm_wake_read_fd(const struct sm_ctx *ctx) { return ctx->wake_pipe[0]; }
 EXPORT int pmca_sm_wake_write_fd(const struct sm_ctx *ctx) { return ctx->wake_pipe[1]; }
 EXPORT uint64_t pmca_sm_segment_size(const struct sm_ctx *ctx) { return ctx->self_size; }
 EXPORT uint64_t pmca_sm_segment_base(const struct sm_ctx *ctx, uint32_t id)
 {
+    if (!ctx->peers)
+        return id == 0 ? (uint64_t)(uintptr_t)ctx->self : 0; /* before bind */
     return id < ctx->slots ? (uint64_t)(uintptr_t)ctx->peers[id].segment : 0;
 }
 
@@ -332,6 +350,8 @@ EXPORT int pmca_sm_attach(struct sm_ctx *ctx, uint32_t id, int32_t pid, int32_t 
                           uint64_t size, int allow_getfd, int *how)
 {
     *how = 0;
+    if (!ctx->peers)
+        return -ENOTCONN;
     if (id >= ctx->slots || id == ctx->id || pid <= 0 || fd < 0 || wake_fd < 0 || size < HEADER_BYTES ||
         size > OFFSET_MASK)
         return -EINVAL;
@@ -357,8 +377,9 @@ EXPORT int pmca_sm_attach(struct sm_ctx *ctx, uint32_t id, int32_t pid, int32_t 
     close(local); /* the mapping keeps the memfd alive */
     if (status == 0) {
         struct sm_header *h = base;
-        if (h->magic != SM_MAGIC || h->abi != SM_ABI || h->owner_id != id ||
-            h->owner_pid != pid || h->segment_size != size)
+        /* owner_id is not checked: the owner may not have bound it yet */
+        if (h->magic != SM_MAGIC || h->abi != SM_ABI || h->owner_pid != pid ||
+            h->segment_size != size)
             status = -EPROTO;
     }
     int wake_how = 0;
@@ -383,7 +404,7 @@ EXPORT int pmca_sm_attach(struct sm_ctx *ctx, uint32_t id, int32_t pid, int32_t 
 
 EXPORT int pmca_sm_detach(struct sm_ctx *ctx, uint32_t id)
 {
-    if (id >= ctx->slots || id == ctx->id)
+    if (!ctx->peers || id >= ctx->slots || id == ctx->id)
         return -EINVAL;
     if (!ctx->peers[id].segment)
         return -ENOENT;
@@ -396,7 +417,7 @@ EXPORT int pmca_sm_detach(struct sm_ctx *ctx, uint32_t id)
 /* 1 if peer `id` runs, 0 if it has exited (or was never attached). */
 EXPORT int pmca_sm_peer_alive(const struct sm_ctx *ctx, uint32_t id)
 {
-    if (id >= ctx->slots)
+    if (!ctx->peers || id >= ctx->slots)
         return 0;
     if (id == ctx->id)
         return 1;
@@ -506,7 +527,7 @@ static void wake(struct sm_ctx *ctx, struct sm_peer *peer)
 EXPORT int pmca_sm_send(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const void *head,
                         uint64_t head_length, const void *body, uint64_t body_length)
 {
-    if (id >= ctx->slots || !ctx->peers[id].segment)
+    if (!ctx->peers || id >= ctx->slots || !ctx->peers[id].segment)
         return -ENOTCONN;
     uint64_t length = head_length + body_length;
     if (length + FRAG_HEADER_BYTES > ctx->pools[POOLS - 1].desc.stride)
@@ -556,7 +577,7 @@ EXPORT int pmca_sm_poll(struct sm_ctx *ctx, struct pmca_sm_delivery *out)
         if (!value)
             return 0;
         owner = (uint32_t)(value >> OFFSET_BITS) - 1;
-        if (owner >= ctx->slots)
+        if (!ctx->peers || owner >= ctx->slots)
             return -EPROTO;
         if (ctx->peers[owner].segment)
             break;
