@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import memory, native, patcher
+from . import btl, memory, native, p2p, patcher, world
 from ._version import __version__
 from .mca import (
     Alias,
@@ -50,9 +50,12 @@ __all__ = [
     "SessionError",
     "StaleReferenceError",
     "__version__",
+    "btl",
     "hookimpl",
     "hookspec",
     "memory",
     "native",
+    "p2p",
     "patcher",
+    "world",
 ]
