@@ -12,16 +12,28 @@ after every segment is unmapped and every descriptor closed.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
-from ...mca.params import Enumeration
+from ...mca.params import Enumeration, Param
 from ..base import read_limits, register_limits
 from ._module import DEFAULTS, SmModule
 from ._transport import Transport, TransportConfig, library_path
 
 SINGLE_COPY = Enumeration("sm_single_copy", (("none", 0), ("cma", 1)))
 ATTACH = Enumeration("sm_attach", (("pidfd", 0), ("proc", 1)))
+
+
+class _VaderSynonyms(ComponentParams):
+    """Registers each ``btl_sm_X`` with Open MPI's deprecated synonym ``btl_vader_X``."""
+
+    def __init__(self, params: ComponentParams) -> None:
+        super().__init__(params._space, params.framework, params.component)
+
+    def register(self, name: str, **options: Any) -> Param:
+        options.setdefault("deprecated_synonyms", (f"{self.framework}_vader_{name}",))
+        return super().register(name, **options)
 
 
 class SmComponent(Component):
@@ -32,6 +44,7 @@ class SmComponent(Component):
 
     @hookimpl
     def register(self, params: ComponentParams) -> None:
+        params = _VaderSynonyms(params)
         register_limits(params, DEFAULTS)
         params.register(
             "single_copy_mechanism",

@@ -1,0 +1,117 @@
+"""One rank of a multi-process sm test (run by test_session.py, one process each).
+
+Usage: ``_rank.py RANK SIZE SOCKET SCENARIO MCA_JSON``; prints one JSON report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+import pmca  # noqa: E402
+from pmca.btl import PeerFailed  # noqa: E402
+from tests.btl.sm._world import SocketWorld  # noqa: E402
+
+SIZES = [0, 1, 8, 4095, 4096, 4097, 32767, 32768, 32769, 1 << 20, (4 << 20) + 3, 64 << 20]
+
+
+def payload(size: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(size)
+
+
+def sm_state() -> dict[str, int]:
+    """How much of sm this process still holds: fds, mappings, the library."""
+    fds = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            fds += "pmca-btl-sm" in os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    return {
+        "memfds": fds,
+        "segments": sum("pmca-btl-sm" in line for line in maps),
+        "library": sum("libpmca_btl_sm.so" in line for line in maps),
+    }
+
+
+def echo_sizes(s: pmca.Session, rank: int, sizes: list[int]) -> list[int]:
+    """Rank 0 sends each size to rank 1, which echoes it; returns sizes that came back wrong."""
+    wrong = []
+    for index, size in enumerate(sizes):
+        if rank == 0:
+            data = payload(size, index)
+            s.p2p.send(1, tag=index, buf=data, timeout=120)
+            back = bytearray(size)
+            assert s.p2p.recv(1, tag=index, buf=back, timeout=120) == size
+            if hashlib.sha256(back).digest() != hashlib.sha256(data).digest():
+                wrong.append(size)
+        elif rank == 1:
+            into = bytearray(size)
+            assert s.p2p.recv(0, tag=index, buf=into, timeout=120) == size
+            s.p2p.send(0, tag=index, buf=into, timeout=120)
+    return wrong
+
+
+def ring(s: pmca.Session, rank: int, size: int) -> list[int]:
+    wrong = []
+    right, left = (rank + 1) % size, (rank - 1) % size
+    for index, length in enumerate(SIZES[:-1]):
+        into = bytearray(length)
+        request = s.p2p.irecv(left, 100 + index, into)
+        s.p2p.send(right, tag=100 + index, buf=payload(length, rank * 1000 + index), timeout=120)
+        request.wait()
+        if bytes(into) != payload(length, left * 1000 + index):
+            wrong.append(length)
+    return wrong
+
+
+def main() -> None:
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+    rank, size, path, scenario, mca = (
+        int(sys.argv[1]),
+        int(sys.argv[2]),
+        sys.argv[3],
+        sys.argv[4],
+        json.loads(sys.argv[5]),
+    )
+    world = SocketWorld(rank, size, path)
+    report: dict[str, object] = {"rank": rank, "before": sm_state()}
+    with pmca.Session(mca=mca, world=world) as s:
+        sm = next(m for m in s.modules("btl") if m.name == "sm")
+        report["reach"] = {peer: s.reach(peer) for peer in range(size) if peer != rank}
+        report["single_copy"] = sm.single_copy
+        report["attached_via"] = sorted(set(sm.attached_via.values()))
+        report["during"] = sm_state()
+        if scenario == "sizes":
+            report["wrong"] = echo_sizes(s, rank, SIZES)
+        elif scenario == "ring":
+            report["wrong"] = ring(s, rank, size)
+        elif scenario == "killed":
+            if rank == 1:
+                os.kill(os.getpid(), signal.SIGKILL)
+            into = bytearray(64)
+            started = time.monotonic()
+            try:
+                s.p2p.recv(1, tag=2, buf=into, timeout=60)
+                report["error"] = None
+            except (PeerFailed, TimeoutError) as exc:
+                report["error"] = f"{type(exc).__name__}: {exc}"
+            report["noticed_after"] = time.monotonic() - started
+        if scenario != "killed":
+            world.barrier()
+    report["after"] = sm_state()
+    print(json.dumps(report), flush=True)
+
+
+if __name__ == "__main__":
+    main()
