@@ -17,9 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-import pmca  # noqa: E402
-from pmca.btl import PeerFailed  # noqa: E402
-from tests.btl.sm._world import SocketWorld  # noqa: E402
+import contextlib
+
+import pmca
+from pmca.btl import PeerFailed
+from tests.btl.sm._world import SocketWorld
 
 SIZES = [0, 1, 8, 4095, 4096, 4097, 32767, 32768, 32769, 1 << 20, (4 << 20) + 3, 64 << 20]
 
@@ -32,10 +34,8 @@ def sm_state() -> dict[str, int]:
     """How much of sm this process still holds: fds, mappings, the library."""
     fds = 0
     for fd in os.listdir("/proc/self/fd"):
-        try:
+        with contextlib.suppress(OSError):
             fds += "pmca-btl-sm" in os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            pass
     maps = Path("/proc/self/maps").read_text().splitlines()
     return {
         "memfds": fds,

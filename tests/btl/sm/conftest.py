@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import pickle
 import signal
@@ -49,10 +50,8 @@ class Peer:
 
     def stop(self) -> None:
         if self.process.poll() is None:
-            try:
+            with contextlib.suppress(EOFError, BrokenPipeError):
                 self.call("exit")
-            except (EOFError, BrokenPipeError):
-                pass
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:

@@ -36,7 +36,7 @@ def run(tmp_path, size, scenario, mca, timeout=240):
 
 
 def parsed(reports):
-    for returncode, out, err in reports:
+    for returncode, _out, err in reports:
         assert returncode == 0, err[-3000:]
     return [json.loads(out.splitlines()[-1]) for _, out, _ in reports]
 

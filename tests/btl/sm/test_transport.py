@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -153,11 +154,11 @@ def test_attach_rejects_what_is_not_a_segment_of_that_peer(transport, spawn):
     child = spawn()
     address = child.call("create", {})
     # an fd of the child that is not its segment (its stdin pipe)
-    with pytest.raises(TransportError, match="peer 1 .* not a pmca sm segment of this version"):
+    with pytest.raises(TransportError, match=r"peer 1 .* not a pmca sm segment of this version"):
         here.attach(1, SegmentAddress(child.pid, 0, address.wake_fd, address.size, 0))
     # the right segment claimed by another process
     foreign = SegmentAddress(os.getpid(), address.fd, address.wake_fd, address.size, 0)
-    with pytest.raises(TransportError, match="peer 2 .*"):
+    with pytest.raises(TransportError, match=r"peer 2 \("):
         here.attach(2, foreign)
     assert not here.attached(1) and not here.attached(2)
 
@@ -220,10 +221,8 @@ def test_close_unmaps_segments_and_closes_descriptors(transport, spawn):
     def memfds():
         found = 0
         for fd in os.listdir("/proc/self/fd"):
-            try:
+            with contextlib.suppress(OSError):
                 found += "pmca-btl-sm" in os.readlink(f"/proc/self/fd/{fd}")
-            except OSError:
-                pass
         return found
 
     def mapped():

@@ -92,7 +92,9 @@ class SmComponent(Component):
         if not sys.platform.startswith("linux"):
             raise NotAvailable(f"btl sm needs Linux (memfd, pidfd, CMA); this is {sys.platform}")
         if not library_path().exists():
-            raise NotAvailable(f"{library_path().name} was not built; build pmca with its C sources")
+            raise NotAvailable(
+                f"{library_path().name} was not built; build pmca with its C sources"
+            )
 
     @hookimpl
     def query(self, ctx: ComponentContext) -> Query:

@@ -188,9 +188,7 @@ class SmModule(ModuleBase):
 
     def _drop_single_copy(self, rank: int, code: int) -> None:
         self.single_copy = False
-        self.limits = attrs.evolve(
-            self.limits, flags=COPY_IN_OUT_FLAGS, put_limit=0, get_limit=0
-        )
+        self.limits = attrs.evolve(self.limits, flags=COPY_IN_OUT_FLAGS, put_limit=0, get_limit=0)
         self.log.warning(
             "CMA refused; large messages go through the segment (copy-in/copy-out)",
             rank=rank,
@@ -224,7 +222,7 @@ class SmModule(ModuleBase):
         if len(parts) == 1:
             only = parts[0]
             return (only, b"") if type(only) is bytes else (b"", only)
-        return b"", b"".join(parts)  # type: ignore[arg-type]
+        return b"", b"".join(parts)
 
     def sendi(self, endpoint: Endpoint, tag: int, parts: Sequence[Buffer]) -> bool:
         rank = endpoint.rank
