@@ -110,6 +110,7 @@ class SmModule(ModuleBase):
         self._namespace = _pid_namespace()
         self._endpoints: dict[int, SmEndpoint] = {}
         self._queues: dict[int, deque[_Queued]] = {}
+        self._queued = 0  # sends waiting in _queues, so progress skips them cheaply
         self._armed = False
         self._registrations = Registrations("sm", NoPinBackend(), cached=False, log=log)
         #: How each peer's segment was opened (``pidfd_getfd`` or ``/proc``).
@@ -203,9 +204,14 @@ class SmModule(ModuleBase):
             queued = self._queues.pop(endpoint.rank, deque())
             self.transport.detach(endpoint.rank)
             self.attached_via.pop(endpoint.rank, None)
+            self._queued -= len(queued)
             for item in queued:
                 if item.callback is not None:
                     item.callback(failure)
+
+    def endpoint(self, rank: int) -> SmEndpoint | None:
+        """The endpoint of ``rank``, if this module reaches it."""
+        return self._endpoints.get(rank)
 
     def _endpoint(self, endpoint: Endpoint) -> SmEndpoint:
         known = self._endpoints.get(endpoint.rank)
@@ -253,6 +259,7 @@ class SmModule(ModuleBase):
                 callback(None)
             return
         queue.append(_Queued(tag, head, body, callback))
+        self._queued += 1
 
     def _flush(self) -> int:
         done = 0
@@ -262,6 +269,7 @@ class SmModule(ModuleBase):
                 if not self._send_now(rank, item.tag, item.head, item.body):
                     break
                 queue.popleft()
+                self._queued -= 1
                 done += 1
                 if item.callback is not None:
                     item.callback(None)
@@ -352,14 +360,15 @@ class SmModule(ModuleBase):
             transport.disarm()
         done = 0
         endpoints = self._endpoints
+        # Each poll hands back the fragment of the message before it, and
+        # the last (empty) poll the final one: no separate release call.
         while (message := transport.poll()) is not None:
             source, tag, data = message
             endpoint = endpoints.get(source)
             if endpoint is not None:
                 self.deliver(endpoint, tag, data)
                 done += 1
-        transport.release()
-        if self._queues and any(self._queues.values()):
+        if self._queued:
             done += self._flush()
         return done
 
@@ -374,6 +383,7 @@ class SmModule(ModuleBase):
     def finalize(self) -> None:
         failure = BtlError("btl sm was finalized with the send queued")
         queues, self._queues = self._queues, {}
+        self._queued = 0
         for queue in queues.values():
             for item in queue:
                 if item.callback is not None:

@@ -448,9 +448,9 @@ static struct sm_frag *fragment_alloc(struct sm_ctx *ctx, uint64_t bytes)
                 return f;
             }
         }
-        return NULL; /* the best-fitting pool is exhausted: wait for returns */
+        /* this pool is exhausted: a larger fragment will do */
     }
-    return NULL;
+    return NULL; /* every pool that fits is busy: wait for receivers */
 }
 
 /* Push `value` into `h`'s FIFO; 0, or -EAGAIN when it is full. */
