@@ -75,6 +75,60 @@ def ring(s: pmca.Session, rank: int, size: int) -> list[int]:
     return wrong
 
 
+def rdma(s: pmca.Session, rank: int) -> dict[str, object]:
+    """Rank 1 offers a registered buffer; rank 0 puts into it and gets it back."""
+    import struct
+
+    from pmca.btl import BtlError
+
+    sm = next(m for m in s.modules("btl") if m.name == "sm")
+    size = (1 << 20) + 5
+    outcome: dict[str, object] = {}
+    if rank == 1:
+        memory = bytearray(size)
+        view = memoryview(memory)
+        from pmca.p2p._buffers import address_of
+
+        handle = sm.register_mem(None, address_of(view), size)
+        s.p2p.send(0, tag=7, buf=struct.pack("<Q", handle.base) + handle.packed, timeout=60)
+        s.p2p.recv(0, tag=8, buf=bytearray(8), timeout=60)
+        outcome["put_landed"] = bytes(memory) == payload(size, 42)
+        sm.deregister_mem(handle)
+        return outcome
+    message = bytearray(8 + 64)
+    length = s.p2p.recv(1, tag=7, buf=message, timeout=60)
+    (base,) = struct.unpack_from("<Q", message)
+    packed = bytes(message[8:length])
+    endpoint = sm.endpoint(1)
+    results: list[BaseException | None] = []
+
+    def wait() -> BaseException | None:
+        while not results:
+            s.p2p.progress()
+        return results.pop()
+
+    data = payload(size, 42)
+    sm.put(endpoint, memoryview(data), None, base, packed, results.append)
+    outcome["put"] = repr(wait())
+    back = bytearray(size)
+    sm.get(endpoint, memoryview(back), None, base, packed, results.append)
+    outcome["get"] = repr(wait())
+    outcome["get_intact"] = bytes(back) == data
+    try:
+        sm.get(endpoint, memoryview(bytearray(16)), None, base + size - 8, packed, results.append)
+        outcome["outside"] = repr(wait())
+    except BtlError as exc:
+        outcome["outside"] = repr(exc)
+    forged = struct.pack("<QQQ", 999, base, size)
+    try:
+        sm.get(endpoint, memoryview(bytearray(16)), None, base, forged, results.append)
+        outcome["forged"] = repr(wait())
+    except BtlError as exc:
+        outcome["forged"] = repr(exc)
+    s.p2p.send(1, tag=8, buf=bytes(8), timeout=60)
+    return outcome
+
+
 def main() -> None:
     threading.Thread(target=threading.Event().wait, daemon=True).start()
     rank, size, path, scenario, mca = (
@@ -89,11 +143,13 @@ def main() -> None:
     with pmca.Session(mca=mca, world=world) as s:
         sm = next(m for m in s.modules("btl") if m.name == "sm")
         report["reach"] = {peer: s.reach(peer) for peer in range(size) if peer != rank}
-        report["single_copy"] = sm.single_copy
+        report["mechanism"] = sm.mechanism
         report["attached_via"] = sorted(set(sm.attached_via.values()))
         report["during"] = sm_state()
         if scenario == "sizes":
             report["wrong"] = echo_sizes(s, rank, SIZES)
+        elif scenario == "rdma":
+            report["rdma"] = rdma(s, rank)
         elif scenario == "ring":
             report["wrong"] = ring(s, rank, size)
         elif scenario == "killed":

@@ -43,8 +43,8 @@ def parsed(reports):
 
 @pytest.mark.parametrize(
     ("mechanism", "attach"),
-    [("cma", "pidfd"), ("none", "proc")],
-    ids=["single-copy", "copy-in-out"],
+    [("cma", "pidfd"), ("emulated", "proc"), ("none", "pidfd")],
+    ids=["cma", "emulated-get", "pipelined-sends"],
 )
 def test_every_size_echoes_intact_and_sm_leaves_nothing_behind(
     tmp_path, pmca_load_mode, mechanism, attach
@@ -54,7 +54,7 @@ def test_every_size_echoes_intact_and_sm_leaves_nothing_behind(
     for report in reports:
         assert report["wrong"] == []
         assert report["reach"] == {str(1 - report["rank"]): ["sm"]}
-        assert report["single_copy"] is (mechanism == "cma")
+        assert report["mechanism"] == mechanism
         assert report["attached_via"] == ["pidfd_getfd" if attach == "pidfd" else "/proc/<pid>/fd"]
         assert report["during"]["memfds"] >= 1 and report["during"]["segments"] >= 2
         # finalize unmapped both segments and closed every descriptor
@@ -63,6 +63,18 @@ def test_every_size_echoes_intact_and_sm_leaves_nothing_behind(
             assert report["after"]["library"] == 0, "dso mode left libpmca_btl_sm.so mapped"
         else:
             assert report["after"]["library"] >= 1
+
+
+@pytest.mark.parametrize("mechanism", ["cma", "emulated"])
+def test_put_and_get_reach_only_registered_memory(tmp_path, mechanism):
+    mca = {"btl": "self,sm", "btl_sm_single_copy_mechanism": mechanism}
+    origin, target = (report["rdma"] for report in parsed(run(tmp_path, 2, "rdma", mca)))
+    assert origin["put"] == "None" and origin["get"] == "None" and origin["get_intact"]
+    assert target["put_landed"]
+    assert "outside" in origin["outside"] or "refused" in origin["outside"]
+    if mechanism == "emulated":
+        # the owner itself refuses a key it never issued
+        assert "refused an emulated put/get" in origin["forged"]
 
 
 def test_four_ranks_pass_messages_around_a_ring_with_tcp_beside(tmp_path):

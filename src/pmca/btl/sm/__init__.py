@@ -18,10 +18,10 @@ from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
 from ...mca.params import Enumeration, Param
 from ..base import read_limits, register_limits
-from ._module import DEFAULTS, SmModule
+from ._module import DEFAULTS, MECHANISMS, SmModule
 from ._transport import Transport, TransportConfig, library_path
 
-SINGLE_COPY = Enumeration("sm_single_copy", (("none", 0), ("cma", 1)))
+SINGLE_COPY = Enumeration("sm_single_copy", tuple((name, i) for i, name in enumerate(MECHANISMS)))
 ATTACH = Enumeration("sm_attach", (("pidfd", 0), ("proc", 1)))
 
 
@@ -52,9 +52,10 @@ class SmComponent(Component):
             enumeration=SINGLE_COPY,
             default=1,
             level=3,
-            help="Single-copy mechanism for large messages: cma (process_vm_readv/writev; "
-            "falls back to none where the kernel refuses it) or none (copy-in/copy-out "
-            "through the shared segment)",
+            help="Single-copy mechanism for put/get: cma (process_vm_readv/writev; emulated "
+            "where the kernel refuses it), emulated (the memory's owner copies it through "
+            "the shared segments) or none (no put/get: large messages are pipelined "
+            "through the segments by the message layer)",
         )
         params.register(
             "attach",
@@ -109,7 +110,7 @@ class SmComponent(Component):
             limits,
             transport,
             ctx.log,
-            single_copy=int(params["single_copy_mechanism"]) == 1,
+            mechanism=MECHANISMS[int(params["single_copy_mechanism"])],
             allow_getfd=int(params["attach"]) == 0,
         )
         return Query(priority=limits.exclusivity, module=module)

@@ -6,9 +6,11 @@ namespace, opens them with ``pidfd_getfd`` (or ``/proc/<pid>/fd/<n>``) and
 maps the segment.  Sends copy into a fragment of the sender's own segment
 and queue its address in the receiver's FIFO; put/get are one
 ``process_vm_writev``/``process_vm_readv``.  Where the kernel refuses CMA
-(or ``btl_sm_single_copy_mechanism=none``), the module offers no PUT/GET
-and the message layer streams large messages through the FIFOs in
-``max_send_size`` fragments: copy-in, copy-out.
+(probed at add_procs, or met at first use) put/get are *emulated*: the
+owner of the memory streams it through the FIFOs (:mod:`._emulated`).
+With ``btl_sm_single_copy_mechanism=none`` the module offers no PUT/GET
+and the message layer streams large messages itself.  Both are
+copy-in/copy-out through the segments.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from .._interface import (
     Proc,
 )
 from ..base import ModuleBase, NoPinBackend, Registrations, host_id
+from ._emulated import INTERNAL_TAGS, Emulation
 from ._transport import SegmentAddress, Transport, TransportError, buffer_address
 
 if TYPE_CHECKING:
@@ -52,9 +55,15 @@ DEFAULTS = Limits(
     put_limit=1 << 62,
     get_limit=1 << 62,
 )
-#: What remains without single copy: sends only (the message layer then
-#: pipelines large messages through the segment).
-COPY_IN_OUT_FLAGS = Flags.SEND | Flags.SEND_INPLACE
+#: Single-copy mechanisms (``btl_sm_single_copy_mechanism``).
+MECHANISMS = ("none", "cma", "emulated")
+_FLAGS = {
+    "cma": DEFAULTS.flags,
+    # put/get through the FIFOs: still RDMA for the message layer
+    "emulated": Flags.SEND | Flags.SEND_INPLACE | Flags.RDMA,
+    # sends only: the message layer pipelines large messages itself
+    "none": Flags.SEND | Flags.SEND_INPLACE,
+}
 
 _MAGIC = b"PMSM"
 _VERSION = 1
@@ -62,6 +71,16 @@ _VERSION = 1
 _ADDRESS = struct.Struct("<4sHHiiiQQQ")
 # registration key, base, size
 _KEY = struct.Struct("<QQQ")
+
+
+def _limits_for(limits: Limits, mechanism: str) -> Limits:
+    rdma = mechanism != "none"
+    return attrs.evolve(
+        limits,
+        flags=_FLAGS[mechanism],
+        put_limit=DEFAULTS.put_limit if rdma else 0,
+        get_limit=DEFAULTS.get_limit if rdma else 0,
+    )
 
 
 @frozen
@@ -97,14 +116,15 @@ class SmModule(ModuleBase):
         transport: Transport,
         log: FilteringBoundLogger,
         *,
-        single_copy: bool,
+        mechanism: str,
         allow_getfd: bool,
     ) -> None:
-        if not single_copy:
-            limits = attrs.evolve(limits, flags=COPY_IN_OUT_FLAGS, put_limit=0, get_limit=0)
-        super().__init__("sm", limits, log)
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"btl sm: unknown single-copy mechanism {mechanism!r}")
+        super().__init__("sm", _limits_for(limits, mechanism), log)
         self.transport = transport
-        self.single_copy = single_copy
+        #: ``cma``, ``emulated`` or ``none`` (see the module docstring).
+        self.mechanism = mechanism
         self._allow_getfd = allow_getfd
         self._host = host_id()
         self._namespace = _pid_namespace()
@@ -113,6 +133,9 @@ class SmModule(ModuleBase):
         self._queued = 0  # sends waiting in _queues, so progress skips them cheaply
         self._armed = False
         self._registrations = Registrations("sm", NoPinBackend(), cached=False, log=log)
+        self._emulation = Emulation(
+            self._send_internal, self._registrations.check, limits.max_send_size
+        )
         #: How each peer's segment was opened (``pidfd_getfd`` or ``/proc``).
         self.attached_via: dict[int, str] = {}
 
@@ -178,20 +201,25 @@ class SmModule(ModuleBase):
             self.log.info("cannot map peer segment; not reachable", rank=proc.rank, why=str(exc))
             return None
         self.attached_via[proc.rank] = how
-        if self.single_copy:
+        if self.mechanism == "cma":
             refused = self.transport.cma_refusal(address)
             if refused:
-                self._drop_single_copy(proc.rank, refused)
+                self._emulate(proc.rank, refused)
         endpoint = SmEndpoint(proc.rank, proc.pid)
         self._endpoints[proc.rank] = endpoint
         self._queues[proc.rank] = deque()
         return endpoint
 
-    def _drop_single_copy(self, rank: int, code: int) -> None:
-        self.single_copy = False
-        self.limits = attrs.evolve(self.limits, flags=COPY_IN_OUT_FLAGS, put_limit=0, get_limit=0)
+    @property
+    def single_copy(self) -> bool:
+        return self.mechanism == "cma"
+
+    def _emulate(self, rank: int, code: int) -> None:
+        """CMA was refused: emulate put/get from now on (copy-in/copy-out)."""
+        self.mechanism = "emulated"
+        self.limits = _limits_for(self.limits, "emulated")
         self.log.warning(
-            "CMA refused; large messages go through the segment (copy-in/copy-out)",
+            "CMA refused; put/get emulated through the segment (copy-in/copy-out)",
             rank=rank,
             error=os.strerror(code),
         )
@@ -208,6 +236,7 @@ class SmModule(ModuleBase):
             for item in queued:
                 if item.callback is not None:
                     item.callback(failure)
+            self._emulation.fail(endpoint.rank, failure)
 
     def endpoint(self, rank: int) -> SmEndpoint | None:
         """The endpoint of ``rank``, if this module reaches it."""
@@ -261,6 +290,15 @@ class SmModule(ModuleBase):
         queue.append(_Queued(tag, head, body, callback))
         self._queued += 1
 
+    def _send_internal(self, rank: int, tag: int, head: bytes, body: Any) -> None:
+        queue = self._queues.get(rank)
+        if queue is None:
+            return  # the peer was removed meanwhile
+        if not queue and self._send_now(rank, tag, head, body):
+            return
+        queue.append(_Queued(tag, head, body, None))
+        self._queued += 1
+
     def _flush(self) -> int:
         done = 0
         for rank, queue in self._queues.items():
@@ -278,8 +316,8 @@ class SmModule(ModuleBase):
     # -- put / get ------------------------------------------------------------
 
     def register_mem(self, endpoint: Endpoint | None, base: int, size: int) -> MemoryHandle:
-        if not self.single_copy:
-            raise BtlError("btl sm: no single-copy mechanism here, so nothing to register")
+        if self.mechanism == "none":
+            raise BtlError("btl sm: btl_sm_single_copy_mechanism=none offers no put/get")
         return self._registrations.register(base, size, lambda *key: _KEY.pack(*key))
 
     def deregister_mem(self, handle: MemoryHandle) -> None:
@@ -296,10 +334,10 @@ class SmModule(ModuleBase):
     ) -> None:
         peer = self._endpoint(endpoint)
         operation = "put" if write else "get"
-        if not self.single_copy:
-            raise BtlError(f"btl sm: {operation} needs CMA, which is off or refused here")
+        if self.mechanism == "none":
+            raise BtlError("btl sm: btl_sm_single_copy_mechanism=none offers no put/get")
         try:
-            _, base, size = _KEY.unpack(remote_handle)
+            key, base, size = _KEY.unpack(remote_handle)
         except struct.error:
             raise BtlError(
                 f"btl sm: malformed remote handle from rank {peer.rank}: {remote_handle!r}"
@@ -310,6 +348,10 @@ class SmModule(ModuleBase):
                 f"btl sm: {operation} of [{remote_address:#x}, +{length}) on rank {peer.rank} "
                 f"is outside its registration [{base:#x}, +{size})"
             )
+        if self.mechanism == "emulated":
+            emulate = self._emulation.put if write else self._emulation.get
+            emulate(peer.rank, local, key, remote_address, callback)
+            return
         address, _, keep = buffer_address(local) if length else (0, 0, None)
         try:
             self.transport.cma(
@@ -317,6 +359,10 @@ class SmModule(ModuleBase):
             )
         except TransportError as exc:
             del keep
+            if exc.errno in (errno.EPERM, errno.EACCES):
+                self._emulate(peer.rank, exc.errno)
+                self._rdma(write, endpoint, local, remote_address, remote_handle, callback)
+                return
             error: BaseException = exc
             if exc.errno == errno.ESRCH or not self.transport.alive(peer.rank):
                 error = PeerFailed(
@@ -365,7 +411,11 @@ class SmModule(ModuleBase):
         while (message := transport.poll()) is not None:
             source, tag, data = message
             endpoint = endpoints.get(source)
-            if endpoint is not None:
+            if endpoint is None:
+                continue
+            if tag in INTERNAL_TAGS:
+                done += self._emulation.handle(source, tag, data)
+            else:
                 self.deliver(endpoint, tag, data)
                 done += 1
         if self._queued:
@@ -388,10 +438,11 @@ class SmModule(ModuleBase):
             for item in queue:
                 if item.callback is not None:
                     item.callback(failure)
+        self._emulation.fail(None, failure)
         self._endpoints.clear()
         self.attached_via.clear()
         self._registrations.release_all()
         self.transport.close()
 
 
-__all__ = ["COPY_IN_OUT_FLAGS", "DEFAULTS", "SmEndpoint", "SmModule"]
+__all__ = ["DEFAULTS", "MECHANISMS", "SmEndpoint", "SmModule"]
