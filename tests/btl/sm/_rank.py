@@ -44,6 +44,50 @@ def sm_state() -> dict[str, int]:
     }
 
 
+def refuse_cma() -> None:
+    """Make this thread's process_vm_readv/writev fail with EPERM (a seccomp filter).
+
+    As root the kernel never refuses CMA; this is how a test meets the
+    refusal a ptrace policy or a container gives other users.
+    """
+    import ctypes
+    import platform
+
+    assert platform.machine() == "x86_64", "the syscall numbers below are x86_64's"
+
+    class Instruction(ctypes.Structure):
+        _fields_ = (
+            ("code", ctypes.c_uint16),
+            ("jt", ctypes.c_uint8),
+            ("jf", ctypes.c_uint8),
+            ("k", ctypes.c_uint32),
+        )
+
+    class Program(ctypes.Structure):
+        _fields_ = (("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Instruction)))
+
+    load_nr, jump_eq, ret = 0x20, 0x15, 0x06
+    allow, eperm = 0x7FFF0000, 0x00050000 | 1
+    code = (Instruction * 5)(
+        Instruction(load_nr, 0, 0, 0),
+        Instruction(jump_eq, 2, 0, 310),  # process_vm_readv
+        Instruction(jump_eq, 1, 0, 311),  # process_vm_writev
+        Instruction(ret, 0, 0, allow),
+        Instruction(ret, 0, 0, eperm),
+    )
+    program = Program(5, code)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [
+        ctypes.c_int,
+        ctypes.c_ulong,
+        ctypes.c_void_p,
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+    ]
+    assert libc.prctl(38, 1, None, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+    assert libc.prctl(22, 2, ctypes.addressof(program), 0, 0) == 0, ctypes.get_errno()
+
+
 def echo_sizes(s: pmca.Session, rank: int, sizes: list[int]) -> list[int]:
     """Rank 0 sends each size to rank 1, which echoes it; returns sizes that came back wrong."""
     wrong = []
@@ -139,6 +183,8 @@ def main() -> None:
         json.loads(sys.argv[5]),
     )
     world = SocketWorld(rank, size, path)
+    if scenario == "refused-probe":
+        refuse_cma()
     report: dict[str, object] = {"rank": rank, "before": sm_state()}
     with pmca.Session(mca=mca, world=world) as s:
         sm = next(m for m in s.modules("btl") if m.name == "sm")
@@ -146,6 +192,11 @@ def main() -> None:
         report["mechanism"] = sm.mechanism
         report["attached_via"] = sorted(set(sm.attached_via.values()))
         report["during"] = sm_state()
+        if scenario == "refused-use":
+            refuse_cma()
+        if scenario.startswith("refused"):
+            report["wrong"] = echo_sizes(s, rank, [0, 5000, 1 << 20])
+            report["mechanism_after"] = sm.mechanism
         if scenario == "sizes":
             report["wrong"] = echo_sizes(s, rank, SIZES)
         elif scenario == "rdma":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,18 @@ def test_put_and_get_reach_only_registered_memory(tmp_path, mechanism):
     if mechanism == "emulated":
         # the owner itself refuses a key it never issued
         assert "refused an emulated put/get" in origin["forged"]
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="seccomp filter uses x86_64 numbers")
+@pytest.mark.parametrize("when", ["probe", "use"])
+def test_refused_cma_falls_back_to_copying_through_the_segment(tmp_path, when):
+    reports = parsed(run(tmp_path, 2, f"refused-{when}", {"btl": "self,sm"}))
+    for report in reports:
+        assert report["wrong"] == []
+        # refused at the add_procs probe: emulated from the start; at first
+        # use: the transfer that met the refusal completed by emulation
+        assert report["mechanism"] == ("emulated" if when == "probe" else "cma")
+    assert any(report["mechanism_after"] == "emulated" for report in reports)
 
 
 def test_four_ranks_pass_messages_around_a_ring_with_tcp_beside(tmp_path):
