@@ -98,7 +98,12 @@ def native_extensions() -> list[Extension]:
         ),
         Extension(
             "pmca.btl.sm.pmca_btl_sm",
-            sources=["src/pmca/btl/sm/sm.c"],
+            sources=[
+                "src/pmca/btl/sm/segment.c",
+                "src/pmca/btl/sm/queue.c",
+                "src/pmca/btl/sm/cma.c",
+            ],
+            depends=["src/pmca/btl/sm/sm.h"],
             extra_compile_args=CFLAGS,
         ),
     ]
