@@ -89,7 +89,13 @@ class SmEndpoint:
     pid: int
 
 
-def _pid_namespace() -> int:
+def pack_address(address: SegmentAddress, namespace: int) -> bytes:
+    """What a process publishes in the modex for its sm segment."""
+    a = address
+    return _ADDRESS.pack(_MAGIC, _VERSION, 0, a.pid, a.fd, a.wake_fd, a.size, a.base, namespace)
+
+
+def pid_namespace() -> int:
     """The inode of this process's pid namespace (pids mean the same only inside one)."""
     try:
         return os.stat("/proc/self/ns/pid").st_ino
@@ -127,7 +133,7 @@ class SmModule(ModuleBase):
         self.mechanism = mechanism
         self._allow_getfd = allow_getfd
         self._host = host_id()
-        self._namespace = _pid_namespace()
+        self._namespace = pid_namespace()
         self._endpoints: dict[int, SmEndpoint] = {}
         self._queues: dict[int, deque[_Queued]] = {}
         self._queued = 0  # sends waiting in _queues, so progress skips them cheaply
@@ -142,10 +148,7 @@ class SmModule(ModuleBase):
     # -- modex -------------------------------------------------------------
 
     def address(self) -> bytes:
-        a = self.transport.address
-        return _ADDRESS.pack(
-            _MAGIC, _VERSION, 0, a.pid, a.fd, a.wake_fd, a.size, a.base, self._namespace
-        )
+        return pack_address(self.transport.address, self._namespace)
 
     def _parse(self, proc: Proc) -> tuple[SegmentAddress, int]:
         raw = proc.address or b""
