@@ -109,6 +109,7 @@ EXPORT int pmca_sm_send(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const voi
         return -EAGAIN;
     }
     f->tag = tag;
+    f->destination = id;
     f->length = length;
     char *payload = (char *)(f + 1);
     if (head_length)

@@ -247,6 +247,24 @@ EXPORT int pmca_sm_attach(struct sm_ctx *ctx, uint32_t id, int32_t pid, int32_t 
     return 0;
 }
 
+/* Fragments sent to a peer that died will never be freed by it: take
+ * them back (nobody else reads them).  A live peer keeps its fragments. */
+static void reclaim_fragments(struct sm_ctx *ctx, uint32_t id)
+{
+    for (int p = 0; p < POOLS; p++) {
+        const struct sm_pool_desc *d = &ctx->pools[p].desc;
+        for (uint32_t i = 0; i < d->count; i++) {
+            struct sm_frag *f =
+                (struct sm_frag *)((char *)ctx->self + d->offset + (uint64_t)i * d->stride);
+            if (f->destination == id &&
+                atomic_load_explicit(&f->state, memory_order_acquire) == FRAG_BUSY)
+                atomic_store_explicit(&f->state, FRAG_FREE, memory_order_release);
+        }
+    }
+}
+
+EXPORT int pmca_sm_peer_alive(const struct sm_ctx *ctx, uint32_t id);
+
 EXPORT int pmca_sm_detach(struct sm_ctx *ctx, uint32_t id)
 {
     if (!ctx->peers || id >= ctx->slots || id == ctx->id)
@@ -255,7 +273,10 @@ EXPORT int pmca_sm_detach(struct sm_ctx *ctx, uint32_t id)
         return -ENOENT;
     if (ctx->delivered && ctx->delivered->source == id)
         ctx->delivered = NULL; /* its memory is going away; nothing to hand back */
+    int dead = !pmca_sm_peer_alive(ctx, id);
     unmap_peer(&ctx->peers[id]);
+    if (dead)
+        reclaim_fragments(ctx, id);
     return 0;
 }
 

@@ -94,7 +94,9 @@ struct sm_frag {
     uint32_t tag;
     uint32_t pool;
     uint64_t length;  /* payload bytes */
-    uint64_t reserved[5];
+    uint32_t destination; /* the receiver's id (to reclaim from a dead one) */
+    uint32_t reserved1;
+    uint64_t reserved[4];
 };
 
 _Static_assert(sizeof(struct sm_header) <= HEADER_BYTES, "header fits its page");
