@@ -129,7 +129,44 @@ def _layers(rank: int, s: Any, quick: bool) -> dict[str, float]:
 
     layers["btl"] = _pingpong(rank, btl_send, btl_recv, bytearray(), bytearray(), n)
     sm.unregister_recv(TAG_USER)
-    return {name: seconds * 1e6 for name, seconds in layers.items()}
+    result = {name: seconds * 1e6 for name, seconds in layers.items()}
+    result.update(_copies(rank, s, transport, sm.endpoint(peer).pid))
+    return result
+
+
+def _copies(rank: int, s: Any, transport: Any, peer_pid: int) -> dict[str, float]:
+    """MB/s of one 64 MiB CMA read from the peer and of one local memmove."""
+    import ctypes
+
+    from pmca.btl.sm._transport import buffer_address
+
+    peer = 1 - rank
+    size = SIZES[-1]
+    mine = bytearray(os.urandom(size))
+    address, _, _keep = buffer_address(mine)
+    theirs = bytearray(8)
+    request = s.p2p.irecv(peer, 3, theirs)
+    s.p2p.send(peer, 3, address.to_bytes(8, "little"))
+    request.wait()
+    remote = int.from_bytes(theirs, "little")
+    into = bytearray(size)
+    target, _, _keep_into = buffer_address(into)
+    result: dict[str, float] = {}
+    if rank == 0:
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            transport.cma(peer_pid, write=False, local=target, remote=remote, length=size)
+            times.append(time.perf_counter() - start)
+        result["cma_MBps"] = size / min(times) / 1e6
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            ctypes.memmove(target, address, size)
+            times.append(time.perf_counter() - start)
+        result["memmove_MBps"] = size / min(times) / 1e6
+    s.p2p.send(peer, 4, b"done") if rank == 0 else s.p2p.recv(peer, 4, bytearray(4))
+    return result
 
 
 def _role_pmca(args: dict[str, Any]) -> None:
@@ -235,9 +272,13 @@ def main() -> None:
     print(f"\n8-byte half round trip: pmca {latency:.2f} us, mpi4py {base_latency:.2f} us")
     layers = runs["pmca"][0].get("layers_us", {})
     for name in ("native", "btl"):
-        values = [run["layers_us"].get(name) for run in runs["pmca"] if name in run["layers_us"]]
+        values = [run["layers_us"][name] for run in runs["pmca"] if name in run["layers_us"]]
         if values:
             print(f"  {name:>6} layer alone: {statistics.median(values):.2f} us")
+    for name, what in (("cma_MBps", "one CMA read"), ("memmove_MBps", "one local memmove")):
+        values = [run["layers_us"][name] for run in runs["pmca"] if name in run["layers_us"]]
+        if values:
+            print(f"  64 MiB by {what}: {statistics.median(values):.0f} MB/s")
     if "error" in layers:
         report.notes.append(f"layer breakdown failed: {layers['error']}")
     report.ratios["sm latency 8 B (pmca / mpi4py)"] = latency / base_latency
