@@ -74,6 +74,26 @@ def _child_main() -> None:
     run_side(btl, fd, 1, timeout)
 
 
+def check_self() -> LoopbackResult:
+    """The ``self`` btl: one process messaging itself, small and large."""
+    from ...runtime import Session
+
+    try:
+        with Session(mca={"btl": "self"}, frameworks=["btl"]) as session:
+            p2p = session.p2p
+            data = os.urandom(_LARGE)
+            for size in (0, 8, _LARGE):
+                out = bytearray(size)
+                request = p2p.irecv(0, 1, out)
+                p2p.send(0, 1, data[:size])
+                request.wait(timeout=60)
+                if out != data[:size]:
+                    raise AssertionError(f"{size}-byte message to self came back corrupted")
+    except Exception as exc:
+        return LoopbackResult("self", False, f"{type(exc).__name__}: {exc}")
+    return LoopbackResult("self", True, "0 B, 8 B and 8 MiB messages to itself, checksums equal")
+
+
 def check(btl: str, timeout: float = 60.0) -> LoopbackResult:
     """Run the two-process check of ``btl``; never raises."""
     parent, child_end = socket.socketpair()
