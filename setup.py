@@ -102,6 +102,12 @@ def native_extensions() -> list[Extension]:
             extra_compile_args=CFLAGS,
             extra_link_args=["-pthread"],
         ),
+        Extension(
+            "pmca.rcache.iouring.pmca_uring",
+            sources=["src/pmca/rcache/iouring/uring.c"],
+            extra_compile_args=CFLAGS,
+            extra_link_args=["-pthread"],
+        ),
     ]
 
 
