@@ -152,8 +152,11 @@ class GrdmaCache:
         return count
 
     def stats(self) -> CacheStats:
+        self._sync()
         with self._lock:
-            return CacheStats(
+            if not self._closed:
+                self._enter_locked()
+            stats = CacheStats(
                 hits=self._hits,
                 misses=self._misses,
                 evictions=self._evictions,
@@ -164,6 +167,9 @@ class GrdmaCache:
                 garbage=len(self._garbage),
                 overflows=self._overflows,
             )
+            dead = self._take_garbage_locked()
+        self._release(dead)
+        return stats
 
     def close(self) -> None:
         unsubscribe, self._unsubscribe = self._unsubscribe, None
