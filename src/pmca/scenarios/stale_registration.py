@@ -33,7 +33,7 @@ from typing import Any
 
 from .._libc import MAP_ANONYMOUS, MAP_FIXED_NOREPLACE, MAP_PRIVATE, PAGE, PROT_READ, PROT_WRITE
 from ._common import emit, run_child, skipped_without_native
-from ._result import ScenarioResult
+from ._result import Outcome, ScenarioResult
 
 SCENARIO = "stale-registration"
 LENGTH = 16 * PAGE
@@ -261,6 +261,7 @@ def _threaded_row(variant: str, label: str, timeout: float, iterations: int) -> 
         f"{p['sends']} sends, {p['remaps']} free+remaps: "
         f"{p['wrong_bytes']} wrong bytes in {p['wrong_sends']} sends"
     )
+    outcome: Outcome
     if variant.startswith("no-hooks"):
         outcome = "reproduced" if p["wrong_bytes"] > 0 else "failed"
     else:
