@@ -161,3 +161,28 @@ def test_doctor_checks_every_btl() -> None:
     verdicts = {check.name: check.status for check in section.checks}
     assert verdicts == {"btl self": "ok", "btl tcp": "ok"}, section.render()
     assert json.dumps(section.data)
+
+
+def test_leave_pinned_caches_registrations_in_grdma(pmca_env) -> None:
+    from pmca import memory
+
+    with pmca.Session(mca={"btl": "self,tcp", "mpi_leave_pinned": 1}) as s:
+        if not memory.support_level() & memory.MUNMAP:
+            pytest.skip("no memory hooks on this machine")
+        tcp = next(m for m in s.modules("btl") if m.name == "tcp")
+        assert tcp._registrations.cached
+        buffer = bytearray(1 << 20)
+        from pmca.p2p._buffers import address_of
+
+        address = address_of(memoryview(buffer))
+        for _ in range(3):
+            handle = tcp.register_mem(None, address, len(buffer))
+            tcp.deregister_mem(handle)
+        stats = tcp._registrations._cache.stats()
+        assert stats.hits >= 2, stats
+
+
+def test_without_leave_pinned_every_transfer_registers(pmca_env) -> None:
+    with pmca.Session(mca={"btl": "self,tcp", "mpi_leave_pinned": 0}) as s:
+        tcp = next(m for m in s.modules("btl") if m.name == "tcp")
+        assert not tcp._registrations.cached
