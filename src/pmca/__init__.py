@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import btl, memory, native, p2p, patcher, world
+from . import btl, memory, native, p2p, patcher, rcache, world
 from ._version import __version__
 from .mca import (
     Alias,
@@ -57,5 +57,6 @@ __all__ = [
     "native",
     "p2p",
     "patcher",
+    "rcache",
     "world",
 ]

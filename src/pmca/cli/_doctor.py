@@ -24,6 +24,7 @@ from attrs import Factory, asdict, define, frozen
 from .._version import __version__
 from ..scenarios import ScenarioResult, format_table
 from ..scenarios._common import LOAD_MODE_VARIABLES, emit, run_child
+from ._doctor_btl import btl_section
 
 Status = Literal["ok", "warn", "fail", "skip", "info"]
 
@@ -322,7 +323,7 @@ def scenarios_section(quick: bool) -> Section:
         ("1 ompi-13021", lambda: _scenario_1(quick)),
         ("2 madvise-deadlock", lambda: madvise_deadlock.run(reproduce=not quick)),
         ("3 activation", activation.run),
-        ("4 stale-registration", stale_registration.run),
+        ("4 stale-registration", lambda: stale_registration.run(threaded=not quick)),
     ]
     results: list[ScenarioResult] = []
     for name, scenario in runs:
@@ -382,6 +383,7 @@ def run(args: argparse.Namespace) -> int:
         ("Native hook coverage", coverage_section),
         ("Patches restored byte-exact", patches_section),
         ("Seed scenarios", lambda: scenarios_section(quick)),
+        ("Byte transfer layer", btl_section),
     ]
     sections = []
     if not as_json:

@@ -36,8 +36,16 @@ class Launcher:
         return args
 
     def keep_going_args(self) -> list[str]:
-        """Options that keep the other ranks running when one dies."""
+        """Options that keep the other ranks running when one exits early.
+
+        MPICH's hydra still kills every rank when one dies of a signal.
+        """
         return ["--enable-recovery"] if self.name == "openmpi" else ["-disable-auto-cleanup"]
+
+    @property
+    def survives_signal_deaths(self) -> bool:
+        """Whether the other ranks keep running when one is killed by a signal."""
+        return self.name == "openmpi"
 
 
 def find_launcher() -> Launcher | None:
@@ -67,7 +75,7 @@ def run_mpi(
     """
     child_env = dict(os.environ)
     child_env.update(env or {})
-    command = launcher.command(ranks, launcher_args) + [sys.executable, "-X", "faulthandler", *argv]
+    command = [*launcher.command(ranks, launcher_args), sys.executable, "-X", "faulthandler", *argv]
     return subprocess.run(
         command, capture_output=True, text=True, timeout=timeout, env=child_env, check=False
     )

@@ -10,13 +10,18 @@ from mpi4py import MPI
 
 import pmca
 
+_RESULT = []
+
 
 def arguments(extra=()):
     parser = argparse.ArgumentParser()
     parser.add_argument("--btl", required=True)
+    parser.add_argument("--result", default=None, help="also append report lines to this file")
     for name, kwargs in extra:
         parser.add_argument(name, **kwargs)
-    return parser.parse_args()
+    parsed = parser.parse_args()
+    _RESULT.append(parsed.result)
+    return parsed
 
 
 def session(btl, **mca):
@@ -37,6 +42,11 @@ def digest(data):
 
 def report(ok, message=""):
     rank = MPI.COMM_WORLD.Get_rank()
-    print(f"{'OK' if ok else 'FAIL'} rank {rank} {message}", flush=True)
+    line = f"{'OK' if ok else 'FAIL'} rank {rank} {message}"
+    print(line, flush=True)
+    if _RESULT and _RESULT[0]:
+        # Launchers may stop forwarding output once a rank died: the file is certain.
+        with open(_RESULT[0], "a") as f:
+            f.write(line + "\n")
     if not ok:
         sys.exit(1)

@@ -1,7 +1,7 @@
 """Every size from 0 B to 64 MiB around a ring, as bytes, bytearray, memoryview and numpy."""
 
-from _common import arguments, digest, payload, report, session
 import numpy as np
+from _common import arguments, digest, payload, report, session
 
 SIZES = [0, 1, 7, 8, 4095, 4096, 65_000, 65_512, 65_536, 65_537, 1 << 20, (4 << 20) + 3, 64 << 20]
 

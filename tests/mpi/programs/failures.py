@@ -10,7 +10,13 @@ from mpi4py import MPI
 
 import pmca
 
-args = arguments([("--case", {"required": True}), ("--timeout", {"type": float, "default": 10.0})])
+args = arguments(
+    [
+        ("--case", {"required": True}),
+        ("--timeout", {"type": float, "default": 10.0}),
+        ("--death", {"choices": ("kill", "exit"), "default": "kill"}),
+    ]
+)
 comm = MPI.COMM_WORLD
 me = comm.Get_rank()
 
@@ -21,7 +27,9 @@ if args.case == "killed-peer":
         if me == 1:
             request = p.isend(0, 1, bytes(64 << 20))
             p.progress()
-            os.kill(os.getpid(), signal.SIGKILL)
+            if args.death == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            os._exit(137)  # no finalizer, no goodbye: the kernel closes everything
         start = time.monotonic()
         out = bytearray(64 << 20)
         try:

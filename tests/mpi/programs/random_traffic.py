@@ -60,7 +60,7 @@ with session(args.btl) as s:
         for i, (_, tag) in enumerate(plan):
             sent_by_tag.setdefault(tag, []).append(i)
         for tag, posted in by_tag.items():
-            for receive_index, send_index in zip(posted, sent_by_tag[tag]):
+            for receive_index, send_index in zip(posted, sent_by_tag[tag], strict=False):
                 out, request = receives[receive_index]
                 n = plan[send_index][0]
                 assert request.wait(timeout=120) == n
