@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import pmca
 from pmca.btl import BtlModule, Flags
 from pmca.btl.base._loopback import check
