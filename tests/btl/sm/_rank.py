@@ -30,15 +30,16 @@ def payload(size: int, seed: int) -> bytes:
     return random.Random(seed).randbytes(size)
 
 
-def sm_state() -> dict[str, int]:
+def sm_state() -> dict[str, object]:
     """How much of sm this process still holds: fds, mappings, the library."""
-    fds = 0
+    targets = []
     for fd in os.listdir("/proc/self/fd"):
         with contextlib.suppress(OSError):
-            fds += "pmca-btl-sm" in os.readlink(f"/proc/self/fd/{fd}")
+            targets.append(os.readlink(f"/proc/self/fd/{fd}"))
     maps = Path("/proc/self/maps").read_text().splitlines()
     return {
-        "memfds": fds,
+        "fds": targets,
+        "memfds": sum("pmca-btl-sm" in target for target in targets),
         "segments": sum("pmca-btl-sm" in line for line in maps),
         "library": sum("libpmca_btl_sm.so" in line for line in maps),
     }

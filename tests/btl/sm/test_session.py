@@ -60,6 +60,9 @@ def test_every_size_echoes_intact_and_sm_leaves_nothing_behind(
         assert report["during"]["memfds"] >= 1 and report["during"]["segments"] >= 2
         # finalize unmapped both segments and closed every descriptor
         assert report["after"]["memfds"] == 0 and report["after"]["segments"] == 0
+        # nothing new but the memory-hook backend's eventfd (resident by design)
+        left = set(report["after"]["fds"]) - set(report["before"]["fds"])
+        assert left <= {"anon_inode:[eventfd]"}, left
         if pmca_load_mode == "dso":
             assert report["after"]["library"] == 0, "dso mode left libpmca_btl_sm.so mapped"
         else:
