@@ -238,3 +238,5 @@ def test_close_unmaps_segments_and_closes_descriptors(transport, spawn):
     here.close()
     here.close()
     assert memfds() == base_fds and mapped() == base_maps
+    with pytest.raises(TransportError, match="closed"):
+        here.poll()

@@ -196,12 +196,8 @@ class SmModule(ModuleBase):
         except TransportError as exc:
             if exc.errno == errno.EPROTO:
                 raise ModexError(f"btl sm: rank {proc.rank}: {exc.strerror}") from exc
-            if exc.errno == errno.ESRCH:
-                raise PeerFailed(
-                    f"btl sm: rank {proc.rank} (pid {proc.pid}) exited before add_procs",
-                    rank=proc.rank,
-                ) from exc
-            self.log.info("cannot map peer segment; not reachable", rank=proc.rank, why=str(exc))
+            # a peer that already exited (ESRCH) is the bml's to report
+            self.log.warning("cannot map peer segment; not reachable", rank=proc.rank, why=str(exc))
             return None
         self.attached_via[proc.rank] = how
         if self.mechanism == "cma":
@@ -404,6 +400,8 @@ class SmModule(ModuleBase):
 
     def progress(self) -> int:
         transport = self.transport
+        if transport.closed:
+            return 0
         if self._armed:
             self._armed = False
             transport.disarm()

@@ -151,6 +151,16 @@ class _Functions:
         raise AttributeError(name)
 
 
+class _Closed:
+    """Stands in for the library's functions after close: a call raises, never crashes."""
+
+    def __getattr__(self, name: str) -> Any:
+        def closed(*_: object) -> Any:
+            raise TransportError(errno.EBADF, f"sm transport is closed ({name} called)")
+
+        return closed
+
+
 def _error(code: int, what: str) -> TransportError:
     return TransportError(code, f"{what}: {os.strerror(code)}")
 
@@ -368,6 +378,7 @@ class Transport:
         self._views.clear()
         self._fn.destroy(self._ctx)
         self._ctx = None
+        self._fn = _Closed()
 
 
 __all__ = [
