@@ -260,9 +260,11 @@ class SmModule(ModuleBase):
 
     def sendi(self, endpoint: Endpoint, tag: int, parts: Sequence[Buffer]) -> bool:
         rank = endpoint.rank
-        if self._queues.get(rank):
+        queue = self._queues.get(rank)
+        if queue is None:
+            self._endpoint(endpoint)  # raises: not a peer of this module
+        if queue:
             return False  # keep order behind what is already queued
-        self._endpoint(endpoint)
         head, body = self._split(parts)
         return self._send_now(rank, tag, head, body)
 

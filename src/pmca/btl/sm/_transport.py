@@ -185,6 +185,22 @@ def buffer_pointer(data: Any) -> tuple[Any, int]:
     return (ctypes.c_char * size).from_buffer(view), size
 
 
+#: Below this, a send copies a buffer into bytes rather than wrap its memory:
+#: cheaper than building a ctypes array over it.
+_SMALL = 4096
+
+
+def _send_pointer(data: Any) -> tuple[Any, int]:
+    """Like :func:`buffer_pointer`, for a send (the C side copies at once)."""
+    if type(data) is bytes:
+        return data, len(data)
+    view = data if type(data) is memoryview else memoryview(data)
+    if view.nbytes <= _SMALL and view.c_contiguous:
+        small = view.tobytes()
+        return small, len(small)
+    return buffer_pointer(view)
+
+
 def buffer_address(data: Any) -> tuple[int, int, Any]:
     """``(address, nbytes, keepalive)`` of a contiguous buffer (for CMA)."""
     pointer, size = buffer_pointer(data)
@@ -209,6 +225,8 @@ class Transport:
         self.config = config or TransportConfig()
         self.ident = 0
         self._fn: Any = _Functions(lib)
+        self._send = self._fn.send
+        self._poll = self._fn.poll
         raw = _Config(
             self.config.fifo_capacity,
             self.config.eager_size,
@@ -309,8 +327,8 @@ class Transport:
 
     def send(self, ident: int, tag: int, head: bytes, body: Any = b"") -> bool:
         """Queue one message; False when no fragment or FIFO slot is free yet."""
-        pointer, size = buffer_pointer(body)
-        status = self._fn.send(self._ctx, ident, tag, head, len(head), pointer, size)
+        pointer, size = _send_pointer(body)
+        status = self._send(self._ctx, ident, tag, head, len(head), pointer, size)
         if status == 0:
             return True
         if status == -errno.EAGAIN:
@@ -323,7 +341,7 @@ class Transport:
 
     def poll(self) -> tuple[int, int, memoryview] | None:
         """Next message ``(source, tag, payload)``, valid until the next poll/release."""
-        status = self._fn.poll(self._ctx, self._delivery_ref)
+        status = self._poll(self._ctx, self._delivery_ref)
         if status == 1:
             d = self._delivery
             return d.source, d.tag, self._views[d.source][d.offset : d.offset + d.length]
@@ -379,6 +397,8 @@ class Transport:
         self._fn.destroy(self._ctx)
         self._ctx = None
         self._fn = _Closed()
+        self._send = self._fn.send
+        self._poll = self._fn.poll
 
 
 __all__ = [
