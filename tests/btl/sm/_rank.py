@@ -218,6 +218,13 @@ def main() -> None:
         if scenario != "killed":
             world.barrier()
     report["after"] = sm_state()
+    if scenario == "sizes":
+        # a second session in the same process: sm is opened (in dso mode,
+        # loaded) afresh and works as well as the first time
+        with pmca.Session(mca=mca, world=world) as s:
+            report["wrong_again"] = echo_sizes(s, rank, [0, 5000, 1 << 20])
+            world.barrier()
+        report["after_again"] = sm_state()
     print(json.dumps(report), flush=True)
 
 

@@ -67,6 +67,8 @@ def test_every_size_echoes_intact_and_sm_leaves_nothing_behind(
             assert report["after"]["library"] == 0, "dso mode left libpmca_btl_sm.so mapped"
         else:
             assert report["after"]["library"] >= 1
+        assert report["wrong_again"] == [], "a second session corrupted messages"
+        assert report["after_again"]["segments"] == 0
 
 
 @pytest.mark.parametrize("mechanism", ["cma", "emulated"])
