@@ -159,7 +159,8 @@ def test_doctor_checks_every_btl() -> None:
 
     section = btl_section()
     verdicts = {check.name: check.status for check in section.checks}
-    assert verdicts == {"btl self": "ok", "btl tcp": "ok"}, section.render()
+    assert {"btl self", "btl tcp"} <= verdicts.keys(), section.render()
+    assert set(verdicts.values()) == {"ok"}, section.render()
     assert json.dumps(section.data)
 
 
