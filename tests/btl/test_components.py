@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import pmca
 from pmca.btl import BtlModule, Flags
 from pmca.btl.base._loopback import check
@@ -92,6 +94,8 @@ def test_tcp_between_two_processes() -> None:
 
 _DSO_CHILD = """
 import os, sys
+import pytest
+
 import pmca
 
 def sockets():
@@ -187,3 +191,13 @@ def test_without_leave_pinned_every_transfer_registers(pmca_env) -> None:
     with pmca.Session(mca={"btl": "self,tcp", "mpi_leave_pinned": 0}) as s:
         tcp = next(m for m in s.modules("btl") if m.name == "tcp")
         assert not tcp._registrations.cached
+
+
+def test_tcp_zero_copy_sends_when_asked() -> None:
+    result = check(
+        "tcp", timeout=60, mca={"btl_tcp_zerocopy": "true", "btl_tcp_zerocopy_threshold": "64k"}
+    )
+    assert result.ok, result.detail
+    assert "zero-copy sends" in result.detail, result.detail
+    plain = check("tcp", timeout=60, mca={"btl_tcp_zerocopy": "false"})
+    assert plain.ok and "zero-copy" not in plain.detail, plain.detail
