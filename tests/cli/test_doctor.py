@@ -17,6 +17,7 @@ SECTIONS = [
     "== Native hook coverage ==",
     "== Patches restored byte-exact ==",
     "== Seed scenarios ==",
+    "== Byte transfer layer ==",
 ]
 
 
