@@ -43,6 +43,8 @@ class Runtime:
         self._opening: list[str] = []
         self._departed: list[tuple[str, object]] = []
         self._closing = 0
+        #: Unknown parameter names already warned about, this epoch.
+        self._warned_unknown: set[str] = set()
 
     # -- services for open frameworks and components -------------------------
 
@@ -98,7 +100,7 @@ class Runtime:
             if name in self._opening:
                 cycle = " -> ".join([*self._opening, name])
                 raise FrameworkError(f"framework {name!r} opened while opening itself: {cycle}")
-            framework = self.catalog.get(name)
+            framework = self.catalog.get(name, needed_by=self._opening[-1] if self._opening else None)
             opened_dependencies: list[str] = []
             self._opening.append(name)
             try:
@@ -190,8 +192,11 @@ class Runtime:
     def _build(self, mca: Mapping[str, Any]) -> None:
         space = ParamSpace(api=dict(mca))
         register_core_params(space)
+        catalog = Catalog.discover()
+        catalog.check_names(space)
         self._space = space
-        self._catalog = Catalog.discover()
+        self._catalog = catalog
+        self._warned_unknown = set()
         self.history = []
         self.close_failures = []
         self.cleanup_failures = []

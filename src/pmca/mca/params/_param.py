@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -57,6 +57,11 @@ class Definition:
     #: Sources a value may come from besides the default (core parameters
     #: that choose the files cannot themselves come from a file).
     sources: frozenset[Source]
+    #: Checks a converted value beyond its type (a grammar, a set of words);
+    #: raises :class:`InvalidValue` with the reason.
+    check: Callable[[Any], None] | None = None
+    #: What ``check`` accepts, shown as the valid values.
+    valid: str | None = None
 
 
 class Param:
@@ -196,6 +201,8 @@ class Param:
 
     def valid_values(self) -> str:
         """A description of the values this parameter accepts."""
+        if self._definition.valid is not None:
+            return self._definition.valid
         return describe_valid(self.type, self.enumeration)
 
     def __repr__(self) -> str:
@@ -234,6 +241,8 @@ def make_definition(
     deprecated_synonyms: Sequence[str],
     group: str | None,
     sources: frozenset[Source],
+    check: Callable[[Any], None] | None = None,
+    valid: str | None = None,
 ) -> Definition:
     """Validate and normalize what ``register`` was given (the default is parsed)."""
     where = f"MCA parameter {full_name!r}"
@@ -254,9 +263,15 @@ def make_definition(
     else:
         try:
             typed_default = convert(ptype, enumeration, default)
+            if check is not None:
+                check(typed_default)
         except InvalidValue as exc:
             raise ParamValueError(
-                full_name, default, DEFAULT_ORIGIN, describe_valid(ptype, enumeration), str(exc)
+                full_name,
+                default,
+                DEFAULT_ORIGIN,
+                valid or describe_valid(ptype, enumeration),
+                str(exc),
             ) from None
     all_synonyms = tuple(Synonym(s, False) for s in synonyms) + tuple(
         Synonym(s, True) for s in deprecated_synonyms
@@ -284,6 +299,8 @@ def make_definition(
         synonyms=all_synonyms,
         group=group,
         sources=sources,
+        check=check,
+        valid=valid,
     )
 
 

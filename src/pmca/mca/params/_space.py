@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -237,6 +237,8 @@ class ParamSpace:
         synonyms: Sequence[str] = (),
         deprecated_synonyms: Sequence[str] = (),
         group: str | None = None,
+        check: Callable[[Any], None] | None = None,
+        valid: str | None = None,
     ) -> Param:
         """Register ``<framework>_<component>_<name>`` and resolve its value from all sources.
 
@@ -251,6 +253,10 @@ class ParamSpace:
         :param default: a typed value or a string, parsed like any other value.
         :param group: the deregistration group (``<framework>`` or
             ``<framework>_<component>``); defaults to this parameter's own.
+        :param check: called with each converted value (the default too);
+            raises ``InvalidValue`` with the reason when the value is wrong
+            beyond its type (a grammar, a set of words).
+        :param valid: what ``check`` accepts, shown as the valid values.
         :returns: the :class:`Param`; registering an identical definition again
             returns the same object.
         :raises ParamRegistrationError: a malformed definition, or one that
@@ -272,6 +278,8 @@ class ParamSpace:
             deprecated_synonyms=deprecated_synonyms,
             group=group,
             sources=_ALL_SOURCES,
+            check=check,
+            valid=valid,
         )
 
     def _register(
@@ -291,6 +299,8 @@ class ParamSpace:
         deprecated_synonyms: Sequence[str] = (),
         group: str | None = None,
         sources: frozenset[Source],
+        check: Callable[[Any], None] | None = None,
+        valid: str | None = None,
     ) -> Param:
         full_name = full_name_of(framework, component, name)
         definition = make_definition(
@@ -309,6 +319,8 @@ class ParamSpace:
             deprecated_synonyms=deprecated_synonyms,
             group=group,
             sources=sources,
+            check=check,
+            valid=valid,
         )
         with self._lock:
             existing = self._params.get(full_name)
@@ -388,7 +400,11 @@ class ParamSpace:
     @staticmethod
     def _convert(param: Param, raw: object, origin: Origin, *, given_as: str | None) -> Any:
         try:
-            return convert(param.type, param.enumeration, raw)
+            value = convert(param.type, param.enumeration, raw)
+            check = param.definition.check
+            if check is not None:
+                check(value)
+            return value
         except InvalidValue as exc:
             raise ParamValueError(
                 param.full_name,

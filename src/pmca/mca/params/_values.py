@@ -29,7 +29,11 @@ _DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 
 class InvalidValue(Exception):
-    """Internal: a value failed to parse; the space adds name, origin and valid values."""
+    """A value failed to parse or check; the space adds name, origin and valid values.
+
+    Raised by a parameter's ``check`` (see :meth:`ParamSpace.register`) with
+    the reason the value is wrong.
+    """
 
 
 class ParamType(enum.Enum):
