@@ -26,7 +26,7 @@ from .mca import (
     hookspec,
 )
 from .mca.params import ParamError, PmcaDeprecationWarning
-from .runtime import Session
+from .runtime import FrameworkHandle, Session
 
 __all__ = [
     "Alias",
@@ -40,6 +40,7 @@ __all__ = [
     "Framework",
     "FrameworkBase",
     "FrameworkError",
+    "FrameworkHandle",
     "NotAvailable",
     "ParamError",
     "PmcaDeprecationWarning",

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import difflib
-import warnings
 from collections.abc import Iterable, Mapping
 
 from attrs import frozen
 
-from ._errors import SelectionError
+from ._errors import SelectionError, warn_user
 from ._framework import Alias
 
 
@@ -130,11 +129,10 @@ def check_excluded_exist(
         listing = ", ".join(sorted(known)) or "(none)"
         close = [m for name in missing for m in difflib.get_close_matches(name, known, n=1)]
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        warnings.warn(
+        warn_user(
             ParamWarning(
                 f"framework {framework!r}: excluded component(s) {', '.join(missing)} "
                 f"do not exist (selection {str(selection)!r} from {source}){hint}; "
                 f"available: {listing}"
-            ),
-            stacklevel=2,
+            )
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._domains import CleanupFailure, FinalizeDomain
+from ._handle import FrameworkHandle
 from ._inventory import ComponentEntry, FrameworkEntry, inventory
 from ._runtime import RUNTIME, Runtime
 from ._session import Session
@@ -12,6 +13,7 @@ __all__ = [
     "CleanupFailure",
     "ComponentEntry",
     "FinalizeDomain",
+    "FrameworkHandle",
     "FrameworkEntry",
     "Runtime",
     "Session",

@@ -14,15 +14,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..mca._discovery import EntryPointIndex
-from ..mca._errors import FrameworkError, SessionError, StaleReferenceError
+from ..mca._errors import FrameworkError, SessionError, StaleReferenceError, warn_user
 from ..mca._failures import ComponentFailure
 from ..mca._loader import LoadModeSpec
 from ..mca._open import OpenFramework
 from ..mca._stale import find_stale_references
-from ..mca.params import ParamSpace
+from ..mca.params import ParamSpace, ParamWarning
 from ._catalog import Catalog
 from ._core_params import register_core_params
 from ._domains import CleanupFailure, FinalizeDomain
+from ._unknown import Namespace, unknown_name_messages
 
 
 class Runtime:
@@ -163,6 +164,26 @@ class Runtime:
             self.close_failures.extend(state.close())
             for dependency in reversed(state.framework.depends):
                 self.close_framework(dependency)
+
+    def warn_unknown_names(self) -> None:
+        """Warn once per epoch about given names no open framework has (typos)."""
+        with self.lock:
+            space = self.params
+            namespaces = {
+                name: Namespace(
+                    frozenset(p.full_name for p in space.params(name, "base")),
+                    frozenset(state.found),
+                    {c: frozenset(names) for c, names in state.registered.items()},
+                )
+                for name, state in self.frameworks.items()
+            }
+            disabled = [f.name for f in self.catalog.failures]
+            disabled.extend(n for n in self.catalog.frameworks if n not in self.frameworks)
+            messages = unknown_name_messages(space, namespaces, disabled)
+            for name, message in messages.items():
+                if name not in self._warned_unknown:
+                    self._warned_unknown.add(name)
+                    warn_user(ParamWarning(message))
 
     # -- session support -----------------------------------------------------
 
