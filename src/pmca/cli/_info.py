@@ -17,8 +17,9 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import TextIO
 
-from ..mca.params import InfoLevel, ParamWarning
-from ..runtime import RUNTIME, Session, inventory
+from ..mca.params import InfoLevel, ParamSpace, ParamWarning
+from ..runtime import RUNTIME, FrameworkEntry, Session, inventory
+from ..runtime._unknown import Namespace, unknown_name_messages
 from ._errors import UsageError
 from ._json import dumps
 from ._model import ALL, ParamFilter, Report, Selector
@@ -141,30 +142,26 @@ def _view(args: argparse.Namespace) -> View:
     )
 
 
-def _check_mca_given(report: Report, given: dict[str, str]) -> None:
-    """A bad ``--mca`` value for a component parameter is the user's mistake.
-
-    The component's ``register`` raised, so the framework recorded a failed
-    component; on the command line that is an input error naming the value.
-    """
-    for listing in report.listings([Selector()]):
-        for failure in listing.failures:
-            if (
-                failure.error_type != "ParamValueError"
-                or "from command line" not in failure.message
-            ):
-                continue
-            if any(repr(name) in failure.message for name in given):
-                raise UsageError(failure.message)
-
-
-def _warn_unknown(given: dict[str, str]) -> None:
-    unknown = [name for name in given if name not in RUNTIME.params]
-    for name in unknown:
-        warnings.warn(
-            ParamWarning(f"--mca: no installed framework or component has a parameter {name!r}"),
-            stacklevel=1,
+def _warn_unknown(entries: Sequence[FrameworkEntry], space: ParamSpace) -> None:
+    """Every given name no parameter has, from any source, with a "did you mean"."""
+    namespaces = {
+        entry.framework.name: Namespace(
+            frozenset(p.full_name for p in entry.params),
+            frozenset(
+                [*(c.name for c in entry.components), *(f.component for f in entry.failures)]
+            ),
+            {
+                c.name: frozenset(
+                    name for p in c.params for name in (p.full_name, *(s.name for s in p.synonyms))
+                )
+                for c in entry.components
+            },
         )
+        for entry in entries
+    }
+    disabled = [f.name for f in RUNTIME.catalog.failures]
+    for message in unknown_name_messages(space, namespaces, disabled, complete=True).values():
+        warnings.warn(ParamWarning(message), stacklevel=1)
 
 
 @contextlib.contextmanager
@@ -187,8 +184,7 @@ def produce(args: argparse.Namespace, *, width: int | None = None) -> str:
         space = RUNTIME.params
         report = Report.build(entries, RUNTIME.catalog.failures, space)
         report.check(view.selectors)
-        _check_mca_given(report, given)
-        _warn_unknown(given)
+        _warn_unknown(entries, space)
         if args.json:
             return dumps(report, view, space) + "\n"
         if args.parsable:

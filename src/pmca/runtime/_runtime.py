@@ -179,7 +179,8 @@ class Runtime:
             }
             disabled = [f.name for f in self.catalog.failures]
             disabled.extend(n for n in self.catalog.frameworks if n not in self.frameworks)
-            messages = unknown_name_messages(space, namespaces, disabled)
+            complete = set(self.catalog.frameworks) <= set(self.frameworks)
+            messages = unknown_name_messages(space, namespaces, disabled, complete=complete)
             for name, message in messages.items():
                 if name not in self._warned_unknown:
                     self._warned_unknown.add(name)

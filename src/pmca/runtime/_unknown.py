@@ -6,7 +6,9 @@ can tell: it lies in pmca's namespace (``mca_*`` or an installed framework's
 ``<fw>_*``) and the framework, or the component the name points into, has
 registered its parameters. A name in a component that was never imported
 (excluded by the selection) may be right: nothing is said. Elsewhere a name
-is only reported when it is close to a registered one.
+is only reported when it is close to a registered one, or when every
+installed framework has registered its parameters (``pmca info``, or a
+session that opened them all).
 """
 
 from __future__ import annotations
@@ -34,8 +36,15 @@ def unknown_name_messages(
     space: ParamSpace,
     namespaces: Mapping[str, Namespace],
     disabled: Iterable[str],
+    *,
+    complete: bool,
 ) -> dict[str, str]:
-    """``{name: message}`` for every given name pmca can tell no parameter has."""
+    """``{name: message}`` for every given name pmca can tell no parameter has.
+
+    ``complete``: every installed framework has registered its parameters, so
+    a name outside every framework's namespace is unknown too (otherwise it
+    is only reported when it is close to a registered name).
+    """
     skip = set(disabled)
     messages: dict[str, str] = {}
     known = [p.full_name for p in space.params()]
@@ -49,8 +58,10 @@ def unknown_name_messages(
         namespace = namespaces.get(framework)
         if namespace is None:
             close = difflib.get_close_matches(name, known, n=3, cutoff=0.8)
-            if close:
-                messages[name] = _message(name, origin, close, "no such parameter")
+            if close or complete:
+                messages[name] = _message(
+                    name, origin, close, "no installed framework or component has it"
+                )
             continue
         component = _component_of(rest, namespace.found)
         if component is None:
