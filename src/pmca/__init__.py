@@ -13,6 +13,7 @@ from .mca import (
     ComponentInfo,
     ComponentParams,
     ComponentRef,
+    ComponentWarning,
     Framework,
     FrameworkBase,
     FrameworkError,
@@ -25,7 +26,7 @@ from .mca import (
     hookimpl,
     hookspec,
 )
-from .mca.params import ParamError, PmcaDeprecationWarning
+from .mca.params import ParamError, ParamWarning, PmcaDeprecationWarning
 from .runtime import FrameworkHandle, Session
 
 __all__ = [
@@ -37,12 +38,14 @@ __all__ = [
     "ComponentInfo",
     "ComponentParams",
     "ComponentRef",
+    "ComponentWarning",
     "Framework",
     "FrameworkBase",
     "FrameworkError",
     "FrameworkHandle",
     "NotAvailable",
     "ParamError",
+    "ParamWarning",
     "PmcaDeprecationWarning",
     "PmcaError",
     "Query",

@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import TextIO
 
 from .._version import __version__
-from ..mca._errors import PmcaError, SelectionError
+from ..mca._errors import ComponentWarning, PmcaError, SelectionError
 from ..mca.params import ParamError, ParamWarning, PmcaDeprecationWarning
 from . import _info
 from ._errors import UsageError
@@ -114,6 +114,7 @@ def _cli_warnings(prog: str) -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("always", ParamWarning)
         warnings.simplefilter("always", PmcaDeprecationWarning)
+        warnings.simplefilter("always", ComponentWarning)
         warnings.showwarning = show
         yield
 

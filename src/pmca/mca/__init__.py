@@ -6,6 +6,7 @@ from ._component import Component, Query
 from ._context import ComponentContext, ComponentParams, FrameworkParams
 from ._errors import (
     ComponentError,
+    ComponentWarning,
     FrameworkError,
     LibraryError,
     NotAvailable,
@@ -28,6 +29,7 @@ __all__ = [
     "ComponentFailure",
     "ComponentInfo",
     "ComponentParams",
+    "ComponentWarning",
     "ComponentRef",
     "Framework",
     "FrameworkBase",

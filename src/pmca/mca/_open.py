@@ -21,7 +21,7 @@ from attrs import define, frozen
 from ._component import Component, Query, check_api, make_component
 from ._context import ComponentContext, FrameworkHost, FrameworkParams
 from ._discovery import Candidate, Discovered, EntryPointIndex, discover_components
-from ._errors import FrameworkError, NotAvailable
+from ._errors import ComponentWarning, FrameworkError, NotAvailable, warn_user
 from ._failures import ComponentFailure, show_load_errors_matches
 from ._framework import Framework, FrameworkBase
 from ._lifecycle import ComponentLifecycle
@@ -87,6 +87,24 @@ class ComponentInfo:
     distribution: str | None
     priority: int | None
     selected: bool
+
+
+_shadow_warned: set[tuple[str, str, str]] = set()
+
+
+def _warn_shadowed(used: Candidate, ignored: Candidate) -> None:
+    """Two places offer one component name: say which one is used, once per process."""
+    key = (used.framework, used.location, ignored.location)
+    if key in _shadow_warned:
+        return
+    _shadow_warned.add(key)
+    warn_user(
+        ComponentWarning(
+            f"component {used.framework}/{used.name} is offered twice: using {used.location}; "
+            f"ignoring {ignored.location} (precedence: built-in, then entry points in "
+            f"sys.path order, then drop-ins in mca_base_component_path order)"
+        )
+    )
 
 
 class OpenFramework:
@@ -215,7 +233,7 @@ class OpenFramework:
             self.framework, self.host.component_path(), self.host.entry_points()
         )
         for shadowed in discovered.shadowed:
-            self.log.info("component shadowed", component=shadowed.name, ignored=shadowed.location)
+            _warn_shadowed(discovered.candidates[shadowed.name], shadowed)
         check_included_exist(
             selection,
             discovered.candidates,

@@ -39,9 +39,12 @@ class FrameworkFailure:
         return f"framework {self.name} from {self.location}: {self.reason}"
 
 
-def _load_target(target: str) -> object:
+def load_builtin(target: str) -> Framework:
+    """One of :data:`BUILTIN_FRAMEWORKS`, imported."""
     module_name, _, attribute = target.partition(":")
-    return getattr(importlib.import_module(module_name), attribute)
+    framework = getattr(importlib.import_module(module_name), attribute)
+    assert isinstance(framework, Framework)
+    return framework
 
 
 @define
@@ -57,9 +60,7 @@ class Catalog:
     def discover(cls) -> Catalog:
         catalog = cls(EntryPointIndex.scan())
         for target in BUILTIN_FRAMEWORKS:
-            framework = _load_target(target)
-            assert isinstance(framework, Framework)
-            catalog._add(framework, f"built-in ({target})")
+            catalog._add(load_builtin(target), f"built-in ({target})")
         builtin = set(catalog.frameworks)
         third_party: dict[str, list[tuple[Framework, str]]] = {}
         for entry_point in catalog.entry_points.group("pmca.frameworks"):
