@@ -152,5 +152,8 @@ def test_entry_point_beats_drop_in_of_the_same_name(install_framework, unique, t
     drop = tmp_path / "drop"
     drop.mkdir()
     (drop / f"pmca_{fw}_a.py").write_text("raise SystemExit('shadowed; never imported')")
-    with pmca.Session(mca={"mca_base_component_path": str(drop)}, frameworks=[fw]) as session:
+    with (
+        pytest.warns(pmca.ComponentWarning, match=f"component {fw}/a is offered twice"),
+        pmca.Session(mca={"mca_base_component_path": str(drop)}, frameworks=[fw]) as session,
+    ):
         assert "entry point" in session.components(fw)[0].location

@@ -38,8 +38,9 @@ def test_framework_and_components_from_entry_points(hello_installed, pmca_env) -
 def test_framework_hooks_only_reach_selected_components(hello_installed, pmca_env) -> None:
     with pmca.Session(mca={"greet": "hello"}, frameworks=["greet"]) as session:
         assert session.framework("greet").hook.greeting_styles() == [["plain"]]
-    with pmca.Session(frameworks=["memory"]) as session, pytest.raises(
-        pmca.FrameworkError, match="'greet' is not open"
+    with (
+        pmca.Session(frameworks=["memory"]) as session,
+        pytest.raises(pmca.FrameworkError, match="'greet' is not open"),
     ):
         session.framework("greet")
 

@@ -55,7 +55,9 @@ def load_list_item_problem(item: str) -> str | None:
         if found:
             return f"{item!r} uses {separator!r}; a component is named '{framework}-{component}'"
     framework, dash, component = item.partition("-")
-    if dash and (not FRAMEWORK_NAME.fullmatch(framework) or not COMPONENT_NAME.fullmatch(component)):
+    if dash and (
+        not FRAMEWORK_NAME.fullmatch(framework) or not COMPONENT_NAME.fullmatch(component)
+    ):
         return f"{item!r} is not a 'framework-component' pair"
     if not dash and not FRAMEWORK_NAME.fullmatch(item):
         head, underscore, tail = item.partition("_")

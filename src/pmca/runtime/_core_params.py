@@ -193,4 +193,3 @@ def _refuse(
         param.valid_values(),
         f"{problem}{hint} ({what}: {', '.join(known) or '(none)'})",
     )
-

@@ -101,7 +101,9 @@ class Runtime:
             if name in self._opening:
                 cycle = " -> ".join([*self._opening, name])
                 raise FrameworkError(f"framework {name!r} opened while opening itself: {cycle}")
-            framework = self.catalog.get(name, needed_by=self._opening[-1] if self._opening else None)
+            framework = self.catalog.get(
+                name, needed_by=self._opening[-1] if self._opening else None
+            )
             opened_dependencies: list[str] = []
             self._opening.append(name)
             try:

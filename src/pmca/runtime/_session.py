@@ -8,8 +8,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..mca._errors import FrameworkError, SessionError
-from ..mca.params import ParamError
 from ..mca._open import ComponentInfo, OpenFramework
+from ..mca.params import ParamError
 from ._domains import FinalizeDomain
 from ._handle import FrameworkHandle
 from ._runtime import RUNTIME, Runtime
@@ -207,7 +207,5 @@ def _checked_frameworks(frameworks: Sequence[str] | None) -> list[str] | None:
     names = list(frameworks)
     for name in names:
         if not isinstance(name, str):
-            raise TypeError(
-                f"Session(frameworks=...): {name!r} is not a framework name (a string)"
-            )
+            raise TypeError(f"Session(frameworks=...): {name!r} is not a framework name (a string)")
     return names

@@ -67,7 +67,10 @@ def unknown_name_messages(
         if component is None:
             if rest.startswith("base_") or not rest:
                 messages[name] = _message(
-                    name, origin, sorted(namespace.own), f"framework {framework!r} has no such parameter"
+                    name,
+                    origin,
+                    sorted(namespace.own),
+                    f"framework {framework!r} has no such parameter",
                 )
             else:
                 messages[name] = _message(
@@ -81,7 +84,10 @@ def unknown_name_messages(
         names = namespace.registered.get(component)
         if names is not None:
             messages[name] = _message(
-                name, origin, sorted(names), f"component {framework}/{component} has no such parameter"
+                name,
+                origin,
+                sorted(names),
+                f"component {framework}/{component} has no such parameter",
             )
     return messages
 
