@@ -22,7 +22,8 @@ COMPONENT_KEYS = {
 }  # fmt: skip
 PARAM_KEYS = {
     "name", "framework", "component", "value", "typed_value", "source", "source_detail",
-    "data_source", "level", "level_name", "type", "help", "settable", "internal", "deprecated",
+    "data_source", "level", "level_name", "type", "help", "settable", "internal", "informational",
+    "deprecated",
     "enumerators", "valid_values", "synonyms",
 }  # fmt: skip
 FAILURE_KEYS = {

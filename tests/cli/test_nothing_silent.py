@@ -144,6 +144,8 @@ def given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Given:
             return {}, [], f"environment ({variable})"
         if source == "command line":
             return {row.name: row.value}, ["--mca", row.name, row.value], "command line"
+        # A file is the lowest source: the suite's own load-mode variable must not hide it.
+        monkeypatch.delenv(f"PMCA_MCA_{row.name}", raising=False)
         path = tmp_path / "params.conf"
         path.write_text(f"# a comment\n{row.name} = {row.value}   # trailing comment\n")
         monkeypatch.setenv("PMCA_MCA_mca_base_param_files", str(path))
@@ -166,8 +168,10 @@ def _row_id(row: Row) -> str:
 @pytest.mark.parametrize("row", ERRORS, ids=_row_id)
 def test_a_bad_value_is_an_error_in_a_session(row: Row, source: str, given: Given) -> None:
     mca, _, origin = given(row, source)
+    session = pmca.Session(mca=mca)
     with pytest.raises(ParamValueError) as raised:
-        pmca.Session(mca=mca).init()
+        session.init()
+        session.finalize()  # only reached when the value was wrongly accepted
     assert str(raised.value).startswith(_error(row, origin))
     assert "valid values: " in str(raised.value)
     if row.name.startswith("mca_base_component_") and "show" not in row.name:

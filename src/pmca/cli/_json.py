@@ -41,7 +41,8 @@ change of meaning bumps it)::
       "data_source": str,           # the readable form: "file (/etc/x.conf:3)"
       "level": 1..9, "level_name": "user/basic" ... "dev/all",
       "type": "bool" | "int" | "size_t" | "double" | "string" | "list",
-      "help": str, "settable": bool, "internal": bool, "deprecated": bool,
+      "help": str, "settable": bool, "internal": bool, "informational": bool,
+      "deprecated": bool,
       "enumerators": [{"value": int, "name": str}, ...] | null,
       "valid_values": str,
       "synonyms": [{"name": str, "deprecated": bool}, ...]
@@ -101,6 +102,7 @@ def param_json(param: Param) -> dict[str, Any]:
         "help": param.help,
         "settable": param.settable,
         "internal": param.internal,
+        "informational": param.informational,
         # A registered name is never deprecated itself; its synonyms may be.
         "deprecated": False,
         "enumerators": (

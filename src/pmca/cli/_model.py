@@ -78,13 +78,19 @@ class Selector:
 
 @frozen
 class ParamFilter:
-    """Which parameters are shown: ``--level`` and ``--internal``."""
+    """Which parameters are shown: ``--level``, ``--internal`` and ``-t/--type``."""
 
     level: int
     internal: bool = False
+    #: Type names (``int``, ``bool``, ...) to show; empty shows every type.
+    types: frozenset[str] = frozenset()
 
     def shows(self, param: Param) -> bool:
-        return int(param.level) <= self.level and (self.internal or not param.internal)
+        return (
+            int(param.level) <= self.level
+            and (self.internal or not param.internal)
+            and (not self.types or param.type.type_name in self.types)
+        )
 
 
 @frozen
@@ -299,3 +305,73 @@ def header(space: ParamSpace) -> list[Fact]:
 
 def _source(param: Param) -> str:
     return f"{param.full_name}, data source: {param.origin}"
+
+
+#: ``--path`` names, as ``ompi_info --path`` accepts them.
+PATHS = (
+    "prefix",
+    "exec_prefix",
+    "bindir",
+    "libdir",
+    "incdir",
+    "pkglibdir",
+    "datadir",
+    "sysconfdir",
+)
+
+
+def path_facts(which: str) -> list[Fact]:
+    """``--path <name|all>``: where this pmca lives (its Python's install scheme)."""
+    import sysconfig
+    from pathlib import Path
+
+    paths = sysconfig.get_paths()
+    package = str(Path(__file__).resolve().parents[1])
+    values = {
+        "prefix": sys.prefix,
+        "exec_prefix": sys.exec_prefix,
+        "bindir": paths["scripts"],
+        "libdir": paths["purelib"],
+        "incdir": paths["include"],
+        "pkglibdir": package,
+        "datadir": paths["data"],
+        "sysconfdir": str(Path(sys.prefix) / "etc"),
+    }
+    names = PATHS if which == ALL else (which,)
+    return [Fact(name.capitalize(), f"path:{name}", values[name]) for name in names]
+
+
+def arch_fact() -> Fact:
+    return Fact("Configured architecture", "config:arch", f"{platform.machine()}-{sys.platform}")
+
+
+def hostname_fact() -> Fact:
+    # pmca has no configure step: the host that matters is the one it runs on.
+    return Fact("Configure host", "config:host", platform.node())
+
+
+def config_facts() -> list[Fact]:
+    """``-c/--config``: how this pmca was built and what it runs on."""
+    import sysconfig
+
+    from .. import native
+
+    libc, libc_version = platform.libc_ver()
+    compiler = str(sysconfig.get_config_var("CC") or "cc").split()[0]
+    reason = native.unavailable_reason()
+    return [
+        Fact("pmca", "pmca:version:full", __version__),
+        Fact("Python", "python:version:full", platform.python_version()),
+        Fact("Python implementation", "python:implementation", platform.python_implementation()),
+        arch_fact(),
+        hostname_fact(),
+        Fact("Platform", "config:platform", platform.platform()),
+        Fact("C library", "config:libc", f"{libc} {libc_version}".strip() or "unknown"),
+        Fact("C compiler", "compiler:c:command", compiler),
+        Fact(
+            "Native memory hooks",
+            "option:native-hooks",
+            "yes" if reason is None else "no",
+            "" if reason is None else reason,
+        ),
+    ]

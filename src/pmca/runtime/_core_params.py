@@ -85,6 +85,17 @@ def register_core_params(space: ParamSpace) -> None:
     space.register(
         "mca",
         "base",
+        "component_default_load_mode",
+        type=str,
+        default="static",
+        help="The load mode of a component neither mca_base_component_dso nor "
+        "mca_base_component_static names (static, as in Open MPI 5)",
+        level=9,
+        informational=True,
+    )
+    space.register(
+        "mca",
+        "base",
         "component_show_load_errors",
         type=str,
         default="all",

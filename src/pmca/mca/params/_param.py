@@ -62,6 +62,8 @@ class Definition:
     check: Callable[[Any], None] | None = None
     #: What ``check`` accepts, shown as the valid values.
     valid: str | None = None
+    #: Read-only information (Open MPI's ``DEFAULT_ONLY``): only the default counts.
+    informational: bool = False
 
 
 class Param:
@@ -147,6 +149,12 @@ class Param:
         return self._definition.internal
 
     @property
+    def informational(self) -> bool:
+        """Read-only information: its value is always the default (``ompi_info``'s
+        "informational" variables)."""
+        return self._definition.informational
+
+    @property
     def synonyms(self) -> tuple[Synonym, ...]:
         return self._definition.synonyms
 
@@ -186,6 +194,8 @@ class Param:
         """Why :meth:`ParamSpace.set` would refuse, or ``None`` if it would not."""
         if self._override_lock is not None:
             return self._override_lock
+        if self._definition.informational:
+            return "the parameter is informational (read-only): its value is always the default"
         if not self._definition.settable:
             return "the parameter is read-only (not registered as settable)"
         return self._framework_lock
@@ -243,6 +253,7 @@ def make_definition(
     sources: frozenset[Source],
     check: Callable[[Any], None] | None = None,
     valid: str | None = None,
+    informational: bool = False,
 ) -> Definition:
     """Validate and normalize what ``register`` was given (the default is parsed)."""
     where = f"MCA parameter {full_name!r}"
@@ -301,6 +312,7 @@ def make_definition(
         sources=sources,
         check=check,
         valid=valid,
+        informational=bool(informational),
     )
 
 

@@ -239,6 +239,7 @@ class ParamSpace:
         group: str | None = None,
         check: Callable[[Any], None] | None = None,
         valid: str | None = None,
+        informational: bool = False,
     ) -> Param:
         """Register ``<framework>_<component>_<name>`` and resolve its value from all sources.
 
@@ -257,6 +258,9 @@ class ParamSpace:
             raises ``InvalidValue`` with the reason when the value is wrong
             beyond its type (a grammar, a set of words).
         :param valid: what ``check`` accepts, shown as the valid values.
+        :param informational: read-only information (Open MPI's ``DEFAULT_ONLY``,
+            shown as ``informational`` by ``pmca info``): the value is always
+            the default, and a value given for it is ignored with a warning.
         :returns: the :class:`Param`; registering an identical definition again
             returns the same object.
         :raises ParamRegistrationError: a malformed definition, or one that
@@ -277,9 +281,10 @@ class ParamSpace:
             synonyms=synonyms,
             deprecated_synonyms=deprecated_synonyms,
             group=group,
-            sources=_ALL_SOURCES,
+            sources=frozenset() if informational else _ALL_SOURCES,
             check=check,
             valid=valid,
+            informational=informational,
         )
 
     def _register(
@@ -301,6 +306,7 @@ class ParamSpace:
         sources: frozenset[Source],
         check: Callable[[Any], None] | None = None,
         valid: str | None = None,
+        informational: bool = False,
     ) -> Param:
         full_name = full_name_of(framework, component, name)
         definition = make_definition(
@@ -321,6 +327,7 @@ class ParamSpace:
             sources=sources,
             check=check,
             valid=valid,
+            informational=informational,
         )
         with self._lock:
             existing = self._params.get(full_name)
@@ -360,6 +367,8 @@ class ParamSpace:
         names.extend((synonym.name, synonym) for synonym in definition.synonyms)
         for source in _LOOKUP_ORDER:
             if source not in definition.sources:
+                if definition.informational:
+                    self._warn_informational(param, names, source)
                 continue
             table = self._pending[source]
             # The real name first: it wins over a synonym given at the same level.
@@ -381,6 +390,20 @@ class ParamSpace:
                 return
         param._assign(definition.default, DEFAULT_ORIGIN)
         param._override_lock = None
+
+    def _warn_informational(
+        self, param: Param, names: list[tuple[str, Synonym | None]], source: Source
+    ) -> None:
+        # Open MPI's "default-only-param-set": the value is ignored, and says so.
+        for name, _ in names:
+            raw = self._pending[source].get(name)
+            if raw is not None:
+                _warn(
+                    ParamWarning(
+                        f"MCA parameter {param.full_name!r} is informational (read-only); "
+                        f"ignoring the value {raw.value!r} from {raw.origin}"
+                    )
+                )
 
     def _warn_overridden(
         self, param: Param, names: list[tuple[str, Synonym | None]], origin: Origin
