@@ -184,3 +184,19 @@ def test_a_requested_component_that_declines_is_reported(
         f"[pmca:{fw}/one] error: requested component is not used reason={why!r} "
         f"requested='{fw}=one'" in err.splitlines()
     )
+
+
+def test_doctor_reports_a_disabled_framework_and_goes_on(
+    install_plugin: InstallPlugin, unique: Callable[[str], str]
+) -> None:
+    from pmca.cli import _doctor
+
+    cyca, cycb = unique("cyca"), unique("cycb")
+    install_frameworks(install_plugin, f"dist-{cyca}", {cyca: (cycb,), cycb: (cyca,)})
+    section = _doctor.Section("Frameworks and components")
+    registered = _doctor._inventory_lines(section)
+    assert {"memory", "patcher"} <= set(registered)
+    warned = {c.name: c for c in section.checks if c.status == "warn"}
+    assert f"framework {cyca}" in warned and f"framework {cycb}" in warned
+    assert "dependency cycle" in warned[f"framework {cyca}"].detail
+    assert not [c for c in section.checks if c.status == "fail"]

@@ -77,9 +77,7 @@ def test_show_failed_says_when_nothing_failed(cli) -> None:
 
 def test_valid_values_are_open_mpis_text(cli) -> None:
     result = cli("info", "--param", "mpi", "all", "--level", "9")
-    assert (
-        "Valid values: -1|auto, 0|f|false|disabled|no|n, 1|t|true|enabled|yes|y" in result.out
-    )
+    assert "Valid values: -1|auto, 0|f|false|disabled|no|n, 1|t|true|enabled|yes|y" in result.out
 
 
 @pytest.mark.parametrize("old", ["opal_leave_pinned", "opal_leave_pinned_pipeline"])
