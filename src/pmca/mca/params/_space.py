@@ -17,7 +17,6 @@ import difflib
 import os
 import sys
 import threading
-import warnings
 from collections.abc import Callable, Container, Mapping, Sequence
 from typing import Any
 
@@ -29,7 +28,6 @@ from ._errors import (
     ParamRegistrationError,
     ParamValueError,
     ParamWarning,
-    PmcaDeprecationWarning,
     UnknownParamError,
 )
 from ._param import Param, Synonym, describe_conflict, full_name_of, make_definition
@@ -44,6 +42,7 @@ from ._values import (
     Source,
     convert,
 )
+from ._warnings import warn_deprecated, warn_from_caller
 
 #: Environment variables ``PMCA_MCA_<full_name>`` give parameter values.
 ENV_PREFIX = "PMCA_MCA_"
@@ -212,7 +211,7 @@ class ParamSpace:
                 for source in (Source.OVERRIDE, Source.FILE):
                     raw = self._pending[source].get(name)
                     if raw is not None:
-                        _warn(
+                        warn_from_caller(
                             ParamWarning(
                                 f"MCA parameter {name!r} can only be set from the command line "
                                 f"or the environment; ignoring the value from {raw.origin}"
@@ -377,7 +376,7 @@ class ParamSpace:
                 if raw is None:
                     continue
                 if synonym is not None and synonym.deprecated:
-                    _warn_deprecated(name, param.full_name, raw.origin)
+                    warn_deprecated(name, param.full_name, raw.origin)
                 value = self._convert(
                     param, raw.value, raw.origin, given_as=name if synonym else None
                 )
@@ -398,7 +397,7 @@ class ParamSpace:
         for name, _ in names:
             raw = self._pending[source].get(name)
             if raw is not None:
-                _warn(
+                warn_from_caller(
                     ParamWarning(
                         f"MCA parameter {param.full_name!r} is informational (read-only); "
                         f"ignoring the value {raw.value!r} from {raw.origin}"
@@ -413,7 +412,7 @@ class ParamSpace:
             for name, _ in names:
                 raw = self._pending[source].get(name)
                 if raw is not None:
-                    _warn(
+                    warn_from_caller(
                         ParamWarning(
                             f"MCA parameter {param.full_name!r} is set by the override file "
                             f"({origin.detail}); ignoring the value from {raw.origin}"
@@ -583,7 +582,7 @@ class ParamSpace:
             param = self._lookup(name)
             synonym = next((s for s in param.synonyms if s.name == name), None)
             if synonym is not None and synonym.deprecated:
-                _warn_deprecated(name, param.full_name, origin)
+                warn_deprecated(name, param.full_name, origin)
             reason = param.read_only_reason
             if reason is not None:
                 raise ParamPermissionError(param.full_name, value, origin, reason)
@@ -621,28 +620,3 @@ def _in_group(group: str, framework: str, component: str | None) -> bool:
     if component is None:
         return group == framework or group.startswith(f"{framework}_")
     return group == f"{framework}_{component}"
-
-
-def _warn_deprecated(old: str, new: str, origin: Origin) -> None:
-    _warn(
-        PmcaDeprecationWarning(
-            f"MCA parameter {old!r} is deprecated; use {new!r} instead (value given in {origin})"
-        )
-    )
-
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-def _warn(warning: Warning) -> None:
-    """Warn, attributed to the first caller outside this package (the registering code)."""
-    frame = sys._getframe(1)
-    level = 2
-    while frame.f_back is not None and _inside_package(frame.f_code.co_filename):
-        frame = frame.f_back
-        level += 1
-    warnings.warn(warning, stacklevel=level)
-
-
-def _inside_package(filename: str) -> bool:
-    return os.path.abspath(filename).startswith(_PACKAGE_DIR)
