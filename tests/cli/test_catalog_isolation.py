@@ -129,7 +129,7 @@ def test_a_third_party_framework_cannot_take_a_builtin_name(
 
 
 def test_a_component_offered_twice_warns_naming_both(
-    install_plugin: InstallPlugin, unique: Callable[[str], str], tmp_path
+    install_plugin: InstallPlugin, unique: Callable[[str], str], tmp_path, cli
 ) -> None:
     fw = unique("dupfw")
     install_frameworks(install_plugin, f"dist-{fw}", {fw: ()})
@@ -142,11 +142,15 @@ def test_a_component_offered_twice_warns_naming_both(
             (info,) = s.components(fw)
     assert info.location.startswith(f"entry point pmca.{fw}:one")
     texts = [str(w.message) for w in caught if issubclass(w.category, pmca.ComponentWarning)]
-    assert texts == [
+    expected = (
         f"component {fw}/one is offered twice: using {info.location}; ignoring drop-in "
         f"{drop_ins / f'pmca_{fw}_one.py'} (precedence: built-in, then entry points in "
         f"sys.path order, then drop-ins in mca_base_component_path order)"
-    ]
+    )
+    assert texts == [expected]
+    result = cli("info", "--mca", "mca_base_component_path", str(drop_ins))
+    assert result.code == 0
+    assert f"pmca info: warning: {expected}" in result.err.splitlines()
 
 
 @pytest.mark.parametrize(

@@ -271,6 +271,24 @@ def test_session_arguments_are_checked_when_given(kwargs, error, text, pmca_env)
     assert str(raised.value).startswith(text)
 
 
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_drop_in_directory_that_does_not_exist_warns(
+    source: str, given: Given, cli, tmp_path: Path
+) -> None:
+    missing = str(tmp_path / "no-such-dir")
+    row = Row("mca_base_component_path", missing, "")
+    mca, args, origin = given(row, source)
+    expected = (
+        f"MCA parameter 'mca_base_component_path' (from {origin}) names {missing!r}, "
+        f"which is not a directory; no drop-in components are found there"
+    )
+    with pytest.warns(pmca.ParamWarning) as caught, pmca.Session(mca=mca, frameworks=[]):
+        pass
+    assert [str(w.message) for w in caught] == [expected]
+    result = cli("info", *args)
+    assert result.code == 0 and f"pmca info: warning: {expected}" in result.err
+
+
 def test_syslog_is_a_destination(pmca_env) -> None:
     mca = {"mca_base_verbose": "syslog,syslogpri:debug,syslogid:pmcatest"}
     with pmca.Session(mca=mca, frameworks=["memory"]) as session:

@@ -130,9 +130,12 @@ def test_drop_in_directory(install_framework, unique, tmp_path: Path) -> None:
     (drop / f"pmca_{fw}_pkg" / "__init__.py").write_text(component_source(fw, "pkg", priority=4))
     (drop / f"pmca_{fw}_notes.txt").write_text("not a component")
     (drop / "pmca_other_x.py").write_text("raise SystemExit('wrong framework')")
-    with pmca.Session(
-        mca={"mca_base_component_path": f"/nonexistent:{drop}"}, frameworks=[fw]
-    ) as session:
+    with (
+        pytest.warns(pmca.ParamWarning, match="'/nonexistent', which is not a directory"),
+        pmca.Session(
+            mca={"mca_base_component_path": f"/nonexistent:{drop}"}, frameworks=[fw]
+        ) as session,
+    ):
         infos = session.components(fw)
         assert [i.name for i in infos] == ["pkg"]
         assert infos[0].location == f"drop-in {drop / f'pmca_{fw}_pkg'}"

@@ -89,15 +89,11 @@ class ComponentInfo:
     selected: bool
 
 
-_shadow_warned: set[tuple[str, str, str]] = set()
-
-
 def _warn_shadowed(used: Candidate, ignored: Candidate) -> None:
-    """Two places offer one component name: say which one is used, once per process."""
-    key = (used.framework, used.location, ignored.location)
-    if key in _shadow_warned:
-        return
-    _shadow_warned.add(key)
+    """Two places offer one component name: say which one is used.
+
+    Python's default warning filter shows it once per calling line.
+    """
     warn_user(
         ComponentWarning(
             f"component {used.framework}/{used.name} is offered twice: using {used.location}; "

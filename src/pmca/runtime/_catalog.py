@@ -159,9 +159,13 @@ class Catalog:
         return cycles
 
     def check_names(self, space: ParamSpace) -> None:
-        """Refuse parameter values naming frameworks or components that are not installed."""
-        from ._core_params import check_installed_names
+        """Refuse parameter values naming frameworks or components that are not installed.
 
+        Also warns about drop-in directories that do not exist.
+        """
+        from ._core_params import check_installed_names, warn_missing_directories
+
+        warn_missing_directories(space)
         check_installed_names(
             space,
             self.frameworks,

@@ -9,6 +9,7 @@ installed by :func:`check_installed_names` once the frameworks are known.
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,7 +22,8 @@ from ..mca._failures import (
 from ..mca._framework import Framework
 from ..mca._loader import LOAD_LIST_VALID, LoadModeSpec, load_list_problem
 from ..mca._logging import DESTINATION_VALID, Destination
-from ..mca.params import InvalidValue, Param, ParamSpace, ParamValueError
+from ..mca._errors import warn_user
+from ..mca.params import InvalidValue, Param, ParamSpace, ParamValueError, ParamWarning
 
 LOAD_LISTS = ("mca_base_component_dso", "mca_base_component_static")
 SHOW_LOAD_ERRORS = "mca_base_component_show_load_errors"
@@ -204,3 +206,17 @@ def _refuse(
         param.valid_values(),
         f"{problem}{hint} ({what}: {', '.join(known) or '(none)'})",
     )
+
+
+def warn_missing_directories(space: ParamSpace) -> None:
+    """A ``mca_base_component_path`` directory that does not exist is most likely a typo."""
+    param = space.get("mca_base_component_path")
+    for directory in (p for p in str(param.value or "").split(":") if p):
+        if not os.path.isdir(os.path.expanduser(directory)):
+            warn_user(
+                ParamWarning(
+                    f"MCA parameter {param.full_name!r} (from {param.origin}) names "
+                    f"{directory!r}, which is not a directory; no drop-in components "
+                    f"are found there"
+                )
+            )
