@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..mca._discovery import EntryPointIndex, discover_components
+from ..mca._errors import warn_user
 from ..mca._failures import (
     SHOW_LOAD_ERRORS_VALID,
     show_load_errors_items,
@@ -22,7 +23,6 @@ from ..mca._failures import (
 from ..mca._framework import Framework
 from ..mca._loader import LOAD_LIST_VALID, LoadModeSpec, load_list_problem
 from ..mca._logging import DESTINATION_VALID, Destination
-from ..mca._errors import warn_user
 from ..mca.params import InvalidValue, Param, ParamSpace, ParamValueError, ParamWarning
 
 LOAD_LISTS = ("mca_base_component_dso", "mca_base_component_static")
