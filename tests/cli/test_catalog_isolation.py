@@ -172,13 +172,20 @@ def test_a_requested_component_that_declines_is_reported(
         f"dist-{fw}",
         entry_points={
             "pmca.frameworks": {fw: f"{fw}_decl:FRAMEWORK"},
-            f"pmca.{fw}": {"one": f"{fw}_one:TestComponent"},
+            f"pmca.{fw}": {"one": f"{fw}_one:TestComponent", "two": f"{fw}_two:TestComponent"},
         },
-        modules={f"{fw}_decl": framework_source(fw), f"{fw}_one": component(fw, "one", query)},
+        modules={
+            f"{fw}_decl": framework_source(fw),
+            f"{fw}_one": component(fw, "one", query),
+            f"{fw}_two": component(fw, "two"),
+        },
     )
     capsys.readouterr()
-    with pmca.Session(frameworks=[fw]) as session:  # not asked for by name: quiet
+    with pmca.Session(mca={fw: "^two"}, frameworks=[fw]) as session:  # not asked for: quiet
         assert session.components(fw) == []
+    assert "requested component" not in capsys.readouterr().err
+    with pmca.Session(mca={fw: "one,two"}, frameworks=[fw]) as session:  # two is used: quiet
+        assert [c.name for c in session.components(fw)] == ["two"]
     assert "requested component" not in capsys.readouterr().err
     with pmca.Session(mca={fw: "one"}, frameworks=[fw]) as session:
         assert session.components(fw) == []

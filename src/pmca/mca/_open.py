@@ -393,19 +393,28 @@ class OpenFramework:
             self.log.debug("not selected", component=loser.component.name, priority=loser.priority)
             self._close_component(loser)
         self.loaded = keep
+        self._report_declined()
 
     def _declined(self, name: str, why: str) -> None:
-        """A component drops out; when the user asked for it by name, say so."""
+        """A component drops out: remembered when the user asked for it by name."""
         if name in self.requested:
             self.declined[name] = why
-            self.log.error(
+        self.log.debug("component not used", component=name, reason=why)
+
+    def _report_declined(self) -> None:
+        """The user named components and none is used: say which dropped out, and why.
+
+        (A failed one is already reported as a failure.) When some requested
+        component is used, the others are shown at ``warn`` verbosity only.
+        """
+        report = self.log.warning if self.loaded else self.log.error
+        for name, why in self.declined.items():
+            report(
                 "requested component is not used",
                 component=name,
                 reason=why,
                 requested=f"{self.name}={','.join(self.requested)}",
             )
-        else:
-            self.log.debug("component not used", component=name, reason=why)
 
     # -- close --------------------------------------------------------------
 
