@@ -88,6 +88,9 @@ def test_opal_leave_pinned_synonyms(cli, old: str) -> None:
     assert f'MCA opal base: parameter "{old}" (current value: "true"' in result.out
     assert f"deprecated, synonym of: {new})" in result.out
     assert f"pmca info: warning: MCA parameter {old!r} is deprecated; use {new!r}" in result.err
+    by_old_name = cli("info", "--param", "opal", "all", "--level", "9", "--parsable")
+    assert by_old_name.code == 0, by_old_name.err
+    assert f"mca:opal:base:param:{old}:value:auto" in by_old_name.lines
 
 
 def test_an_informational_parameter_is_read_only(cli) -> None:

@@ -41,6 +41,17 @@ class Group:
     params: tuple[Param, ...]
 
     @property
+    def synonym_frameworks(self) -> tuple[str, ...]:
+        """Frameworks the group's synonyms are named for (``opal`` for ``opal_leave_pinned``)."""
+        owners = (
+            synonym.name.split("_", 1)[0]
+            for param in self.params
+            for synonym in param.synonyms
+            if not synonym.name.startswith(f"{param.framework}_")
+        )
+        return tuple(dict.fromkeys(owners))
+
+    @property
     def label(self) -> str:
         marker = " (-)" if self.excluded else ""
         return f"MCA{marker} {self.framework} {self.component}"
@@ -70,10 +81,10 @@ class Selector:
 
     def wants_group(self, section: Section, group: Group) -> bool:
         # ``--param mpi all`` finds mpi_leave_pinned although the memory base
-        # registers it: a group answers to its own framework name too.
-        return self.framework in (ALL, section.name, group.framework) and self.wants_component(
-            group.component
-        )
+        # registers it: a group answers to its own framework name too, and
+        # ``--param opal all`` to its synonyms' (opal_leave_pinned).
+        names = (ALL, section.name, group.framework, *group.synonym_frameworks)
+        return self.framework in names and self.wants_component(group.component)
 
 
 @frozen
@@ -167,6 +178,9 @@ class Report:
         names = [section.name for section in self.sections]
         for section in self.sections:
             names.extend(group.framework for group in section.groups)
+        for section in self.sections:
+            for group in section.groups:
+                names.extend(group.synonym_frameworks)
         names.extend(failure.name for failure in self.framework_failures)
         return list(dict.fromkeys(names))
 
