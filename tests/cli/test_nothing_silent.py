@@ -293,3 +293,15 @@ def test_syslog_is_a_destination(pmca_env) -> None:
     mca = {"mca_base_verbose": "syslog,syslogpri:debug,syslogid:pmcatest"}
     with pmca.Session(mca=mca, frameworks=["memory"]) as session:
         assert session.param("mca_base_verbose").value == mca["mca_base_verbose"]
+
+
+def test_a_parameter_of_a_component_that_was_not_selected_is_not_unknown(pmca_env) -> None:
+    """memory/none wins here: patcher registered its parameters, then closed."""
+    mca = {"memory_patcher_priority": "-5", "memory_none_priority_typo": "1"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pmca.Session(mca=mca, frameworks=["memory"]) as session:
+            assert [c.name for c in session.components("memory")] != ["patcher"]
+    texts = [str(w.message) for w in caught if issubclass(w.category, pmca.ParamWarning)]
+    assert not [t for t in texts if "'memory_patcher_priority'" in t.split(":")[0]], texts
+    assert any(t.startswith("unknown MCA parameter 'memory_none_priority_typo'") for t in texts)

@@ -82,7 +82,8 @@ def unknown_name_messages(
                 )
             continue
         names = namespace.registered.get(component)
-        if names is not None:
+        # A component that registered and then closed (not selected) had the name.
+        if names is not None and name not in names:
             messages[name] = _message(
                 name,
                 origin,
