@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pluggy
@@ -24,14 +25,13 @@ class FrameworkHandle:
 
     __slots__ = ("_check", "_state")
 
-    def __init__(self, state: OpenFramework, check: object) -> None:
+    def __init__(self, state: OpenFramework, check: Callable[[], object]) -> None:
         self._state = state
+        #: Raises once the session is no longer active (or the framework closed).
         self._check = check
 
     def _live(self) -> OpenFramework:
-        check = self._check
-        assert callable(check)
-        check()
+        self._check()
         return self._state
 
     @property
