@@ -195,6 +195,10 @@ def test_a_requested_component_that_declines_is_reported(
         f"[pmca:{fw}/one] error: requested component is not used reason={why!r} "
         f"requested='{fw}=one'" in err.splitlines()
     )
+    # Open MPI's syslog destination: the same report leaves stderr alone.
+    with pmca.Session(mca={fw: "one", "mca_base_verbose": "syslog"}, frameworks=[fw]):
+        pass
+    assert "requested component" not in capsys.readouterr().err
 
 
 def test_doctor_reports_a_disabled_framework_and_goes_on(
