@@ -41,8 +41,6 @@ import attrs
 from ._errors import ParamFileError
 
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: A ``#`` at the start of the value or after a blank, and the rest of the line.
-_TRAILING_COMMENT = re.compile(r"(?:^|\s)#.*\Z", re.DOTALL)
 
 
 @attrs.frozen
@@ -70,6 +68,10 @@ def parse_param_file(path: str | os.PathLike[str]) -> list[Entry]:
     except OSError as exc:
         raise ParamFileError(name, None, f"cannot read parameter file: {exc.strerror}") from None
     return parse_param_text(text, name)
+
+
+#: A ``#`` at the start of the value or after a blank, and the rest of the line.
+_TRAILING_COMMENT = re.compile(r"(?:^|\s)#.*\Z", re.DOTALL)
 
 
 def parse_param_text(text: str, path: str) -> list[Entry]:
