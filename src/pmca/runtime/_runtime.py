@@ -44,8 +44,8 @@ class Runtime:
         self._opening: list[str] = []
         self._departed: list[tuple[str, object]] = []
         self._closing = 0
-        #: Unknown parameter names already warned about, this epoch.
-        self._warned_unknown: set[str] = set()
+        #: Unknown parameter names already warned about, for the space of this epoch.
+        self._warned_unknown: tuple[ParamSpace | None, set[str]] = (None, set())
 
     # -- services for open frameworks and components -------------------------
 
@@ -183,9 +183,12 @@ class Runtime:
             disabled.extend(n for n in self.catalog.frameworks if n not in self.frameworks)
             complete = set(self.catalog.frameworks) <= set(self.frameworks)
             messages = unknown_name_messages(space, namespaces, disabled, complete=complete)
+            if self._warned_unknown[0] is not space:  # a new epoch: warn afresh
+                self._warned_unknown = (space, set())
+            warned = self._warned_unknown[1]
             for name, message in messages.items():
-                if name not in self._warned_unknown:
-                    self._warned_unknown.add(name)
+                if name not in warned:
+                    warned.add(name)
                     warn_user(ParamWarning(message))
 
     # -- session support -----------------------------------------------------
@@ -220,7 +223,6 @@ class Runtime:
         catalog.check_names(space)
         self._space = space
         self._catalog = catalog
-        self._warned_unknown = set()
         self.history = []
         self.close_failures = []
         self.cleanup_failures = []

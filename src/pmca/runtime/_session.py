@@ -20,6 +20,42 @@ if TYPE_CHECKING:
     from ..mca.params import Param
 
 
+def _checked_mca(mca: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``Session(mca=...)`` as a dict; names must be parameter names (strings)."""
+    from ..mca.params._paramfile import KEY
+
+    if mca is None:
+        return {}
+    if not isinstance(mca, Mapping):
+        raise TypeError(
+            f"Session(mca=...) takes a mapping of parameter names to values, "
+            f"not {type(mca).__name__}"
+        )
+    for name in mca:
+        if not isinstance(name, str) or not KEY.fullmatch(name):
+            raise ParamError(
+                f"Session(mca=...): {name!r} is not an MCA parameter name "
+                f"(names are strings matching [A-Za-z_][A-Za-z0-9_]*, like 'memory')"
+            )
+    return dict(mca)
+
+
+def _checked_frameworks(frameworks: Sequence[str] | None) -> list[str] | None:
+    """``Session(frameworks=...)`` as a list of names; a lone string is a mistake."""
+    if frameworks is None:
+        return None
+    if isinstance(frameworks, str):
+        raise TypeError(
+            f"Session(frameworks=...) takes a list of framework names, not a string; "
+            f"did you mean frameworks=[{frameworks!r}]?"
+        )
+    names = list(frameworks)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"Session(frameworks=...): {name!r} is not a framework name (a string)")
+    return names
+
+
 class _State(enum.Enum):
     NEW = "new"
     ACTIVE = "active"
@@ -173,39 +209,3 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<pmca.Session {self._state.value} frameworks={self._opened}>"
-
-
-def _checked_mca(mca: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``Session(mca=...)`` as a dict; names must be parameter names (strings)."""
-    from ..mca.params._paramfile import KEY
-
-    if mca is None:
-        return {}
-    if not isinstance(mca, Mapping):
-        raise TypeError(
-            f"Session(mca=...) takes a mapping of parameter names to values, "
-            f"not {type(mca).__name__}"
-        )
-    for name in mca:
-        if not isinstance(name, str) or not KEY.fullmatch(name):
-            raise ParamError(
-                f"Session(mca=...): {name!r} is not an MCA parameter name "
-                f"(names are strings matching [A-Za-z_][A-Za-z0-9_]*, like 'memory')"
-            )
-    return dict(mca)
-
-
-def _checked_frameworks(frameworks: Sequence[str] | None) -> list[str] | None:
-    """``Session(frameworks=...)`` as a list of names; a lone string is a mistake."""
-    if frameworks is None:
-        return None
-    if isinstance(frameworks, str):
-        raise TypeError(
-            f"Session(frameworks=...) takes a list of framework names, not a string; "
-            f"did you mean frameworks=[{frameworks!r}]?"
-        )
-    names = list(frameworks)
-    for name in names:
-        if not isinstance(name, str):
-            raise TypeError(f"Session(frameworks=...): {name!r} is not a framework name (a string)")
-    return names
