@@ -70,10 +70,6 @@ def parse_param_file(path: str | os.PathLike[str]) -> list[Entry]:
     return parse_param_text(text, name)
 
 
-#: A ``#`` at the start of the value or after a blank, and the rest of the line.
-_TRAILING_COMMENT = re.compile(r"(?:^|\s)#.*\Z", re.DOTALL)
-
-
 def parse_param_text(text: str, path: str) -> list[Entry]:
     """Parse the contents of a parameter file; ``path`` is only used in entries and errors."""
     entries: list[Entry] = []
@@ -96,6 +92,10 @@ def parse_param_text(text: str, path: str) -> list[Entry]:
             )
         entries.append(Entry(key, _TRAILING_COMMENT.sub("", value).strip(), path, lineno))
     return entries
+
+
+#: A ``#`` at the start of the value or after a blank, and the rest of the line.
+_TRAILING_COMMENT = re.compile(r"(?:^|\s)#.*\Z", re.DOTALL)
 
 
 def expand_home(path: str, environ: Mapping[str, str] | None = None) -> str:
