@@ -215,3 +215,25 @@ def test_doctor_reports_a_disabled_framework_and_goes_on(
     assert f"framework {cyca}" in warned and f"framework {cycb}" in warned
     assert "dependency cycle" in warned[f"framework {cyca}"].detail
     assert not [c for c in section.checks if c.status == "fail"]
+
+
+def test_two_distributions_offering_one_component_first_on_sys_path_wins(
+    install_plugin: InstallPlugin, unique: Callable[[str], str]
+) -> None:
+    fw = unique("twocomp")
+    install_frameworks(install_plugin, f"dist-{fw}", {fw: ()})
+    # Installed second, so prepended to sys.path last: first on sys.path.
+    install_plugin(
+        f"dist-other-{fw}",
+        entry_points={f"pmca.{fw}": {"one": f"{fw}_other:TestComponent"}},
+        modules={f"{fw}_other": component(fw, "one")},
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pmca.Session(frameworks=[fw]) as session:
+            (info,) = session.components(fw)
+    assert info.distribution == f"dist-other-{fw} 0.1.0"
+    (text,) = [str(w.message) for w in caught if issubclass(w.category, pmca.ComponentWarning)]
+    assert text.startswith(f"component {fw}/one is offered twice: using entry point pmca.{fw}:one")
+    assert f"(distribution dist-other-{fw} 0.1.0); ignoring entry point" in text
+    assert f"(distribution dist-{fw} 0.1.0)" in text
