@@ -104,6 +104,9 @@ ERRORS = [
         "'file:/tmp/out': Open MPI's 'file' is not supported by pmca",
     ),
     Row("mca_base_verbose", "stdrr", "'stdrr' is not a destination"),
+    Row("memory_base_verbose", "loud", "not one of the names of enumeration 'verbosity'"),
+    Row("mpi_leave_pinned", "maybe", "not one of the names of enumeration 'auto_bool'"),
+    Row("memory_patcher_disable", "2", "not a boolean"),
     Row("memory_patcher_priority", "abc", "not an integer"),
     Row("memory_patcher_priority", "5 5", "not an integer"),
 ]
@@ -222,6 +225,37 @@ def test_a_trailing_comment_is_not_part_of_the_value(given: Given) -> None:
         assert (param.value, str(param.origin)) == (55, origin)
         # The component was not dropped: its value is in use.
         assert [c.priority for c in session.components("memory")] == [55]
+
+
+SELECTION_ERRORS = [
+    Row(
+        "memory",
+        "nosuch",
+        "framework 'memory': requested component(s) nosuch not found (selection 'nosuch' "
+        "from {origin}); available: ",
+    ),
+    Row(
+        "memory",
+        "patcher,^none",
+        "parameter 'memory' = 'patcher,^none' (from {origin}): '^' may only appear once, "
+        "at the start of the list",
+    ),
+]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("row", SELECTION_ERRORS, ids=_row_id)
+def test_a_bad_selection_is_an_error_in_both(row: Row, source: str, given: Given, cli) -> None:
+    mca, args, origin = given(row, source)
+    expected = row.expected.format(origin=origin)
+    session = pmca.Session(mca=mca, frameworks=["memory"])
+    with pytest.raises(pmca.SelectionError) as raised:
+        session.init()
+        session.finalize()  # only reached when the value was wrongly accepted
+    assert str(raised.value).startswith(expected)
+    result = cli("info", *args)
+    assert result.code == 2
+    assert f"pmca info: error: {expected}" in result.err
 
 
 @pytest.mark.parametrize("source", SOURCES)
