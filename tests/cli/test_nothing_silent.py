@@ -99,6 +99,16 @@ ERRORS = [
         "did you mean 'memory/patcher'?",
     ),
     Row(
+        "mca_base_component_show_load_errors",
+        "memory/nosuch",
+        "framework 'memory' has no component 'nosuch'",
+    ),
+    Row(
+        "mca_base_component_show_load_errors",
+        "^memroy",
+        "no installed framework is called 'memroy'; did you mean 'memory'?",
+    ),
+    Row(
         "mca_base_verbose",
         "file:/tmp/out",
         "'file:/tmp/out': Open MPI's 'file' is not supported by pmca",
