@@ -41,7 +41,7 @@ BIG = 1 << 20
 
 
 def _iterations(size: int, quick: bool) -> int:
-    budget = (64 if quick else 256) << 20
+    budget = (64 if quick else 128) << 20
     return max(3, min(2000, budget // max(size, 1) // 2))
 
 
@@ -68,7 +68,7 @@ def _pingpong(
 
 def _measure(rank: int, send: Any, recv: Any, quick: bool) -> dict[str, Any]:
     small = bytearray(LATENCY_BYTES)
-    latency = _pingpong(rank, send, recv, small, bytearray(LATENCY_BYTES), 500 if quick else 3000)
+    latency = _pingpong(rank, send, recv, small, bytearray(LATENCY_BYTES), 300 if quick else 1000)
     bandwidth = {}
     for size in SIZES:
         data, into = bytearray(os.urandom(size)), bytearray(size)
@@ -101,7 +101,7 @@ def _layers(rank: int, s: Any, quick: bool) -> dict[str, float]:
 
     sm = next(module for module in s.modules("btl") if module.name == "sm")
     transport, peer = sm.transport, 1 - rank
-    n = 500 if quick else 3000
+    n = 300 if quick else 1000
     message = bytes(LATENCY_BYTES)
 
     def native_send(_: bytearray) -> None:
