@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -95,8 +96,12 @@ def _role_mpi4py(args: dict[str, Any]) -> None:
         common.child_reply(result)
 
 
-def _layers(rank: int, s: Any, quick: bool) -> dict[str, float]:
-    """8-byte half round trips of the native transport and the btl module alone."""
+def _layers(rank: int, s: Any, quick: bool, barrier: Any) -> dict[str, float]:
+    """8-byte half round trips of the native transport and the btl module alone.
+
+    ``barrier`` (MPI's) separates the phases: a message of one phase must
+    never be consumed by the other's progress.
+    """
     from pmca.btl import TAG_USER
 
     sm = next(module for module in s.modules("btl") if module.name == "sm")
@@ -112,8 +117,10 @@ def _layers(rank: int, s: Any, quick: bool) -> dict[str, float]:
         while transport.poll() is None:
             pass
 
+    barrier()
     layers = {"native": _pingpong(rank, native_send, native_recv, bytearray(), bytearray(), n)}
     transport.release()
+    barrier()
     arrived: list[int] = []
     sm.register_recv(TAG_USER, lambda endpoint, tag, data: arrived.append(1))
     endpoint = sm.endpoint(peer)
@@ -128,6 +135,7 @@ def _layers(rank: int, s: Any, quick: bool) -> dict[str, float]:
         arrived.pop()
 
     layers["btl"] = _pingpong(rank, btl_send, btl_recv, bytearray(), bytearray(), n)
+    barrier()
     sm.unregister_recv(TAG_USER)
     result = {name: seconds * 1e6 for name, seconds in layers.items()}
     result.update(_copies(rank, s, transport, sm.endpoint(peer).pid))
@@ -189,7 +197,7 @@ def _role_pmca(args: dict[str, Any]) -> None:
 
         result = _measure(rank, send, recv, args["quick"])
         try:
-            result["layers_us"] = _layers(rank, s, args["quick"])
+            result["layers_us"] = _layers(rank, s, args["quick"], comm.Barrier)
         except Exception as exc:  # the layer breakdown is informative only
             result["layers_us"] = {"error": repr(exc)}
         comm.Barrier()
@@ -229,14 +237,24 @@ def _job(mpirun: str, role: str, quick: bool) -> dict[str, Any]:
         "--child-args",
         json.dumps({"quick": quick}),
     ]
-    completed = subprocess.run(
-        command, capture_output=True, text=True, env=env, timeout=900, check=False
-    )
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("{")]
-    if completed.returncode != 0 or not lines:
+    # its own session, so that a job that hangs is killed with its ranks
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=900)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    if process.returncode != 0 or not lines:
         raise common.ChildFailed(
-            f"mpirun {role} exited with {completed.returncode}:\n"
-            + (completed.stdout + completed.stderr)[-3000:]
+            f"mpirun {role} exited with {process.returncode}:\n" + (stdout + stderr)[-3000:]
         )
     return dict(json.loads(lines[-1]))
 
