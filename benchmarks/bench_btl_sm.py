@@ -249,8 +249,12 @@ def _job(mpirun: str, role: str, quick: bool) -> dict[str, Any]:
         try:
             stdout, stderr = process.communicate(timeout=900)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            stdout, stderr = process.communicate()
+            os.killpg(process.pid, signal.SIGTERM)  # mpirun takes its ranks down
+            try:
+                stdout, stderr = process.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                stdout, stderr = process.communicate()
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
     if process.returncode != 0 or not lines:
         raise common.ChildFailed(
