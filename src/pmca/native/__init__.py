@@ -7,6 +7,11 @@ and push ``{kind, address, length}`` into a lock-free ring.  Python drains
 the ring and fans events out to subscribers (:func:`dispatcher`), from a
 listener thread or synchronously; never from inside the hook.
 
+Inside an MPI job UCX's ucm usually owns those entries: pmca then subscribes
+to ucm's ``VM_UNMAPPED`` events (:func:`ucm_source`) with a handler that
+pushes into the same ring, and :func:`check_overwrites` (run at every drain)
+notices when someone writes over the hooks pmca relies on.
+
 Documented blind spots: ``dlclose`` (ld.so unmaps with its private
 ``munmap``), raw ``syscall(SYS_munmap)`` from other runtimes,
 ``fallocate(PUNCH_HOLE)``, ``process_madvise`` and other processes
@@ -23,20 +28,27 @@ from ._events import (
     END_OF_MEMORY,
     OVERFLOW_EVENT,
     OVERFLOW_KIND,
+    UCM_KIND,
     Drained,
     ReleaseEvent,
     ReleaseKind,
 )
+from ._foreign import ForeignPatch, foreign_patches
 from ._selftest import self_test
+from ._ucm import UcmSource, UcmStatus, ucm_source
+from ._watch import Overwrite, check_overwrites, on_overwrite
 
 __all__ = [
     "END_OF_MEMORY",
     "OVERFLOW_EVENT",
     "OVERFLOW_KIND",
+    "UCM_KIND",
     "Coverage",
     "Drained",
+    "ForeignPatch",
     "HookBackend",
     "NativeUnavailable",
+    "Overwrite",
     "PatchRefused",
     "PatchSite",
     "PathResult",
@@ -45,10 +57,16 @@ __all__ = [
     "ReleaseEvent",
     "ReleaseKind",
     "Subscription",
+    "UcmSource",
+    "UcmStatus",
     "available",
     "backend",
+    "check_overwrites",
     "coverage",
     "dispatcher",
+    "foreign_patches",
+    "on_overwrite",
     "self_test",
+    "ucm_source",
     "unavailable_reason",
 ]

@@ -30,6 +30,7 @@ KINDS: dict[int, str] = {
     4: "brk",
     5: "shmdt",
     6: "mmap_fixed",
+    7: "vm_unmapped",
 }
 
 
@@ -147,6 +148,15 @@ def _declare(lib: ctypes.CDLL) -> None:
         "pmca_hooks_membarrier_mode": (ctypes.c_char_p, []),
         "pmca_hooks_event_size": (ctypes.c_uint32, []),
         "pmca_hooks_report_size": (ctypes.c_uint32, []),
+        "pmca_hooks_check_overwrites": (ctypes.c_uint32, []),
+        "pmca_ucm_attach": (ctypes.c_int, []),
+        "pmca_ucm_error": (ctypes.c_char_p, []),
+        "pmca_ucm_path": (ctypes.c_char_p, []),
+        "pmca_ucm_subscribe": (ctypes.c_int, [ctypes.c_int]),
+        "pmca_ucm_unsubscribe": (None, []),
+        "pmca_ucm_subscribed": (ctypes.c_int, []),
+        "pmca_ucm_events": (ctypes.c_uint64, []),
+        "pmca_ucm_test_brk": (ctypes.c_int, []),
     }
     for name, (restype, argtypes) in prototypes.items():
         function = getattr(lib, name)

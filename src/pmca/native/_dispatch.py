@@ -28,6 +28,7 @@ from typing import Final
 
 from ._backend import HookBackend, backend
 from ._events import OVERFLOW_EVENT, ReleaseEvent
+from ._watch import check_overwrites
 
 ReleaseCallback = Callable[[int, int, str, bool], object]
 
@@ -188,6 +189,8 @@ class ReleaseDispatcher:
         ``(0, END_OF_MEMORY, "overflow", True)`` notification.
         """
         hooks = self._hooks()
+        # First: an overwritten hook turns into an overflow in this very drain.
+        check_overwrites()
         me = threading.get_ident()
         with self._lock:
             if self._subscriptions:

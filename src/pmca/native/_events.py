@@ -6,7 +6,13 @@ from typing import Literal
 
 import attrs
 
-ReleaseKind = Literal["munmap", "madvise", "mremap", "brk", "shmdt", "mmap_fixed", "overflow"]
+ReleaseKind = Literal[
+    "munmap", "madvise", "mremap", "brk", "shmdt", "mmap_fixed", "vm_unmapped", "overflow"
+]
+
+#: Kind of the events UCX's ucm delivers (``UCM_EVENT_VM_UNMAPPED``): a range
+#: about to be released by any release call, which ucm does not name.
+UCM_KIND: Literal["vm_unmapped"] = "vm_unmapped"
 
 #: Exclusive end of the address range callbacks are told about; it still fits
 #: a C ``size_t``, so ``address + length`` can be handed to native code as is.

@@ -17,7 +17,7 @@ import attrs
 from ._backend import HookBackend, PatchSite
 from ._dispatch import ReleaseDispatcher
 from ._errors import PatchRefused
-from ._events import OVERFLOW_KIND
+from ._events import OVERFLOW_KIND, UCM_KIND
 
 
 @attrs.frozen(slots=True)
@@ -51,6 +51,11 @@ class Collector:
     def since(self, mark: int) -> list[Observed]:
         with self._lock:
             return self._seen[mark:]
+
+
+def _matches(kind: str, kinds: Collection[str]) -> bool:
+    # ucm does not say which call released the range: its event stands for any.
+    return kind in kinds or kind == UCM_KIND
 
 
 class Measure:
@@ -88,7 +93,7 @@ class Measure:
             if event.kind == OVERFLOW_KIND:
                 if accept_overflow:
                     found.append(event.kind)
-            elif event.kind in kinds and any(event.overlaps(s, e) for s, e in wanted):
+            elif _matches(event.kind, kinds) and any(event.overlaps(s, e) for s, e in wanted):
                 found.append(event.kind)
         return tuple(dict.fromkeys(found))
 
@@ -97,7 +102,7 @@ class Measure:
         self._dispatch.drain()
         found: list[str] = []
         for event in self._collector.since(self._mark):
-            if event.kind in kinds:
+            if _matches(event.kind, kinds):
                 first = bisect.bisect_left(addresses, event.address)
                 if first < len(addresses) and addresses[first] < event.address + event.length:
                     found.append(event.kind)

@@ -368,6 +368,30 @@ PMCA_EXPORT int pmca_hooks_verify(int symbol)
     return intact;
 }
 
+/*
+ * The cheap overwrite check the dispatcher runs at every drain: bit i set
+ * when site i was installed and someone has written over its jump since the
+ * last call (it is orphaned now), bit PMCA_SYM_COUNT when the prologues
+ * guarded for the ucm subscription changed.  Either means releases may have
+ * gone unseen, so the ring reports an overflow at the next drain.
+ */
+PMCA_EXPORT uint32_t pmca_hooks_check_overwrites(void)
+{
+    if (pmca_hooks_init() != PMCA_OK)
+        return 0;
+    uint32_t changed = 0;
+    pthread_mutex_lock(&patch_lock);
+    for (int symbol = 0; symbol < PMCA_SYM_COUNT; symbol++)
+        if (pmca_patch_orphan_if_overwritten(symbol))
+            changed |= 1u << symbol;
+    pthread_mutex_unlock(&patch_lock);
+    if (pmca_ucm_guard_changed())
+        changed |= 1u << PMCA_SYM_COUNT;
+    if (changed)
+        pmca_ring_report_loss();
+    return changed;
+}
+
 PMCA_EXPORT uint32_t pmca_hooks_event_size(void) { return (uint32_t)sizeof(struct pmca_event); }
 
 PMCA_EXPORT uint32_t pmca_hooks_report_size(void)

@@ -98,16 +98,29 @@ static int ring_push(uint32_t kind, uintptr_t address, uintptr_t length, uint32_
     return 1;
 }
 
-void pmca_ring_record(int symbol, uint32_t kind, uintptr_t address, uintptr_t length,
-                      uint32_t from_alloc)
+void pmca_ring_publish(uint32_t kind, uintptr_t address, uintptr_t length, uint32_t from_alloc)
 {
-    if (!__atomic_load_n(&ring_state.enabled, __ATOMIC_RELAXED) ||
-        !__atomic_load_n(&pmca_symbol_active[symbol], __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&ring_state.enabled, __ATOMIC_RELAXED))
         return;
     if (!ring_push(kind, address, length, from_alloc)) {
         __atomic_fetch_add(&ring_state.dropped_total, 1, __ATOMIC_RELAXED);
         __atomic_fetch_add(&ring_state.dropped_unreported, 1, __ATOMIC_RELEASE);
     }
+    ring_doorbell();
+}
+
+void pmca_ring_record(int symbol, uint32_t kind, uintptr_t address, uintptr_t length,
+                      uint32_t from_alloc)
+{
+    if (!__atomic_load_n(&pmca_symbol_active[symbol], __ATOMIC_RELAXED))
+        return;
+    pmca_ring_publish(kind, address, length, from_alloc);
+}
+
+void pmca_ring_report_loss(void)
+{
+    __atomic_fetch_add(&ring_state.dropped_total, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&ring_state.dropped_unreported, 1, __ATOMIC_RELEASE);
     ring_doorbell();
 }
 
