@@ -73,8 +73,10 @@ class PatcherMemory:
             try:
                 patcher.patch_symbol(symbol, owner=OWNER)
             except native.PatchRefused as refused:
-                self.refused[symbol] = str(refused)
-                self._log.warning("cannot hook", symbol=symbol, reason=str(refused))
+                foreign = native.foreign_patches(native.backend(), (symbol,)).get(symbol)
+                owner = f" (patched by {foreign.owner})" if foreign else ""
+                self.refused[symbol] = f"{refused}{owner}"
+                self._log.warning("cannot hook", symbol=symbol, reason=self.refused[symbol])
         hooked = [s for s in SYMBOLS if s not in self.refused]
         self.self_test = native.self_test(hooked) if hooked else {}
         support = support_from(self.self_test)
@@ -82,12 +84,15 @@ class PatcherMemory:
             # Patches that did go in stay until the patcher framework closes
             # (it restores them all); a later call tries again.
             foreign = native.foreign_patches(native.backend(), tuple(self.refused))
-            owners = sorted({patch.owner for patch in foreign.values()})
-            hint = f" (libc is patched by {', '.join(owners)}; memory=ucm subscribes to UCX's events)"
+            hint = (
+                "; memory=ucm subscribes to UCX's events instead"
+                if any(patch.is_ucm for patch in foreign.values())
+                else ""
+            )
             raise MemoryHooksUnavailable(
                 f"memory hooks could not be installed ({reason}): "
                 + describe_failures(self.refused, self.self_test)
-                + (hint if owners else "")
+                + hint
             )
         self._support = support
         self._installed = True

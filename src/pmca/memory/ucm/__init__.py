@@ -6,8 +6,9 @@ refused (pmca never stacks on another patcher).  This component subscribes
 to ucm's ``VM_UNMAPPED`` events instead, with a handler of pmca's resident
 native library that pushes into the same ring as pmca's own hooks.
 
-Selection: when libc's release functions already hold a foreign patch and
-UCX's libucm is loaded, ucm offers ``memory_ucm_priority`` (90, above
+Selection: when UCX's libucm is loaded and one of the release functions
+memory/patcher needs for FREE|MUNMAP (munmap, madvise, mremap, brk) already
+holds a foreign patch, ucm offers ``memory_ucm_priority`` (90, above
 memory/patcher's 80); otherwise it declines unless the ``memory`` parameter
 names it, in which case it loads UCX's libucs itself if needed.
 """
@@ -19,6 +20,9 @@ from ...mca import Component, ComponentContext, NotAvailable, Query, hookimpl
 from ...mca._context import ComponentParams
 from ...mca._selection import parse_selection
 from ._module import UcmMemory
+
+#: The release functions memory/patcher needs for FREE|MUNMAP.
+NEEDED_FOR_FREE = ("munmap", "madvise", "mremap", "brk")
 
 
 class UcmMemoryComponent(Component):
@@ -37,9 +41,10 @@ class UcmMemoryComponent(Component):
             type=int,
             default=90,
             level=5,
-            help="Priority of the ucm memory component. Offered only when libc's release "
-            "functions already carry a foreign patch and UCX's libucm is loaded (then it "
-            "beats memory/patcher's 80), or when the memory parameter names ucm",
+            help="Priority of the ucm memory component. Offered only when UCX's libucm is "
+            "loaded and libc's munmap, madvise, mremap or brk already carries a foreign "
+            "patch (then it beats memory/patcher's 80), or when the memory parameter "
+            "names ucm",
         )
         params.register(
             "library",
@@ -66,7 +71,8 @@ class UcmMemoryComponent(Component):
 
         priority = int(ctx.params["priority"])
         library = str(ctx.params["library"])
-        foreign = native.foreign_patches(native.backend())
+        # Only when pmca's own patches could not give FREE|MUNMAP any more.
+        foreign = native.foreign_patches(native.backend(), NEEDED_FOR_FREE)
         if foreign and native.ucm_source().status().loaded:
             owners = sorted({patch.owner for patch in foreign.values()})
             ctx.log.info("libc is already patched; offering ucm", by=owners, priority=priority)
