@@ -16,7 +16,8 @@ import attrs
 
 from ._backend import HookBackend, PatchSite
 from ._dispatch import ReleaseDispatcher
-from ._errors import PatchRefused
+from ._errors import NativeUnavailable, PatchRefused
+from ._ucm import ucm_source
 from ._events import OVERFLOW_KIND, UCM_KIND
 
 
@@ -147,3 +148,38 @@ def hooks_installed(hooks: HookBackend) -> Iterator[dict[str, str]]:
         hooks.set_enabled(was_enabled)
         for site in reversed(installed_here):
             hooks.restore(site)
+
+
+@contextlib.contextmanager
+def ucm_for_refused(status: dict[str, str]) -> Iterator[str]:
+    """Subscribe to UCX's ucm for the block when own patches were refused and ucm is loaded.
+
+    Yields how ucm takes part: a description, or why it does not.
+    """
+    source = ucm_source()
+    state = source.status()
+    if not any(value.startswith("refused") for value in status.values()):
+        yield f"not needed ({state.describe()})"
+        return
+    if not state.loaded:
+        yield f"unavailable ({state.describe()})"
+        return
+    try:
+        path = source.acquire()
+    except NativeUnavailable as exc:
+        yield f"unavailable: {exc}"
+        return
+    try:
+        yield f"subscribed to VM_UNMAPPED of {path}"
+    finally:
+        source.release()
+
+
+def describe_sources(status: dict[str, str], ucm_state: str) -> dict[str, str]:
+    """``coverage().sources``: which functions pmca's own patches hold, and ucm's part."""
+    own = [symbol for symbol, value in status.items() if value.startswith("installed")]
+    refused = [symbol for symbol, value in status.items() if not value.startswith("installed")]
+    text = f"on {', '.join(own)}" if own else "none"
+    if refused:
+        text += f" (refused: {', '.join(refused)})"
+    return {"own patches": text, "ucm": ucm_state}
