@@ -151,8 +151,12 @@ def main() -> int:
     ]
     for label, value in rows:
         print(f"  {common.format_seconds(value):>10}  {label}")
-    report.ratios["cycle: ucm handler / own patches"] = med("ucm", "subject") / med("own", "subject")
-    report.ratios["cycle: own patches / plain libc"] = med("own", "subject") / med("own", "baseline")
+    report.ratios["cycle: ucm handler / own patches"] = med("ucm", "subject") / med(
+        "own", "subject"
+    )
+    report.ratios["cycle: own patches / plain libc"] = med("own", "subject") / med(
+        "own", "baseline"
+    )
     report.ratios["cycle: UCX + pmca handler / UCX alone"] = med("ucm", "subject") / med(
         "ucm", "baseline"
     )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from ..native.conftest import run_python  # noqa: F401  (fixture)
 from ..native.test_processes import COMMON
 
 pytestmark = pytest.mark.native

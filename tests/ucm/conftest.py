@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 import pmca.native as native
-
-from ..native.conftest import run_python  # noqa: F401  (fixture)
+from tests.native.conftest import run_python  # noqa: F401  (fixture: fresh processes)
 
 PROGRAM = Path(__file__).with_name("rank_program.py")
 TIMEOUT = 180.0

@@ -20,10 +20,12 @@ import threading
 
 ORDER, LOAD_MODE = sys.argv[1], sys.argv[2]
 UCX_LIBRARY = sys.argv[3] if len(sys.argv) > 3 else ""
+from pmca.testing.plugin import LOAD_MODE_VARIABLE  # noqa: E402
+
 if LOAD_MODE == "dso":
-    os.environ["PMCA_MCA_mca_base_component_dso"] = "all"
+    os.environ[LOAD_MODE_VARIABLE] = "all"
 else:
-    os.environ.pop("PMCA_MCA_mca_base_component_dso", None)
+    os.environ.pop(LOAD_MODE_VARIABLE, None)
 
 # glibc only takes its arena locks once a second thread has existed.
 _thread = threading.Thread(target=lambda: None)

@@ -58,7 +58,9 @@ class UcmDelivery:
                     source.load(load)
                 self.path = source.acquire()
             except native.NativeUnavailable as why:
-                raise MemoryHooksUnavailable(f"ucm cannot deliver events ({reason}): {why}") from None
+                raise MemoryHooksUnavailable(
+                    f"ucm cannot deliver events ({reason}): {why}"
+                ) from None
             self.active = True
         return self.retest(reason)
 

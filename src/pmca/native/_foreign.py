@@ -118,7 +118,9 @@ def _follow(address: int, maps: _Maps) -> tuple[int | None, str | None]:
     return target, None
 
 
-def foreign_patches(hooks: HookBackend, symbols: tuple[str, ...] | None = None) -> dict[str, ForeignPatch]:
+def foreign_patches(
+    hooks: HookBackend, symbols: tuple[str, ...] | None = None
+) -> dict[str, ForeignPatch]:
     """The release functions whose entry holds a jump that is not pmca's live patch."""
     maps = _Maps()
     found: dict[str, ForeignPatch] = {}

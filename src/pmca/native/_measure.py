@@ -17,8 +17,8 @@ import attrs
 from ._backend import HookBackend, PatchSite
 from ._dispatch import ReleaseDispatcher
 from ._errors import NativeUnavailable, PatchRefused
-from ._ucm import ucm_source
 from ._events import OVERFLOW_KIND, UCM_KIND
+from ._ucm import ucm_source
 
 
 @attrs.frozen(slots=True)

@@ -82,7 +82,9 @@ def _ready(hooks: HookBackend, symbol: str, source: Source) -> bool:
     return hooks.is_installed(symbol)
 
 
-def self_test(symbols: Iterable[str] | None = None, *, source: Source = "patches") -> dict[str, bool]:
+def self_test(
+    symbols: Iterable[str] | None = None, *, source: Source = "patches"
+) -> dict[str, bool]:
     """Call each hooked function for real and check that its event arrives.
 
     ``source="patches"`` tests pmca's own patches: a symbol that is not

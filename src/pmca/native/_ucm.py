@@ -135,8 +135,7 @@ class UcmSource:
         text = detail.decode(errors="replace")
         if status == _UCS_ERR_UNSUPPORTED:
             text += (
-                " (UCX memory events are off: UCX_MEM_EVENTS=no or "
-                "UCX_MEM_MMAP_HOOK_MODE=none?)"
+                " (UCX memory events are off: UCX_MEM_EVENTS=no or UCX_MEM_MMAP_HOOK_MODE=none?)"
             )
         return f"cannot subscribe to UCX's ucm events: {text}"
 

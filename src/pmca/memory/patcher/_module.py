@@ -73,8 +73,8 @@ class PatcherMemory:
             try:
                 patcher.patch_symbol(symbol, owner=OWNER)
             except native.PatchRefused as refused:
-                foreign = native.foreign_patches(native.backend(), (symbol,)).get(symbol)
-                owner = f" (patched by {foreign.owner})" if foreign else ""
+                holder = native.foreign_patches(native.backend(), (symbol,)).get(symbol)
+                owner = f" (patched by {holder.owner})" if holder else ""
                 self.refused[symbol] = f"{refused}{owner}"
                 self._log.warning("cannot hook", symbol=symbol, reason=self.refused[symbol])
         hooked = [s for s in SYMBOLS if s not in self.refused]
