@@ -11,6 +11,7 @@ delivers events from now on.
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 from collections.abc import Callable
@@ -52,6 +53,13 @@ Watcher = Callable[[Overwrite], object]
 _lock = threading.Lock()
 _watchers: list[Watcher] = []
 _checking = threading.local()
+# Held from the native check until the watchers have reacted, so that a
+# reader asking with wait=True never sees the state half switched.
+_reaction = threading.Condition()
+_reacting: list[int] = []  # the thread reacting now, if any
+
+#: How long a waiting reader gives a reaction in another thread.
+REACTION_WAIT = 30.0
 
 
 def on_overwrite(watcher: Watcher) -> Callable[[], None]:
@@ -67,17 +75,36 @@ def on_overwrite(watcher: Watcher) -> Callable[[], None]:
     return remove
 
 
-def check_overwrites() -> Overwrite | None:
+def check_overwrites(*, wait: bool = False) -> Overwrite | None:
     """Compare the hooks' bytes with what they should be; report and react to changes.
 
-    Returns what changed, or None.  Re-entrant calls (a watcher that drains)
-    return None at once.
+    Returns what changed, or None.  While another thread's watchers are
+    still reacting, returns None at once, or with ``wait=True`` waits until
+    they are done (at most :data:`REACTION_WAIT` seconds): what a
+    ``support_level()`` then reads is the new state.  Re-entrant calls (a
+    watcher that drains) return None at once.
     """
     if getattr(_checking, "active", False):
         return None
-    mask = int(_abi.load().pmca_hooks_check_overwrites())
-    if not mask:
-        return None
+    me = threading.get_ident()
+    with _reaction:
+        if _reacting and not wait:
+            return None
+        if not _reaction.wait_for(lambda: not _reacting, timeout=REACTION_WAIT):
+            return None
+        mask = int(_abi.load().pmca_hooks_check_overwrites())
+        if not mask:
+            return None
+        _reacting.append(me)
+    try:
+        return _react(mask)
+    finally:
+        with _reaction:
+            _reacting.clear()
+            _reaction.notify_all()
+
+
+def _react(mask: int) -> Overwrite:
     symbols = tuple(s for i, s in enumerate(SYMBOLS) if mask & (1 << i))
     overwrite = Overwrite(
         symbols=symbols,
@@ -100,3 +127,15 @@ def check_overwrites() -> Overwrite | None:
     finally:
         _checking.active = False
     return overwrite
+
+
+def _reset_after_fork() -> None:
+    # Only the forking thread exists in the child: a reaction under way in
+    # another thread will never finish there.
+    global _lock, _reaction
+    _lock = threading.Lock()
+    _reaction = threading.Condition()
+    _reacting.clear()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)

@@ -43,7 +43,7 @@ class PatcherMemory:
         if self._installed:
             from ... import native
 
-            native.check_overwrites()
+            native.check_overwrites(wait=True)
         return self._support
 
     @property

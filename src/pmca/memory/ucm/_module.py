@@ -42,7 +42,7 @@ class UcmMemory:
         if self._delivery.active:
             from ... import native
 
-            native.check_overwrites()
+            native.check_overwrites(wait=True)
         return self._support
 
     def installed(self) -> bool:
