@@ -6,6 +6,7 @@ when UCX's memory events are switched off and when pmca itself loads UCX.
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -89,3 +90,17 @@ def test_memory_ucm_with_events_off_says_why(run_python, libucs):
         env={"UCX_MEM_EVENTS": "no"},
     )
     assert "refused:" in result.stdout and "UCX_MEM_EVENTS=no" in result.stdout, result.stdout
+
+
+def test_doctor_runs_the_release_paths_with_ucx_loaded(libucs):
+    result = run_program([sys.executable, "-m", "pmca.cli", "doctor", "--quick", "--json"])
+    report = json.loads(result.stdout)
+    section = next(s for s in report["sections"] if "with UCX loaded" in s["title"])
+    assert section["data"]["sources"]["ucm"].startswith("subscribed to VM_UNMAPPED of")
+    assert section["data"]["sources"]["own patches"].startswith("none (refused:")
+    paths = section["data"]["paths"]
+    for name in ("free", "realloc", "munmap", "madvise", "mremap", "mmap_fixed", "shmdt"):
+        assert paths[name]["caught"] is True, (name, paths[name])
+        assert paths[name]["kinds"] == ["vm_unmapped"], (name, paths[name])
+    plain = next(s for s in report["sections"] if s["title"] == "Native hook coverage")
+    assert plain["data"]["paths"]["munmap"]["kinds"] == ["munmap"]
