@@ -269,9 +269,13 @@ class Subscription:
         a callback that releases more memory than the event it handles would
         otherwise make every drain longer than the last."""
         queue = self._queue
+        # Lag counts from when the events were pulled, or from when this
+        # delivery began if that is later: time spent on other subscribers'
+        # callbacks in the same drain is not this subscriber's lag.
+        began = time.monotonic()
         while self._delivered_items < ticket:
             chunk, start, overflow = queue[0]
-            deadline = chunk.pulled_at + self._max_lag
+            deadline = max(chunk.pulled_at, began) + self._max_lag
             if time.monotonic() > deadline:
                 self._collapse(ticket)
                 return
