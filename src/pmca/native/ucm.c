@@ -37,6 +37,8 @@
 #define UCM_EVENT_VM_UNMAPPED (1 << 17)
 #define GUARDED_BYTES 16
 
+int pmca_hooks_enabled(void); /* ring.c: 0 while pmca's event sources are switched off */
+
 struct ucm_vm_range {
     void *address;
     size_t size;
@@ -68,7 +70,7 @@ static const char handler_identity = 'p';
 static void on_ucm_event(int event_type, void *event, void *arg)
 {
     if (event_type != UCM_EVENT_VM_UNMAPPED || arg != &handler_identity ||
-        !__atomic_load_n(&ucm.subscribed, __ATOMIC_ACQUIRE))
+        !__atomic_load_n(&ucm.subscribed, __ATOMIC_ACQUIRE) || !pmca_hooks_enabled())
         return;
     const struct ucm_vm_range *range = event;
     __atomic_fetch_add(&ucm.events, 1, __ATOMIC_RELAXED);
@@ -143,6 +145,9 @@ PMCA_EXPORT int pmca_ucm_subscribe(int priority)
     pthread_mutex_lock(&ucm_lock);
     int status;
     if (attach_locked() != 0) {
+        status = -1;
+    } else if (pmca_ring_ensure_configured() != 0) {
+        (void)snprintf(ucm.error, sizeof ucm.error, "cannot allocate the release-event ring");
         status = -1;
     } else if (ucm.subscribed) {
         status = 1;
