@@ -62,6 +62,16 @@ _reacting: list[int] = []  # the thread reacting now, if any
 REACTION_WAIT = 30.0
 
 
+_check_function: list[Callable[[], int]] = []
+
+
+def _native_check() -> int:
+    # Resolved once: this runs before every drain, and _abi.load() takes a lock.
+    if not _check_function:
+        _check_function.append(_abi.load().pmca_hooks_check_overwrites)
+    return int(_check_function[0]())
+
+
 def on_overwrite(watcher: Watcher) -> Callable[[], None]:
     """Call ``watcher(Overwrite)`` after every check that finds a change; returns a remover."""
     with _lock:
@@ -92,7 +102,7 @@ def check_overwrites(*, wait: bool = False) -> Overwrite | None:
             return None
         if not _reaction.wait_for(lambda: not _reacting, timeout=REACTION_WAIT):
             return None
-        mask = int(_abi.load().pmca_hooks_check_overwrites())
+        mask = _native_check()
         if not mask:
             return None
         _reacting.append(me)
