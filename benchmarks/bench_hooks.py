@@ -94,7 +94,9 @@ def _loops(probe: ctypes.CDLL, quick: bool) -> dict[str, Callable[[], object]]:
         "mmap+munmap 4 KiB (C)": lambda: check(
             probe.pmca_probe_map_unmap_loop(4096, 40000 // scale)
         ),
-        "mmap+munmap 1 MiB (C)": lambda: check(probe.pmca_probe_map_unmap_loop(MIB, 40000 // scale)),
+        "mmap+munmap 1 MiB (C)": lambda: check(
+            probe.pmca_probe_map_unmap_loop(MIB, 40000 // scale)
+        ),
         "malloc/free 1-64 MiB (C)": lambda: check(
             probe.pmca_probe_malloc_free_loop(MIB, 64 * MIB, 4000 // scale)
         ),
@@ -119,7 +121,7 @@ def _cost_child(args: dict[str, Any]) -> None:
             loop()
             return time.perf_counter() - wall, time.process_time() - cpu
 
-        def hooked(loop: Callable[[], object] = loop) -> tuple[float, float]:
+        def hooked(loop: Callable[[], object] = loop, name: str = name) -> tuple[float, float]:
             sites = [hooks.install(symbol) for symbol in hooks.symbols]
             counter: Any = _BatchCounter() if batch else _Counter()
             subscription = native.dispatcher().subscribe(counter, batch=batch)
@@ -272,7 +274,10 @@ def _storm_child(args: dict[str, Any]) -> None:
     sites = [hooks.install(symbol) for symbol in hooks.symbols]
     outcome: dict[str, Any] = {}
     try:
-        for variant, length in (("C pthreads", STORM_LENGTH_C), ("Python threads", STORM_LENGTH_PY)):
+        for variant, length in (
+            ("C pthreads", STORM_LENGTH_C),
+            ("Python threads", STORM_LENGTH_PY),
+        ):
             watcher = _StormWatcher(length)
             before = native.stats()
             subscription = native.dispatcher().subscribe(watcher)

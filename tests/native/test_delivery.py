@@ -103,9 +103,9 @@ subscription = dispatch.subscribe(recorder)
 before = native.stats()
 release = ctypes.c_int(0)
 outcome = []
-stalled = threading.Thread(
-    target=lambda: outcome.append(lib.pmca_hooks_publish_stalled(0xdead000, PAGE, ctypes.byref(release)))
-)
+def stall():
+    outcome.append(lib.pmca_hooks_publish_stalled(0xdead000, PAGE, ctypes.byref(release)))
+stalled = threading.Thread(target=stall)
 stalled.start()
 while hooks.ring_state().published == before.published:
     time.sleep(0.001)                 # the stalled producer holds its claim
@@ -134,7 +134,9 @@ del recorder.events[:]
 # A stall shorter than the bound is waited for: delivered, no overflow.
 del recorder.events[:]
 release.value = 0
-slow = threading.Thread(target=lib.pmca_hooks_publish_stalled, args=(0xbeef000, PAGE, ctypes.byref(release)))
+slow = threading.Thread(
+    target=lib.pmca_hooks_publish_stalled, args=(0xbeef000, PAGE, ctypes.byref(release))
+)
 mark = hooks.ring_state().published
 slow.start()
 while hooks.ring_state().published == mark:
@@ -478,3 +480,44 @@ print("fds ok")
     )
     assert "fds ok" in result.stdout
     assert target.read_bytes() == b""
+
+
+def test_every_hook_publishes_before_its_system_call(run_python):
+    # Deterministic twin of the race above: a call the kernel rejects still
+    # leaves its event, because the event went out before the call was made
+    # (an implementation that published after a successful call would leave
+    # none).  brk is left out: a rejected shrink cannot be provoked safely.
+    result = run_python(
+        PRELUDE
+        + """
+import errno as E
+from pmca._libc import MADV_DONTNEED, MREMAP_MAYMOVE
+sites = [hooks.install(s) for s in ("munmap", "madvise", "mremap", "mmap", "shmdt")]
+seen = []
+dispatch = native.ReleaseDispatcher(listen=False)
+s = dispatch.subscribe(lambda *e: seen.append(e))
+odd = c.map_anonymous(2 * PAGE) + 1                  # not page-aligned: EINVAL everywhere
+def rejected(call):
+    try:
+        return call() == -1
+    except OSError:
+        return True
+outcomes = {
+    "munmap": rejected(lambda: c.munmap(odd, PAGE)),
+    "madvise": rejected(lambda: c.madvise(odd, PAGE, MADV_DONTNEED)),
+    "mremap": rejected(lambda: c.mremap(odd, PAGE, 2 * PAGE, MREMAP_MAYMOVE)),
+    "mmap_fixed": rejected(lambda: c.mmap(odd, PAGE, 3, 0x22 | 0x10)),
+    "shmdt": rejected(lambda: c.shmdt(odd)),
+}
+dispatch.drain()
+kinds = {e[2] for e in seen if e[0] == odd}
+s.unregister()
+for site in reversed(sites):
+    assert hooks.restore(site)
+assert all(outcomes.values()), outcomes            # the kernel refused every one
+assert kinds == set(outcomes), kinds
+print("before ok")
+""",
+        timeout=60,
+    )
+    assert "before ok" in result.stdout
