@@ -98,7 +98,7 @@ def test_a_producer_stalled_mid_publish_makes_the_drain_incomplete_not_stuck(run
         + """
 site = hooks.install("munmap")
 recorder = Recorder()
-dispatch = native.ReleaseDispatcher(listen=False, stall_wait_ns=50_000_000)
+dispatch = native.ReleaseDispatcher(listen=False, stall_wait_ns=50_000_000, max_lag=600)
 subscription = dispatch.subscribe(recorder)
 before = native.stats()
 release = ctypes.c_int(0)
@@ -171,8 +171,11 @@ def on_release(address, length, kind, from_alloc):
         seen.add(address)
         log.debug("released %x", address)
     time.sleep(0)
-subscription = native.dispatcher().subscribe(on_release)
-assert native.dispatcher().listening
+# Its own dispatcher (with a listener): patient, so that a loaded machine
+# cannot turn a slow round into an overflow notice.
+dispatch = native.ReleaseDispatcher(max_lag=600)
+subscription = dispatch.subscribe(on_release)
+assert dispatch.listening
 short = 0
 for round_ in range(20):
     released = []
@@ -180,7 +183,7 @@ for round_ in range(20):
         region = c.map_anonymous(PAGE)
         c.munmap(region, PAGE)
         released.append(region)
-    native.dispatcher().drain()
+    dispatch.drain()
     with lock:
         missing = [r for r in released if r not in seen]
         seen.clear()
@@ -200,7 +203,7 @@ def test_four_threads_draining_deliver_each_event_once_per_subscriber(run_python
         PRELUDE
         + """
 first, second = Recorder(), Recorder()
-dispatch = native.dispatcher()
+dispatch = native.ReleaseDispatcher(max_lag=600)   # with a listener; patient (see above)
 subscriptions = [dispatch.subscribe(first), dispatch.subscribe(second)]
 base = [0x100000000]
 base_lock = threading.Lock()
@@ -270,7 +273,7 @@ def test_batched_subscribers_get_columns_and_the_overflow_flag(run_python):
     result = run_python(
         PRELUDE
         + """
-dispatch = native.ReleaseDispatcher(listen=False)
+dispatch = native.ReleaseDispatcher(listen=False, max_lag=600)
 batches = []
 def on_batch(batch):
     batches.append((len(batch), batch.overflow, batch.addresses.tolist(), batch.lengths.tolist(),
@@ -521,3 +524,28 @@ print("before ok")
         timeout=60,
     )
     assert "before ok" in result.stdout
+
+
+def test_a_subscriber_far_behind_gets_an_overflow_instead_of_its_backlog(run_python):
+    result = run_python(
+        PRELUDE
+        + """
+dispatch = native.ReleaseDispatcher(listen=False, max_lag=0.05)
+seen = []
+def slow(address, length, kind, from_alloc):
+    seen.append(kind)
+    time.sleep(0.001)
+s = dispatch.subscribe(slow)
+fast = []
+f = dispatch.subscribe(lambda *e: fast.append(e))
+before = native.stats().lagged
+hooks.publish_synthetic(3000)
+dispatch.drain()
+assert "overflow" in seen and len(seen) < 3000, len(seen)
+assert len(fast) == 3000 and not [e for e in fast if e[2] == "overflow"]
+s.unregister(); f.unregister()
+print("lag ok")
+""",
+        timeout=60,
+    )
+    assert "lag ok" in result.stdout

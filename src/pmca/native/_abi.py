@@ -162,6 +162,8 @@ def _declare(lib: ctypes.CDLL) -> None:
             ],
         ),
         "pmca_hooks_snapshot": (ctypes.c_uint64, [ctypes.POINTER(ctypes.c_uint64)]),
+        "pmca_hooks_head_address": (ctypes.c_void_p, []),
+        "pmca_hooks_dropped_address": (ctypes.c_void_p, []),
         "pmca_hooks_wait": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64]),
         "pmca_hooks_wake_listeners": (None, []),
         "pmca_hooks_ring_stats": (None, [ctypes.POINTER(RingStats)]),

@@ -94,6 +94,7 @@ class ReleaseDispatcher:
         max_lag: float = MAX_LAG,
     ) -> None:
         self._hooks = hooks
+        self._cached_backend: HookBackend | None = None
         self._max_lag = max_lag
         self._listen_enabled = listen
         self._stall_wait_ns = stall_wait_ns
@@ -101,11 +102,21 @@ class ReleaseDispatcher:
         self._checks: list[HealthCheck] = []
         self._reset_state()
 
+    def _backend(self) -> HookBackend:
+        hooks = self._cached_backend
+        if hooks is None:
+            hooks = self._cached_backend = self._hooks()
+        return hooks
+
     def _reset_state(self) -> None:
         # One lock for ring consumption and the subscriber list: a pull and a
         # subscription never interleave, which is what makes epochs exact.
         self._lock = threading.Lock()
         self._subscriptions: list[Subscription] = []
+        # Ring position and drop count up to which events were handed to the
+        # subscribers' queues (written under the lock, after the hand-over).
+        self._offered_to = 0
+        self._drops_offered = -1
         self._listener: threading.Thread | None = None
         self._stop = threading.Event()
         self._last_check = 0.0
@@ -125,7 +136,7 @@ class ReleaseDispatcher:
         thread with the first subscriber; if it cannot start, nothing stays
         subscribed.  Raises :class:`NativeUnavailable` without a native backend.
         """
-        hooks = self._hooks()
+        hooks = self._backend()
         hooks.ensure_ring()  # before anyone is stamped with a ring position
         with self._lock:
             epoch, dropped = hooks.snapshot()
@@ -146,7 +157,7 @@ class ReleaseDispatcher:
         return self.subscribe(callback, batch=True)
 
     def _remove(self, subscription: Subscription) -> None:
-        hooks = self._hooks()
+        hooks = self._backend()
         with self._lock:
             if not subscription.active:
                 return
@@ -172,7 +183,7 @@ class ReleaseDispatcher:
 
     def close(self) -> None:
         """Deliver what is pending, unregister every subscriber, stop the listener."""
-        hooks = self._hooks()
+        hooks = self._backend()
         with self._lock:
             self._pull_locked(hooks)
             retiring = [(s, s.retire()) for s in self._subscriptions]
@@ -226,7 +237,16 @@ class ReleaseDispatcher:
         subscribers by ``batch.overflow``.  Called from inside a release
         callback, it does not wait for other threads' callbacks.
         """
-        hooks = self._hooks()
+        hooks = self._backend()
+        if (
+            hooks.head_word.value <= self._offered_to
+            and hooks.dropped_word.value == self._drops_offered
+            and (not self._checks or time.monotonic() - self._last_check < CHECK_PERIOD)
+            and all(s.caught_up() for s in self._subscriptions)
+        ):
+            # Nothing published, lost or queued since the last hand-over: the
+            # common case of a drain before a cache lookup, without the lock.
+            return 0
         with self._lock:
             self.drains += 1
             pulled = self._pull_locked(hooks)
@@ -250,7 +270,8 @@ class ReleaseDispatcher:
         """
         until, dropped = hooks.snapshot()
         if hooks.pulled_to >= until and dropped == hooks.drops_seen:
-            return 0  # the common case of a drain before a cache lookup
+            self._offered_to, self._drops_offered = until, dropped
+            return 0
         pulled = 0
         while True:
             taken = hooks.pull(until, CHUNK, self._stall_wait_ns)
@@ -262,6 +283,8 @@ class ReleaseDispatcher:
                     subscription.offer(chunk)
             pulled += taken.count
             if taken.next_position >= until or (taken.count == 0 and taken.abandoned == 0):
+                self._offered_to = max(self._offered_to, taken.next_position)
+                self._drops_offered = taken.dropped_total
                 return pulled
 
     @staticmethod
@@ -291,7 +314,7 @@ class ReleaseDispatcher:
         if listener is None:
             return None
         self._stop.set()
-        self._hooks().wake_listeners()
+        self._backend().wake_listeners()
         return listener
 
     @staticmethod
@@ -304,7 +327,7 @@ class ReleaseDispatcher:
 
     def _listen(self, stop: threading.Event) -> None:
         mark_listener_thread()
-        hooks = self._hooks()
+        hooks = self._backend()
         capacity = hooks.ensure_ring()
         timer = TIMER_MIN
         while not stop.is_set():
