@@ -242,7 +242,7 @@ class ReleaseDispatcher:
             hooks.head_word.value <= self._offered_to
             and hooks.dropped_word.value == self._drops_offered
             and (not self._checks or time.monotonic() - self._last_check < CHECK_PERIOD)
-            and all(s.caught_up() for s in self._subscriptions)
+            and all(s.caught_up() for s in tuple(self._subscriptions))  # a copy: atomic
         ):
             # Nothing published, lost or queued since the last hand-over: the
             # common case of a drain before a cache lookup, without the lock.
