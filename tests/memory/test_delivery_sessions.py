@@ -156,3 +156,38 @@ print("batch ok", pmca.native.stats().delivered > 0)
 """
     )
     assert "batch ok True" in out
+
+
+def test_four_threads_each_running_sessions_and_draining_never_hang() -> None:
+    out = _run(
+        """
+errors = []
+def worker(n):
+    try:
+        for _ in range(8):
+            seen = set()
+            with pmca.Session(frameworks=["memory"]):
+                pmca.memory.register_release(lambda a, l, k, f: seen.add(a))
+                released = []
+                for _ in range(50):
+                    region = c.map_anonymous(PAGE)
+                    c.munmap(region, PAGE)
+                    released.append(region)
+                pmca.memory.drain()
+                missing = [r for r in released if r not in seen]
+                if missing:
+                    errors.append((n, len(missing)))
+    except BaseException as exc:
+        errors.append((n, repr(exc)))
+threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(200)
+    assert not t.is_alive(), "a thread hung in a session or a drain"
+assert not errors, errors
+print("threads ok")
+""",
+        timeout=240,
+    )
+    assert "threads ok" in out

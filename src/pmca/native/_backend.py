@@ -121,6 +121,10 @@ class HookBackend:
         self._lib = lib
         self._consumer_lock = threading.Lock()
         self._result = DrainResult()
+        # Live views of the ring's producer position and drop counter: a drain
+        # with nothing to do reads them instead of calling into the library.
+        self.head_word = ctypes.c_uint64.from_address(lib.pmca_hooks_head_address())
+        self.dropped_word = ctypes.c_uint64.from_address(lib.pmca_hooks_dropped_address())
         self._drops_seen = self.snapshot()[1]
         self._pulled_to = self.ring_state().consumed
 

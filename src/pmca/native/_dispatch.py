@@ -95,6 +95,7 @@ class ReleaseDispatcher:
         max_lag: float = MAX_LAG,
     ) -> None:
         self._hooks = hooks
+        self._cached_backend: HookBackend | None = None
         self._max_lag = max_lag
         self._listen_enabled = listen
         self._stall_wait_ns = stall_wait_ns
@@ -102,11 +103,21 @@ class ReleaseDispatcher:
         self._checks: list[HealthCheck] = []
         self._reset_state()
 
+    def _backend(self) -> HookBackend:
+        hooks = self._cached_backend
+        if hooks is None:
+            hooks = self._cached_backend = self._hooks()
+        return hooks
+
     def _reset_state(self) -> None:
         # One lock for ring consumption and the subscriber list: a pull and a
         # subscription never interleave, which is what makes epochs exact.
         self._lock = threading.Lock()
         self._subscriptions: list[Subscription] = []
+        # Ring position and drop count up to which events were handed to the
+        # subscribers' queues (written under the lock, after the hand-over).
+        self._offered_to = 0
+        self._drops_offered = -1
         self._listener: threading.Thread | None = None
         self._stop = threading.Event()
         self._last_check = 0.0
@@ -126,7 +137,7 @@ class ReleaseDispatcher:
         thread with the first subscriber; if it cannot start, nothing stays
         subscribed.  Raises :class:`NativeUnavailable` without a native backend.
         """
-        hooks = self._hooks()
+        hooks = self._backend()
         hooks.ensure_ring()  # before anyone is stamped with a ring position
         with self._lock:
             epoch, dropped = hooks.snapshot()
@@ -147,7 +158,7 @@ class ReleaseDispatcher:
         return self.subscribe(callback, batch=True)
 
     def _remove(self, subscription: Subscription) -> None:
-        hooks = self._hooks()
+        hooks = self._backend()
         with self._lock:
             if not subscription.active:
                 return
@@ -173,7 +184,7 @@ class ReleaseDispatcher:
 
     def close(self) -> None:
         """Deliver what is pending, unregister every subscriber, stop the listener."""
-        hooks = self._hooks()
+        hooks = self._backend()
         with self._lock:
             self._pull_locked(hooks)
             retiring = [(s, s.retire()) for s in self._subscriptions]
@@ -227,10 +238,19 @@ class ReleaseDispatcher:
         subscribers by ``batch.overflow``.  Called from inside a release
         callback, it does not wait for other threads' callbacks.
         """
-        hooks = self._hooks()
-        # Before the snapshot: a hook someone overwrote turns into an
-        # overflow in this very drain (the listener's timer drains too).
+        hooks = self._backend()
+        # Before anything else: a hook someone overwrote counts a drop, so
+        # this very drain reports an overflow (the listener's timer drains too).
         check_overwrites()
+        if (
+            hooks.head_word.value <= self._offered_to
+            and hooks.dropped_word.value == self._drops_offered
+            and (not self._checks or time.monotonic() - self._last_check < CHECK_PERIOD)
+            and all(s.caught_up() for s in tuple(self._subscriptions))  # a copy: atomic
+        ):
+            # Nothing published, lost or queued since the last hand-over: the
+            # common case of a drain before a cache lookup, without the lock.
+            return 0
         with self._lock:
             self.drains += 1
             pulled = self._pull_locked(hooks)
@@ -254,7 +274,8 @@ class ReleaseDispatcher:
         """
         until, dropped = hooks.snapshot()
         if hooks.pulled_to >= until and dropped == hooks.drops_seen:
-            return 0  # the common case of a drain before a cache lookup
+            self._offered_to, self._drops_offered = until, dropped
+            return 0
         pulled = 0
         while True:
             taken = hooks.pull(until, CHUNK, self._stall_wait_ns)
@@ -266,6 +287,8 @@ class ReleaseDispatcher:
                     subscription.offer(chunk)
             pulled += taken.count
             if taken.next_position >= until or (taken.count == 0 and taken.abandoned == 0):
+                self._offered_to = max(self._offered_to, taken.next_position)
+                self._drops_offered = taken.dropped_total
                 return pulled
 
     @staticmethod
@@ -295,7 +318,7 @@ class ReleaseDispatcher:
         if listener is None:
             return None
         self._stop.set()
-        self._hooks().wake_listeners()
+        self._backend().wake_listeners()
         return listener
 
     @staticmethod
@@ -308,7 +331,7 @@ class ReleaseDispatcher:
 
     def _listen(self, stop: threading.Event) -> None:
         mark_listener_thread()
-        hooks = self._hooks()
+        hooks = self._backend()
         capacity = hooks.ensure_ring()
         timer = TIMER_MIN
         while not stop.is_set():

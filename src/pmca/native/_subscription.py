@@ -207,6 +207,10 @@ class Subscription:
         self._queue.append((chunk, start, overflow))
         self._enqueued += 1
 
+    def caught_up(self) -> bool:
+        """Whether everything queued has been delivered (read without locks)."""
+        return self._delivered_items >= self._enqueued
+
     def ticket(self) -> int:
         return self._enqueued
 

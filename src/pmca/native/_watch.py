@@ -52,24 +52,39 @@ Watcher = Callable[[Overwrite], object]
 
 _lock = threading.Lock()
 _watchers: list[Watcher] = []
-_checking = threading.local()
-# Held from the native check until the watchers have reacted, so that a
-# reader asking with wait=True never sees the state half switched.
+
+
+class _Checking(threading.local):
+    active = False  # a class default: no AttributeError on the hot path
+
+
+_checking = _Checking()
+# Readers that must see the state after a reaction (wait=True) wait here
+# while the native "pending" word says another thread is still reacting.
 _reaction = threading.Condition()
-_reacting: list[int] = []  # the thread reacting now, if any
 
 #: How long a waiting reader gives a reaction in another thread.
 REACTION_WAIT = 30.0
 
 
-_check_function: list[Callable[[], int]] = []
+class _Native:
+    """The check function and the pending word, resolved once: this runs
+    before every drain, and _abi.load() takes a lock."""
+
+    def __init__(self) -> None:
+        lib = _abi.load()
+        self.check: Callable[[], int] = lib.pmca_hooks_check_overwrites
+        self.handled: Callable[[int], None] = lib.pmca_hooks_overwrite_handled
+        self.pending = lib.pmca_hooks_overwrite_pending().contents
 
 
-def _native_check() -> int:
-    # Resolved once: this runs before every drain, and _abi.load() takes a lock.
-    if not _check_function:
-        _check_function.append(_abi.load().pmca_hooks_check_overwrites)
-    return int(_check_function[0]())
+_native: list[_Native] = []
+
+
+def _resolved() -> _Native:
+    if not _native:
+        _native.append(_Native())
+    return _native[0]
 
 
 def on_overwrite(watcher: Watcher) -> Callable[[], None]:
@@ -88,30 +103,28 @@ def on_overwrite(watcher: Watcher) -> Callable[[], None]:
 def check_overwrites(*, wait: bool = False) -> Overwrite | None:
     """Compare the hooks' bytes with what they should be; report and react to changes.
 
-    Returns what changed, or None.  While another thread's watchers are
-    still reacting, returns None at once, or with ``wait=True`` waits until
-    they are done (at most :data:`REACTION_WAIT` seconds): what a
-    ``support_level()`` then reads is the new state.  Re-entrant calls (a
-    watcher that drains) return None at once.
+    Returns what changed, or None.  The thread that finds a change runs the
+    watchers; another thread asking meanwhile gets None at once, or with
+    ``wait=True`` waits until the reaction is over (at most
+    :data:`REACTION_WAIT` seconds), so that what a ``support_level()`` reads
+    next is the new state.  Re-entrant calls (a watcher that drains) return
+    None at once.
     """
-    if getattr(_checking, "active", False):
+    if _checking.active:
         return None
-    me = threading.get_ident()
-    with _reaction:
-        if _reacting and not wait:
-            return None
-        if not _reaction.wait_for(lambda: not _reacting, timeout=REACTION_WAIT):
-            return None
-        mask = _native_check()
-        if not mask:
-            return None
-        _reacting.append(me)
-    try:
-        return _react(mask)
-    finally:
+    native = _native[0] if _native else _resolved()
+    mask = int(native.check())
+    if mask:
+        try:
+            return _react(mask)
+        finally:
+            with _reaction:
+                native.handled(0)
+                _reaction.notify_all()
+    if wait and native.pending.value:
         with _reaction:
-            _reacting.clear()
-            _reaction.notify_all()
+            _reaction.wait_for(lambda: not native.pending.value, timeout=REACTION_WAIT)
+    return None
 
 
 def _react(mask: int) -> Overwrite:
@@ -145,7 +158,8 @@ def _reset_after_fork() -> None:
     global _lock, _reaction
     _lock = threading.Lock()
     _reaction = threading.Condition()
-    _reacting.clear()
+    if _native:
+        _native[0].handled(1)
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)

@@ -387,6 +387,13 @@ PMCA_EXPORT uint64_t pmca_hooks_snapshot(uint64_t *dropped_total)
     return head;
 }
 
+/* Where the producer position and the drop counter live, for consumers
+ * that poll them without a call (an aligned 64-bit load is atomic on the
+ * platforms this library supports). */
+PMCA_EXPORT const uint64_t *pmca_hooks_head_address(void) { return &ring.enqueue_position; }
+
+PMCA_EXPORT const uint64_t *pmca_hooks_dropped_address(void) { return &ring.dropped_total; }
+
 /*
  * The listener's sleep (called through ctypes, which releases the GIL).
  * Returns 1 when the ring holds `threshold` unconsumed events (at once, or
