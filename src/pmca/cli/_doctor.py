@@ -209,7 +209,7 @@ def _child_coverage_ucm() -> None:
     from .. import native
 
     native.ucm_source().load()
-    emit(native.coverage().as_dict())
+    _child_coverage()
 
 
 def coverage_section() -> Section:
