@@ -104,3 +104,42 @@ def test_doctor_runs_the_release_paths_with_ucx_loaded(libucs):
         assert paths[name]["kinds"] == ["vm_unmapped"], (name, paths[name])
     plain = next(s for s in report["sections"] if s["title"] == "Native hook coverage")
     assert plain["data"]["paths"]["munmap"]["kinds"] == ["munmap"]
+
+
+def test_fork_while_draining_from_ucm(run_python, libucs):
+    result = run_python(
+        f"""
+        import ctypes, os, signal
+        ctypes.CDLL({str(libucs)!r})
+        from pmca import memory
+        from pmca._libc import PAGE, libc
+        from pmca.runtime import Session
+        seen = []
+        stop = threading.Event()
+
+        def drain_forever():
+            while not stop.is_set():
+                memory.drain()  # the overwrite/guard check takes native locks
+
+        with Session(frameworks=["memory"]):
+            handle = memory.register_release(lambda a, n, k, f: seen.append(a))
+            drainer = threading.Thread(target=drain_forever)
+            drainer.start()
+            for _ in range(20):
+                pid = os.fork()
+                if pid == 0:
+                    signal.alarm(20)  # a hung child dies instead of outliving the test
+                    region = libc().map_anonymous(PAGE)
+                    libc().munmap(region, PAGE)
+                    memory.drain()
+                    os._exit(0 if region in seen else 3)
+                _, status = os.waitpid(pid, 0)
+                assert os.waitstatus_to_exitcode(status) == 0, status
+            stop.set()
+            drainer.join()
+            handle.unregister()
+        print("fork ok")
+        """,
+        timeout=120,
+    )
+    assert "fork ok" in result.stdout

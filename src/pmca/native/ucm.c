@@ -77,6 +77,17 @@ static void on_ucm_event(int event_type, void *event, void *arg)
     pmca_ring_publish(PMCA_KIND_UCM_UNMAPPED, (uintptr_t)range->address, range->size, 1);
 }
 
+/* The guard check takes ucm_lock at every drain, from any thread: a fork at
+ * that moment must not leave it held forever in the child. */
+static void ucm_atfork_prepare(void) { pthread_mutex_lock(&ucm_lock); }
+static void ucm_atfork_parent(void) { pthread_mutex_unlock(&ucm_lock); }
+static void ucm_atfork_child(void) { pthread_mutex_init(&ucm_lock, NULL); }
+static void ucm_register_atfork(void)
+{
+    (void)pthread_atfork(ucm_atfork_prepare, ucm_atfork_parent, ucm_atfork_child);
+}
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
 static int attach_error(const char *message, const char *detail)
 {
     (void)snprintf(ucm.error, sizeof ucm.error, "%s%s%s", message, detail ? ": " : "",
@@ -88,6 +99,7 @@ static int attach_locked(void)
 {
     if (ucm.library)
         return 0;
+    (void)pthread_once(&atfork_once, ucm_register_atfork);
     /* Only a copy that is already loaded: loading UCX is the caller's choice. */
     void *library = dlopen(UCM_SONAME, RTLD_NOW | RTLD_NOLOAD);
     if (!library)
