@@ -10,7 +10,8 @@ Selection: when UCX's libucm is loaded and one of the release functions
 memory/patcher needs for FREE|MUNMAP (munmap, madvise, mremap, brk) already
 holds a foreign patch, ucm offers ``memory_ucm_priority`` (90, above
 memory/patcher's 80); otherwise it declines unless the ``memory`` parameter
-names it, in which case it loads UCX's libucs itself if needed.
+names it and not patcher, in which case it loads UCX's libucs itself if
+needed.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class UcmMemoryComponent(Component):
             help="Priority of the ucm memory component. Offered only when UCX's libucm is "
             "loaded and libc's munmap, madvise, mremap or brk already carries a foreign "
             "patch (then it beats memory/patcher's 80), or when the memory parameter "
-            "names ucm",
+            "names ucm and not patcher",
         )
         params.register(
             "library",
@@ -86,8 +87,14 @@ class UcmMemoryComponent(Component):
 
     @staticmethod
     def _requested(ctx: ComponentContext) -> bool:
+        # Named without patcher: a list of every component (patcher,ucm,none)
+        # must not make pmca load UCX into a process that has none.
         selection = parse_selection(str(ctx.host.params.value(ctx.framework)), parameter="memory")
-        return not selection.exclude and UcmMemoryComponent.name in selection.names
+        return (
+            not selection.exclude
+            and UcmMemoryComponent.name in selection.names
+            and "patcher" not in selection.names
+        )
 
     @hookimpl
     def close(self, ctx: ComponentContext) -> None:
