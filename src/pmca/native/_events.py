@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 from collections.abc import Iterator
 from typing import Final, Literal
 
@@ -140,6 +141,9 @@ class ReleaseBatch:
 
 
 Columns = tuple[list[int], list[int], list[str], list[bool]]
+#: Addresses and lengths as lists; kinds and from_alloc as lists, or, when
+#: every record has the same ones (the usual case), as one value each.
+FastColumns = tuple[list[int], list[int], list[str] | str, list[bool] | bool]
 
 
 def decode_columns(data: memoryview) -> Columns:
@@ -149,6 +153,26 @@ def decode_columns(data: memoryview) -> Columns:
     return (
         words[0::3].tolist(),
         words[1::3].tolist(),
+        list(map(KIND_NAMES.__getitem__, halves[4::6].tolist())),
+        list(map(bool, halves[5::6].tolist())),
+    )
+
+
+def decode_fast(data: memoryview) -> FastColumns:
+    """Like :func:`decode_columns`, but a run of records that share their kind
+    and ``from_alloc`` (checked by one C comparison) costs no per-record
+    decoding of those two columns."""
+    words = data.cast("Q")
+    addresses, lengths = words[0::3].tolist(), words[1::3].tolist()
+    tags = words[2::3]  # kind | from_alloc << 32, per record
+    count = len(tags)
+    if count and tags == memoryview(array.array("Q", [tags[0]]) * count):
+        tag = tags[0]
+        return addresses, lengths, KIND_NAMES[tag & 0xFFFFFFFF], bool(tag >> 32)
+    halves = data.cast("I")
+    return (
+        addresses,
+        lengths,
         list(map(KIND_NAMES.__getitem__, halves[4::6].tolist())),
         list(map(bool, halves[5::6].tolist())),
     )
