@@ -88,7 +88,7 @@ class Chunk:
         addresses, lengths, kinds, allocs = columns
         return (
             addresses[start:],
-            lengths[start:],
+            lengths[start:] if isinstance(lengths, list) else lengths,
             kinds[start:] if isinstance(kinds, list) else kinds,
             allocs[start:] if isinstance(allocs, list) else allocs,
         )
@@ -349,6 +349,7 @@ class Subscription:
         a window at a time; stops early once past ``deadline``."""
         callback = self._callback
         addresses, lengths, kinds, allocs = columns
+        same_length = itertools.repeat(lengths) if isinstance(lengths, int) else None
         same_kind = itertools.repeat(kinds) if isinstance(kinds, str) else None
         same_alloc = itertools.repeat(allocs) if isinstance(allocs, bool) else None
         total = len(addresses)
@@ -360,7 +361,7 @@ class Subscription:
             calls = map(
                 callback,  # type: ignore[arg-type]
                 cursor,
-                lengths[begin:end],
+                same_length or lengths[begin:end],  # type: ignore[index]
                 same_kind or kinds[begin:end],
                 same_alloc or allocs[begin:end],  # type: ignore[index]
             )
