@@ -87,10 +87,16 @@ def run_design(
 ) -> list[dict[str, Any]]:
     """``runs`` children of one design under the watchdog (each in its own process)."""
     run_once = importlib.import_module("pmca_madvise_deadlock.watchdog").run_once
+    from ._common import _child_environment
+
+    # As every scenario child: the load mode, but none of the user's PMCA_MCA_* settings.
+    env = _child_environment(None, inherit_mca=False)
     results: list[dict[str, Any]] = []
     for _ in range(runs):
         with_gdb = not any(r.get("self_deadlock") for r in results)
-        results.append(run_once(design, seconds, grace=max(5.0, seconds), with_gdb=with_gdb))
+        results.append(
+            run_once(design, seconds, grace=max(5.0, seconds), with_gdb=with_gdb, env=env)
+        )
         if stop_at_first and results[-1].get("self_deadlock"):
             break
     return results
@@ -112,15 +118,30 @@ def _reproduction(runs: int, seconds: float) -> ScenarioResult:
     if failed:
         return ScenarioResult(SCENARIO, _REPRODUCTION, "failed", f"child failed: {failed[0]}")
     hung = [r for r in results if r["outcome"] == "hung"]
-    what = f"{len(hung)} hung without the self-deadlock signature" if hung else "none hung"
+    if hung:
+        return ScenarioResult(
+            SCENARIO,
+            _REPRODUCTION,
+            "failed",
+            f"{len(hung)} of {len(results)} runs hung without the self-deadlock signature",
+        )
+    # A race that did not hit is not a failure of anything: say so, with the odds.
     return ScenarioResult(
-        SCENARIO, _REPRODUCTION, "failed", f"{len(results)} runs of {seconds:g} s: {what}"
+        SCENARIO,
+        _REPRODUCTION,
+        "skipped",
+        f"the race did not hit in {len(results)} runs of {seconds:g} s (measured: about "
+        "1 run in 10 of 10 s hangs; benchmarks/bench_madvise_deadlock.py measures it)",
     )
 
 
 def _prevention(runs: int, seconds: float) -> ScenarioResult:
     results = run_design("pmca", runs=runs, seconds=seconds)
     completed = [r for r in results if r["outcome"] == "completed"]
+    if completed and not all(r.get("coherent") for r in completed):
+        return ScenarioResult(
+            SCENARIO, _PREVENTION, "failed", "completed, but without pmca's memory hooks"
+        )
     if len(completed) == len(results):
         phases = sum(int(r["phases"]) for r in completed)
         return ScenarioResult(

@@ -109,6 +109,8 @@ class PmcaDesign:
         self._lock = threading.Lock()
         self._objects: dict[int, Any] = {}
         self._next = 1
+        #: Whether every cache heard release events (pmca's hooks were in place).
+        self.coherent = True
         self.struct = DesignStruct(
             _OPEN(self._open), _REG(self._reg), _DEREG(self._dereg), _CLOSE(self._close)
         )
@@ -121,7 +123,9 @@ class PmcaDesign:
         return key
 
     def _open(self) -> int:
-        return self._keep(self._pmca.rcache.create("grdma", self._pmca.rcache.UnpinnedBackend()))
+        cache = self._pmca.rcache.create("grdma", self._pmca.rcache.UnpinnedBackend())
+        self.coherent = self.coherent and cache.coherent
+        return self._keep(cache)
 
     def _reg(self, cache: int, address: int, length: int) -> int:
         return self._keep(self._objects[cache].register(address, length))
@@ -160,4 +164,5 @@ def child_main(design: str, seconds: float, threads: int = 4) -> None:
         with pmca.Session():
             chosen = PmcaDesign()
             phases = lib.repro_workload(ctypes.byref(chosen.struct), threads, seconds)
+        _print({"coherent": chosen.coherent})
     _print({"completed": True, "phases": int(phases)})

@@ -19,6 +19,7 @@ import struct
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from . import child_environment
@@ -105,10 +106,19 @@ def examine(pid: int, lock: int | None, *, with_gdb: bool) -> dict[str, Any]:
 
 
 def run_once(
-    design: str, seconds: float, *, grace: float = 10.0, threads: int = 4, with_gdb: bool = True
+    design: str,
+    seconds: float,
+    *,
+    grace: float = 10.0,
+    threads: int = 4,
+    with_gdb: bool = True,
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """One child; ``completed`` or ``hung`` (with :func:`examine`'s report)."""
-    env = {**os.environ, **child_environment()}
+    """One child; ``completed`` or ``hung`` (with :func:`examine`'s report).
+
+    ``env`` replaces this process's environment (mimalloc's settings are added).
+    """
+    env = {**(os.environ if env is None else env), **child_environment()}
     child = subprocess.Popen(
         [sys.executable, "-m", "pmca_madvise_deadlock", design, str(seconds), str(threads)],
         stdout=subprocess.PIPE,
@@ -139,7 +149,8 @@ def run_once(
     stderr = child.stderr.read() if child.stderr is not None else ""
     done = next((line for line in lines if line.get("completed")), None)
     if child.returncode == 0 and done is not None:
-        return {"design": design, "outcome": "completed", "phases": done["phases"]}
+        facts = {k: v for line in lines for k, v in line.items() if k in ("coherent", "hook_calls")}
+        return {"design": design, "outcome": "completed", **done, **facts}
     last = stderr.strip().splitlines()[-1:] if stderr.strip() else []
     return {"design": design, "outcome": "failed", "returncode": child.returncode, "why": last}
 
