@@ -262,15 +262,14 @@ EXPORT int pmca_itree_remove(itree_t *t, uint64_t base, uint64_t key)
     return 0;
 }
 
-/* 1 and *key when an interval contains [lo, hi), else 0. */
-EXPORT int pmca_itree_find_covering(itree_t *t, uint64_t lo, uint64_t hi, uint64_t *key)
+/* The key of an interval containing [lo, hi), or -1 (keys are below 2**63). */
+EXPORT int64_t pmca_itree_find_covering(itree_t *t, uint64_t lo, uint64_t hi)
 {
     pthread_mutex_lock(&t->lock);
     node_t *n = find_covering(t->root, lo, hi);
-    if (n != NULL)
-        *key = n->key;
+    int64_t key = n != NULL ? (int64_t)n->key : -1;
     pthread_mutex_unlock(&t->lock);
-    return n != NULL;
+    return key;
 }
 
 /*
