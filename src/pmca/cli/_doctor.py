@@ -391,7 +391,10 @@ def scenarios_section(quick: bool) -> Section:
     section = Section("Seed scenarios")
     runs: list[tuple[str, Callable[[], list[ScenarioResult]]]] = [
         ("1 ompi-13021", lambda: _scenario_1(quick)),
-        ("2 madvise-deadlock", lambda: madvise_deadlock.run(reproduce=not quick)),
+        (
+            "2 madvise-deadlock",
+            lambda: madvise_deadlock.run(reproduce=not quick, runs=1 if quick else 3),
+        ),
         ("3 activation", activation.run),
         ("4 stale-registration", lambda: stale_registration.run(threaded=not quick)),
     ]
