@@ -52,9 +52,7 @@ class Candidate:
     def distribution(self) -> str | None:
         """``name version`` of the distribution that provides it, if any."""
         if self._distribution is None and self.entry_point is not None:
-            dist = getattr(self.entry_point, "dist", None)
-            if dist is not None:
-                self._distribution = f"{dist.name} {dist.version}"
+            self._distribution = distribution_label(self.entry_point)
         return self._distribution
 
     @property
@@ -93,6 +91,29 @@ class Candidate:
         for part in attribute.split("."):
             obj = getattr(obj, part)
         return obj
+
+
+def distribution_label(entry_point: importlib_metadata.EntryPoint) -> str | None:
+    """``name version`` of the distribution behind an entry point, if known.
+
+    Read from the metadata's header lines: ``Distribution.name`` parses the
+    whole file with the ``email`` package, which ``pmca info`` would import
+    for this alone.
+    """
+    dist = getattr(entry_point, "dist", None)
+    if dist is None:
+        return None
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the headers end at the first blank line
+        key, colon, value = line.partition(":")
+        if colon and key in ("Name", "Version"):
+            fields.setdefault(key, value.strip())
+    if "Name" in fields and "Version" in fields:
+        return f"{fields['Name']} {fields['Version']}"
+    return f"{dist.name} {dist.version}"
 
 
 def _import_drop_in(module_name: str, path: Path) -> ModuleType:
