@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ._lazy import lazy_attributes
 from ._version import __version__
 
+#: ``typing.TYPE_CHECKING`` without importing typing (mypy goes by the name).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from . import memory, native, patcher
     from .mca import (

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Mapping
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 
 def lazy_attributes(

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .._lazy import lazy_attributes
 
+#: ``typing.TYPE_CHECKING`` without importing typing (mypy goes by the name).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._component import Component, Query
     from ._context import ComponentContext, ComponentParams, FrameworkParams
