@@ -131,8 +131,8 @@ def _fail(prog: str, message: str, code: int) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``pmca`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     words = sys.argv[1:] if argv is None else argv
-    command = next((word for word in words if not word.startswith("-")), None)
-    parser = build_parser(doctor_options=command != "info")
+    subcommand = next((word for word in words if not word.startswith("-")), None)
+    parser = build_parser(doctor_options=subcommand != "info")
     try:
         args, unknown = parser.parse_known_args(argv)
         if unknown:

@@ -174,9 +174,7 @@ def _structlog_logger(
     else:
         sink = _StreamLogger(where.target)
 
-    def drop_below_threshold(
-        _logger: object, method: str, event: MutableMapping[str, Any]
-    ) -> Any:
+    def drop_below_threshold(_logger: object, method: str, event: MutableMapping[str, Any]) -> Any:
         if _LEVELS.get(method, logging.INFO) < threshold():
             raise structlog.DropEvent
         return event

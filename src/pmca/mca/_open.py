@@ -346,9 +346,7 @@ class OpenFramework:
             with _forced_static_lock:
                 _forced_static.add(key)
             mode = "static"
-        owned = tuple(
-            name for name in mark.added() if name == root or name.startswith(root + ".")
-        )
+        owned = tuple(name for name in mark.added() if name == root or name.startswith(root + "."))
         context = ComponentContext(
             self.host, self.name, candidate.name, mode, self.log.bind(component=candidate.name)
         )
