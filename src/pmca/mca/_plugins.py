@@ -12,11 +12,22 @@ implementations, and reads the hook markers once per class.
 from __future__ import annotations
 
 import inspect
+import weakref
+from types import ModuleType
 from typing import Any
 
 import pluggy
 
 _Impls = dict[str, pluggy.HookImpl]
+
+#: Hook markers per class and project, read from the first instance registered.
+_IMPL_MARKERS: weakref.WeakKeyDictionary[type, dict[str, dict[str, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+#: Hook specifications per interface (class or module) and project.
+_SPEC_MARKERS: weakref.WeakKeyDictionary[object, dict[str, dict[str, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class ComponentManager(pluggy.PluginManager):
@@ -26,43 +37,56 @@ class ComponentManager(pluggy.PluginManager):
         super().__init__(project_name)
         #: id(plugin) -> (plugin, name, its hook callers, its implementations by hook).
         self._by_id: dict[int, tuple[object, str, list[pluggy.HookCaller], _Impls]] = {}
-        #: class -> {attribute: hookimpl options}, read once per class.
-        self._markers: dict[type, dict[str, Any]] = {}
+        #: The plugin being registered and its class's markers (``None``: read it as pluggy does).
+        self._registering: tuple[object, dict[str, Any] | None] = (None, None)
 
     def _class_markers(self, plugin: object) -> dict[str, Any] | None:
-        """The hook markers of ``plugin``'s class, if its instances add none of their own."""
-        kind = type(plugin)
-        if inspect.ismodule(plugin) or isinstance(plugin, type) or hasattr(kind, "__getattr__"):
+        """The hook markers of ``plugin``'s class, if the instance adds or hides none."""
+        own = getattr(plugin, "__dict__", None)
+        if isinstance(plugin, (type, ModuleType)) or not isinstance(own, dict):
             return None
-        own: dict[str, object] = getattr(plugin, "__dict__", {})
-        markers = self._markers.get(kind)
+        if any(inspect.isroutine(value) for value in own.values()):
+            return None  # the instance adds methods of its own: read it as pluggy does
+        projects = _IMPL_MARKERS.setdefault(type(plugin), {})
+        markers = projects.get(self.project_name)
         if markers is None:
             markers = {}
-            for name in dir(kind):
-                method = getattr(kind, name, None)
-                if inspect.isroutine(method):
-                    opts = getattr(method, self.project_name + "_impl", None)
-                    if isinstance(opts, dict):
-                        markers[name] = opts
-            self._markers[kind] = markers
-        if any(name in markers or inspect.isroutine(value) for name, value in own.items()):
-            return None  # the instance shadows or adds methods: read it as pluggy does
-        return markers
+            for name in dir(plugin):
+                opts = super().parse_hookimpl_opts(plugin, name)
+                if opts is not None:
+                    markers[name] = opts
+            if not own.keys() & markers.keys():
+                projects[self.project_name] = markers
+        return None if own.keys() & markers.keys() else markers
 
     def parse_hookimpl_opts(self, plugin: object, name: str) -> Any:
-        markers = self._class_markers(plugin)
-        if markers is None:
-            return super().parse_hookimpl_opts(plugin, name)
-        return markers.get(name)
+        current, markers = self._registering
+        if current is plugin and markers is not None:
+            return markers.get(name)
+        return super().parse_hookimpl_opts(plugin, name)
+
+    def parse_hookspec_opts(self, module_or_class: Any, name: str) -> Any:
+        try:
+            specs = _SPEC_MARKERS.setdefault(module_or_class, {})
+        except TypeError:  # cannot be weakly referenced
+            return super().parse_hookspec_opts(module_or_class, name)
+        cached = specs.setdefault(self.project_name, {})
+        if name not in cached:
+            cached[name] = super().parse_hookspec_opts(module_or_class, name)
+        return cached[name]
 
     def register(self, plugin: object, name: str | None = None) -> str | None:
         known = self._by_id.get(id(plugin))
         if known is not None and known[0] is plugin:
             raise ValueError(f"Plugin already registered under the name {known[1]!r}: {plugin}")
-        registered = super().register(plugin, name)
+        markers = self._class_markers(plugin)
+        self._registering = (plugin, markers)
+        try:
+            registered = super().register(plugin, name)
+        finally:
+            self._registering = (None, None)
         if registered is None:
             return None
-        markers = self._class_markers(plugin)
         if markers is None:
             callers = super().get_hookcallers(plugin) or []
         else:

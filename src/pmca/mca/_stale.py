@@ -31,6 +31,34 @@ def _referent(value: object, ids: set[int]) -> int | None:
     return next((id(c) for c in candidates if id(c) in ids), None)
 
 
+_CONTAINERS = (dict, list, tuple, set, frozenset)
+
+
+def _may_refer(namespace: dict[str, object], ids: set[int]) -> bool:
+    """Whether any value of ``namespace`` might be reported by :func:`_referent`.
+
+    Looks at everything :func:`_referent` looks at (and at dunders directly),
+    with identity sets rather than a call per global; the exact check then
+    runs only for the rare module where it says yes.
+    """
+    items = list(namespace.items())
+    if not ids.isdisjoint([id(value) for _, value in items]):
+        return True
+    for attribute, value in items:
+        kind = type(value)
+        if (kind is not MethodType and kind not in _CONTAINERS) or attribute.startswith("__"):
+            continue  # dunders (__builtins__ above all) are not looked into
+        if kind is MethodType:
+            inner = [value.__self__]  # type: ignore[attr-defined]
+        elif kind is dict:
+            inner = [item for pair in list(value.items()) for item in pair]  # type: ignore[attr-defined]
+        else:
+            inner = list(value)  # type: ignore[call-overload]
+        if not ids.isdisjoint(map(id, inner)):
+            return True
+    return False
+
+
 def find_stale_references(
     objects: Iterable[object], *, package: str = "pmca"
 ) -> list[tuple[str, int]]:
@@ -45,7 +73,7 @@ def find_stale_references(
     for module_name, module in list(sys.modules.items()):
         if module is None or not (module_name == package or module_name.startswith(prefix)):
             continue
-        if id(module) in ids:
+        if id(module) in ids or not _may_refer(vars(module), ids):
             continue
         for attribute, value in list(vars(module).items()):
             # Dunders (__builtins__ above all) are the interpreter's, not pmca's state.
