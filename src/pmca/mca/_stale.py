@@ -31,7 +31,7 @@ def _referent(value: object, ids: set[int]) -> int | None:
     return next((id(c) for c in candidates if id(c) in ids), None)
 
 
-_CONTAINERS = (dict, list, tuple, set, frozenset)
+_LOOKED_INTO = frozenset({MethodType, dict, list, tuple, set, frozenset})
 
 
 def _may_refer(namespace: dict[str, object], ids: set[int]) -> bool:
@@ -41,13 +41,15 @@ def _may_refer(namespace: dict[str, object], ids: set[int]) -> bool:
     with identity sets rather than a call per global; the exact check then
     runs only for the rare module where it says yes.
     """
-    items = list(namespace.items())
-    if not ids.isdisjoint([id(value) for _, value in items]):
+    if not ids.isdisjoint(map(id, list(namespace.values()))):
         return True
-    for attribute, value in items:
+    looked_into = [
+        (attribute, value)
+        for attribute, value in list(namespace.items())
+        if type(value) in _LOOKED_INTO and not attribute.startswith("__")
+    ]  # dunders (__builtins__ above all) are not looked into
+    for _, value in looked_into:
         kind = type(value)
-        if (kind is not MethodType and kind not in _CONTAINERS) or attribute.startswith("__"):
-            continue  # dunders (__builtins__ above all) are not looked into
         if kind is MethodType:
             inner = [value.__self__]  # type: ignore[attr-defined]
         elif kind is dict:
