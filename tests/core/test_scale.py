@@ -183,3 +183,39 @@ def test_importing_pmca_imports_only_what_is_used() -> None:
     assert lines[2] == "[]"  # nor does a session at the default verbosity
     assert lines[3] == "module 'pmca' has no attribute 'no_such_name'"
     assert sys.modules["pmca"].Session is pmca.runtime.Session
+
+
+class _Base:
+    @pmca.hookimpl
+    def query(self, ctx: object) -> int:
+        return 1
+
+    @pmca.hookimpl
+    def close(self, ctx: object) -> None:
+        return None
+
+
+class _Derived(_Base):
+    def close(self, ctx: object) -> None:  # an override without the marker hides the hook
+        return None
+
+    @staticmethod
+    @pmca.hookimpl
+    def open(ctx: object) -> bool:
+        return True
+
+    @property
+    def register(self) -> object:  # never evaluated by discovery
+        raise AssertionError("a property was evaluated")
+
+
+def test_component_manager_finds_the_hooks_pluggy_finds() -> None:
+    def found(manager: pluggy.PluginManager) -> dict[str, list[str]]:
+        manager.register(_Derived(), name="p")
+        return {
+            name: [impl.function.__name__ for impl in caller.get_hookimpls()]
+            for name, caller in vars(manager.hook).items()
+        }
+
+    assert found(ComponentManager(PROJECT)) == found(pluggy.PluginManager(PROJECT))
+    assert sorted(found(ComponentManager(PROJECT))) == ["open", "query"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from types import ModuleType
+from types import FunctionType, MethodType, ModuleType
 from typing import Any
 
 import pluggy
@@ -28,6 +28,33 @@ _IMPL_MARKERS: weakref.WeakKeyDictionary[type, dict[str, dict[str, Any]]] = (
 _SPEC_MARKERS: weakref.WeakKeyDictionary[object, dict[str, dict[str, Any]]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def _markers_in(kind: type, attribute: str) -> dict[str, Any]:
+    """The hook implementations ``kind`` defines or inherits, with their options.
+
+    What pluggy finds attribute by attribute with :func:`inspect.getattr_static`,
+    read in one walk over the class dictionaries along the MRO (the first
+    definition of a name hides the later ones): each new component class
+    costs its own attributes, not a static lookup per name.
+    """
+    found: dict[str, Any] = {}
+    seen: set[str] = set()
+    for klass in kind.__mro__:
+        for name, value in vars(klass).items():
+            if name in seen:
+                continue
+            seen.add(name)
+            if type(value) is MethodType:
+                value = value.__func__
+            elif not isinstance(value, (FunctionType, staticmethod, classmethod)):
+                continue
+            opts = getattr(value, attribute, None)
+            if opts is None:
+                opts = getattr(getattr(value, "__func__", None), attribute, None)
+            if isinstance(opts, dict):
+                found[name] = opts
+    return found
 
 
 class ComponentManager(pluggy.PluginManager):
@@ -47,16 +74,11 @@ class ComponentManager(pluggy.PluginManager):
             return None
         if any(inspect.isroutine(value) for value in own.values()):
             return None  # the instance adds methods of its own: read it as pluggy does
-        projects = _IMPL_MARKERS.setdefault(type(plugin), {})
+        kind = type(plugin)
+        projects = _IMPL_MARKERS.setdefault(kind, {})
         markers = projects.get(self.project_name)
         if markers is None:
-            markers = {}
-            for name in dir(plugin):
-                opts = super().parse_hookimpl_opts(plugin, name)
-                if opts is not None:
-                    markers[name] = opts
-            if not own.keys() & markers.keys():
-                projects[self.project_name] = markers
+            markers = projects[self.project_name] = _markers_in(kind, self.project_name + "_impl")
         return None if own.keys() & markers.keys() else markers
 
     def parse_hookimpl_opts(self, plugin: object, name: str) -> Any:
