@@ -219,3 +219,24 @@ def test_component_manager_finds_the_hooks_pluggy_finds() -> None:
 
     assert found(ComponentManager(PROJECT)) == found(pluggy.PluginManager(PROJECT))
     assert sorted(found(ComponentManager(PROJECT))) == ["open", "query"]
+
+
+def test_a_load_owns_the_modules_it_added_even_when_others_left_meanwhile() -> None:
+    from types import ModuleType
+
+    from pmca.mca._open import _ModulesMark
+
+    names = ["pmca_mark_before", "pmca_mark_first", "pmca_mark_second"]
+    try:
+        sys.modules[names[0]] = ModuleType(names[0])
+        known = set(sys.modules)
+        mark = _ModulesMark(known)
+        sys.modules[names[1]] = ModuleType(names[1])
+        assert mark.added() == [names[1]]  # the tail of sys.modules
+        mark = _ModulesMark(known)
+        del sys.modules[names[0]]  # something before the mark left: the tail shifted
+        sys.modules[names[2]] = ModuleType(names[2])
+        assert mark.added() == [names[2]]
+    finally:
+        for name in names:
+            sys.modules.pop(name, None)
