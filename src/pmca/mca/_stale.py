@@ -7,8 +7,10 @@ unloaded, that no module-level global of pmca refers to it any more.
 
 from __future__ import annotations
 
+import builtins
 import sys
 from collections.abc import Iterable
+from itertools import compress
 from types import MethodType
 
 
@@ -31,32 +33,33 @@ def _referent(value: object, ids: set[int]) -> int | None:
     return next((id(c) for c in candidates if id(c) in ids), None)
 
 
+_BUILTINS = vars(builtins)
 _LOOKED_INTO = frozenset({MethodType, dict, list, tuple, set, frozenset})
 
 
 def _may_refer(namespace: dict[str, object], ids: set[int]) -> bool:
     """Whether any value of ``namespace`` might be reported by :func:`_referent`.
 
-    Looks at everything :func:`_referent` looks at (and at dunders directly),
-    with identity sets rather than a call per global; the exact check then
-    runs only for the rare module where it says yes.
+    Looks at everything :func:`_referent` looks at, and more (dunders too),
+    with identity sets and C-level iteration rather than Python code per
+    global: this runs over every scanned module at each finalize. The exact
+    check then runs only for the rare module where it says yes.
     """
-    if not ids.isdisjoint(map(id, list(namespace.values()))):
+    values = list(namespace.values())
+    if not ids.isdisjoint(map(id, values)):
         return True
-    looked_into = [
-        (attribute, value)
-        for attribute, value in list(namespace.items())
-        if type(value) in _LOOKED_INTO and not attribute.startswith("__")
-    ]  # dunders (__builtins__ above all) are not looked into
-    for _, value in looked_into:
+    for value in compress(values, map(_LOOKED_INTO.__contains__, map(type, values))):
         kind = type(value)
         if kind is MethodType:
-            inner = [value.__self__]  # type: ignore[attr-defined]
+            if id(value.__self__) in ids:  # type: ignore[attr-defined]
+                return True
         elif kind is dict:
-            inner = [item for pair in list(value.items()) for item in pair]  # type: ignore[attr-defined]
-        else:
-            inner = list(value)  # type: ignore[call-overload]
-        if not ids.isdisjoint(map(id, inner)):
+            if value is _BUILTINS:  # every module's __builtins__: the interpreter's
+                continue
+            keys, items = value.keys(), value.values()  # type: ignore[attr-defined]
+            if not (ids.isdisjoint(map(id, keys)) and ids.isdisjoint(map(id, items))):
+                return True
+        elif not ids.isdisjoint(map(id, value)):  # type: ignore[call-overload]
             return True
     return False
 
