@@ -3,7 +3,10 @@
 Every benchmark compares a subject with a baseline measured in the same run,
 because absolute times on a shared machine mean little. Repetitions of the
 two alternate (ABBA order, so a slow drift of the machine hits both sides
-alike), and medians are reported next to the raw samples.
+alike); each subject sample is divided by the baseline sample of its own
+round, and the median of those paired ratios is reported (a burst of load
+from elsewhere then spoils one pair, not the comparison of two medians
+taken at different moments), next to the raw samples.
 
 Each ``bench_*.py`` ends with one machine-readable line (:data:`RESULT_MARKER`
 followed by JSON) that ``run.py`` collects into its summary table.

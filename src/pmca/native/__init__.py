@@ -3,9 +3,15 @@
 libc's ``munmap``, ``madvise``, ``mremap``, ``brk``, ``shmdt`` and
 ``mmap(MAP_FIXED)`` are patched in place (an atomic 2-byte jump at the
 function entry) to hooks in ``libpmca_hooks.so`` that make the system call
-and push ``{kind, address, length}`` into a lock-free ring.  Python drains
-the ring and fans events out to subscribers (:func:`dispatcher`), from a
-listener thread or synchronously; never from inside the hook.
+after pushing ``{kind, address, length}`` into a lock-free ring.  Python
+drains the ring and fans events out to subscribers (:func:`dispatcher`),
+from a listener thread or synchronously; never from inside the hook.
+:func:`stats` counts what was published, delivered, dropped.
+
+Inside an MPI job UCX's ucm usually owns those entries: pmca then subscribes
+to ucm's ``VM_UNMAPPED`` events (:func:`ucm_source`) with a handler that
+pushes into the same ring, and :func:`check_overwrites` (run at every drain)
+notices when someone writes over the hooks pmca relies on.
 
 Documented blind spots: ``dlclose`` (ld.so unmaps with its private
 ``munmap``), raw ``syscall(SYS_munmap)`` from other runtimes,
@@ -15,40 +21,79 @@ shrinking shared memory.  :func:`coverage` measures them on this machine.
 
 from __future__ import annotations
 
-from ._backend import HookBackend, PatchSite, available, backend, unavailable_reason
+from ._backend import (
+    HookBackend,
+    PatchSite,
+    Pulled,
+    RingState,
+    available,
+    backend,
+    unavailable_reason,
+)
 from ._coverage import Coverage, PathResult, coverage
-from ._dispatch import ReleaseCallback, ReleaseDispatcher, Subscription, dispatcher
+from ._dispatch import (
+    BatchCallback,
+    HealthCheck,
+    ReleaseCallback,
+    ReleaseDispatcher,
+    Subscription,
+    dispatcher,
+)
 from ._errors import NativeUnavailable, PatchRefused
 from ._events import (
     END_OF_MEMORY,
+    KIND_NAMES,
     OVERFLOW_EVENT,
     OVERFLOW_KIND,
+    UCM_KIND,
     Drained,
+    ReleaseBatch,
     ReleaseEvent,
     ReleaseKind,
 )
+from ._foreign import ForeignPatch, foreign_patches
 from ._selftest import self_test
+from ._stats import DeliveryStats, stats
+from ._ucm import UcmSource, UcmStatus, ucm_source
+from ._watch import Overwrite, check_overwrites, on_overwrite
 
 __all__ = [
     "END_OF_MEMORY",
+    "KIND_NAMES",
     "OVERFLOW_EVENT",
     "OVERFLOW_KIND",
+    "UCM_KIND",
+    "BatchCallback",
     "Coverage",
+    "DeliveryStats",
     "Drained",
+    "ForeignPatch",
+    "HealthCheck",
     "HookBackend",
     "NativeUnavailable",
+    "Overwrite",
     "PatchRefused",
     "PatchSite",
     "PathResult",
+    "Pulled",
+    "ReleaseBatch",
     "ReleaseCallback",
     "ReleaseDispatcher",
     "ReleaseEvent",
     "ReleaseKind",
+    "RingState",
     "Subscription",
+    "UcmSource",
+    "UcmStatus",
     "available",
     "backend",
+    "check_overwrites",
     "coverage",
     "dispatcher",
+    "foreign_patches",
+    "on_overwrite",
     "self_test",
+    "stats",
+    "ucm_source",
     "unavailable_reason",
 ]

@@ -34,6 +34,7 @@ enum pmca_kind {
     PMCA_KIND_BRK = 4,
     PMCA_KIND_SHMDT = 5,
     PMCA_KIND_MMAP_FIXED = 6,
+    PMCA_KIND_UCM_UNMAPPED = 7, /* UCX's ucm said VM_UNMAPPED (any release call) */
 };
 
 /* Layout shared with Python (ctypes): keep field order and sizes stable. */
@@ -92,11 +93,23 @@ struct pmca_site_report {
 };
 
 /* ring.c */
+/* Publish one release event from any native source of this library (a hook,
+ * or another translation unit that learns of releases some other way).
+ * Call it *before* the memory is released.  Never blocks, allocates or
+ * touches errno; async-signal-safe.  A full ring counts a drop, which every
+ * consumer sees as an overflow. */
+void pmca_ring_publish(uint32_t kind, uintptr_t address, uintptr_t length, uint32_t from_alloc);
+/* pmca_ring_publish for a hook: records nothing while the hooks are disabled
+ * or `symbol` is not active. */
 void pmca_ring_record(int symbol, uint32_t kind, uintptr_t address, uintptr_t length,
                       uint32_t from_alloc);
 void pmca_ring_count_call(int symbol);
+/* Events were lost outside the ring (a hook was bypassed): the next drain
+ * reports overflow, so consumers invalidate everything. */
+void pmca_ring_report_loss(void);
 void pmca_ring_reset_after_fork(void);
-int pmca_ring_init_doorbell(void);
+/* Allocate the ring at its default size unless configured; 0 or -errno. */
+int pmca_ring_ensure_configured(void);
 
 /* syscall.c helpers shared by hooks and the patcher: raw syscalls that never
  * touch errno and never go through a (possibly patched) libc wrapper. */
@@ -112,7 +125,12 @@ int pmca_patch_install(int symbol, uintptr_t function, struct pmca_site_report *
 int pmca_patch_restore(int symbol, struct pmca_site_report *report);
 void pmca_patch_describe(int symbol, struct pmca_site_report *report);
 int pmca_patch_verify(int symbol);
+/* 1 if `symbol` was installed but its jump is gone (now orphaned), else 0. */
+int pmca_patch_orphan_if_overwritten(int symbol);
 int pmca_patch_membarrier_init(void);
+
+/* ucm.c: 1 if the prologues guarded for the ucm subscription changed. */
+int pmca_ucm_guard_changed(void);
 
 /* Per-symbol flag read by the hooks: 1 = record events, 0 = pass-through. */
 extern int pmca_symbol_active[PMCA_SYM_COUNT];
