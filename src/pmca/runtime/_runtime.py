@@ -80,10 +80,11 @@ class Runtime:
         )
 
     def departed(self, what: str, objects: list[object]) -> None:
-        """Note objects of a closed component; checked in one pass at the next finalize."""
+        """Note objects of a closed component; checked in one pass by :meth:`_check_departed`."""
         self._departed.extend((what, obj) for obj in objects)
 
     def _check_departed(self) -> None:
+        """Scan for references to what closed since the last scan: once per finalize."""
         departed, self._departed = self._departed, []
         if not departed:
             return
