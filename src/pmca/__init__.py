@@ -8,7 +8,7 @@ from ._version import __version__
 #: ``typing.TYPE_CHECKING`` without importing typing (mypy goes by the name).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import memory, native, patcher
+    from . import memory, native, patcher, rcache
     from .mca import (
         Alias,
         Component,
@@ -64,6 +64,7 @@ __all__ = [
     "memory",
     "native",
     "patcher",
+    "rcache",
 ]
 
 #: Imported at first use: a component pays for what it touches only.
@@ -71,6 +72,7 @@ _TARGETS = {
     "memory": ".memory",
     "native": ".native",
     "patcher": ".patcher",
+    "rcache": ".rcache",
     "Alias": ".mca:Alias",
     "Component": ".mca:Component",
     "ComponentContext": ".mca:ComponentContext",

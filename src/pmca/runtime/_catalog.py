@@ -24,6 +24,7 @@ from ..mca.params import ParamSpace
 BUILTIN_FRAMEWORKS: tuple[str, ...] = (
     "pmca.patcher._framework:FRAMEWORK",
     "pmca.memory._framework:FRAMEWORK",
+    "pmca.rcache._framework:FRAMEWORK",
 )
 
 
