@@ -59,6 +59,7 @@ __all__ = [
     "SessionError",
     "StaleReferenceError",
     "__version__",
+    "btl",
     "hookimpl",
     "hookspec",
     "memory",
