@@ -151,7 +151,7 @@ class ComponentContext:
             name = self._opened.pop()
             try:
                 host.close_framework(name)
-            except Exception as exc:
+            except BaseException as exc:  # the caller re-raises it once all is released
                 errors.append(exc)
         guards, self._resident_guards = self._resident_guards, []
         guard_notes, guard_errors = run_unload_guards(guards)
@@ -160,7 +160,7 @@ class ComponentContext:
         for library in reversed(self.libraries):
             try:
                 notes.extend(close_library(library))
-            except Exception as exc:
+            except BaseException as exc:
                 errors.append(exc)
         self.libraries.clear()
         self._host = None

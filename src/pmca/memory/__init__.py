@@ -39,24 +39,28 @@ def register_release(callback: ReleaseCallback) -> ReleaseHandle:
     why.
     """
     from .. import native
+    from .._interrupts import deferred_interrupts
+    from ..runtime import RUNTIME
 
-    base = _base()
-    if base is None:
-        raise MemoryHooksUnavailable(
-            "no pmca session has the memory framework open; release callbacks need one"
-        )
-    if any(handle.callback is callback for handle in base.handles):
-        raise ValueError(f"release callback {callback!r} is already registered")
-    base.activate_for_release()
-    subscription = native.dispatcher().subscribe(callback)
+    # One transition: hooks, subscription and handle all exist, or none does.
+    with deferred_interrupts(), RUNTIME.lock:
+        base = _base()
+        if base is None:
+            raise MemoryHooksUnavailable(
+                "no pmca session has the memory framework open; release callbacks need one"
+            )
+        if any(handle.callback is callback for handle in base.handles):
+            raise ValueError(f"release callback {callback!r} is already registered")
+        base.activate_for_release()
+        subscription = native.dispatcher().subscribe(callback)
 
-    def unsubscribe() -> None:
-        subscription.unregister()
-        if handle in base.handles:
-            base.handles.remove(handle)
+        def unsubscribe() -> None:
+            subscription.unregister()
+            if handle in base.handles:
+                base.handles.remove(handle)
 
-    handle = ReleaseHandle(callback, unsubscribe)
-    base.handles.append(handle)
+        handle = ReleaseHandle(callback, unsubscribe)
+        base.handles.append(handle)
     return handle
 
 

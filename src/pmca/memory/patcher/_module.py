@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING
 
+from ..._forksafe import short_lock
 from .._interface import Support
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ class PatcherMemory:
         self._installed = False
         self.refused: dict[str, str] = {}
         self.self_test: dict[str, bool] = {}
-        self._install_lock = threading.Lock()
+        self._install_lock = short_lock()
 
     def support_level(self) -> Support:
         return self._support
