@@ -60,7 +60,9 @@ class Deferral:
 class deferred_interrupts:
     """Hold SIGINT back for the ``with`` body; raise it at the end if it came.
 
-    Nested uses share the outermost deferral, which alone delivers.
+    Nested uses hold nothing back themselves: the outermost one delivers.
+    A SIGINT arriving after the handler is put back is raised as usual, so
+    a transition must still expect ``KeyboardInterrupt`` on its way out.
     """
 
     def __init__(self) -> None:
@@ -73,7 +75,7 @@ class deferred_interrupts:
             return self._deferral
         current = signal.getsignal(signal.SIGINT)
         if isinstance(current, Deferral):
-            return current
+            return self._deferral  # nested: the outer transition delivers
         if not callable(current):
             return self._deferral  # SIG_DFL, SIG_IGN or a C-level handler: nothing raises
         deferral = Deferral(current)

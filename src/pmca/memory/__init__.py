@@ -36,14 +36,26 @@ def register_release(callback: ReleaseCallback) -> ReleaseHandle:
 
     Installs the hooks first when the leave_pinned matrix says "runtime".
     Raises :class:`MemoryHooksUnavailable` when no hooks can be had, naming
-    why.
+    why. When it raises (``KeyboardInterrupt`` included), nothing stays
+    registered.
     """
+    made: list[ReleaseHandle] = []
+    try:
+        _register_release(callback, made)
+    except BaseException:
+        for handle in made:  # the caller never got it: undo (the hooks stay)
+            handle.unregister()
+        raise
+    return made[0]
+
+
+def _register_release(callback: ReleaseCallback, made: list[ReleaseHandle]) -> None:
     from .. import native
     from .._interrupts import deferred_interrupts
     from ..runtime import RUNTIME
 
     # One transition: hooks, subscription and handle all exist, or none does.
-    with deferred_interrupts(), RUNTIME.lock:
+    with RUNTIME.lock, deferred_interrupts():
         base = _base()
         if base is None:
             raise MemoryHooksUnavailable(
@@ -60,8 +72,8 @@ def register_release(callback: ReleaseCallback) -> ReleaseHandle:
                 base.handles.remove(handle)
 
         handle = ReleaseHandle(callback, unsubscribe)
+        made.append(handle)
         base.handles.append(handle)
-    return handle
 
 
 def drain() -> int:

@@ -67,13 +67,26 @@ class Session:
     # completes first, and in both cases the KeyboardInterrupt follows.
 
     def init(self) -> Self:
+        try:
+            self._init()
+        except BaseException:
+            # Whatever raised, an init that raises leaves nothing behind:
+            # even a KeyboardInterrupt arriving after the work was done.
+            if self._state is _State.ACTIVE:
+                with self._runtime.lock, deferred_interrupts():
+                    self._interrupted = True
+                    self._finalize_locked()
+            raise
+        return self
+
+    def _init(self) -> None:
         runtime = self._runtime
         if self._state is not _State.NEW:
             self._refuse_init()
         # Parameter files are read before any lock is taken (a FIFO or a
         # slow file system must not stall every other thread's transition).
         space = runtime.read_params(self._mca) if runtime.sessions == 0 else None
-        with deferred_interrupts() as deferral, runtime.lock:
+        with runtime.lock, deferred_interrupts() as deferral:
             if self._state is not _State.NEW:
                 self._refuse_init()
             try:
@@ -89,14 +102,8 @@ class Session:
                 self._interrupted = deferral.interrupted
                 self._finalize_locked()
                 raise
-            if deferral.interrupted:
-                # Ctrl-C came during the init: undo it all, then raise it.
-                self._interrupted = True
-                self._finalize_locked()
-                return self
             self._state = _State.ACTIVE
             runtime.live.append(self)
-        return self
 
     def _refuse_init(self) -> None:
         if self._state is _State.ACTIVE:
@@ -110,25 +117,32 @@ class Session:
         raised afterwards. When an interrupt ended the previous init or
         finalize, calling it again is harmless.
         """
+        try:
+            errors = self._finalize()
+            fatal = [e for e in errors if not isinstance(e, Exception)]
+            if fatal:
+                raise fatal[0]
+            if len(errors) == 1:
+                raise errors[0]
+            if errors:
+                raise SessionError(
+                    f"finalize met {len(errors)} errors: " + "; ".join(repr(e) for e in errors)
+                ) from errors[0]
+        except BaseException as exc:
+            if self._state is _State.FINALIZED and not isinstance(exc, Exception):
+                self._interrupted = True  # it completed; a retry is a no-op
+            raise
+
+    def _finalize(self) -> list[BaseException]:
         runtime = self._runtime
-        with deferred_interrupts() as deferral, runtime.lock:
+        with runtime.lock, deferred_interrupts():
             if self._state is _State.FINALIZED:
                 if self._interrupted:
-                    return  # a retry after Ctrl-C: it is already complete
+                    return []  # a retry after Ctrl-C: it is already complete
                 raise SessionError("session was already finalized")
             if self._state is _State.NEW:
                 raise SessionError("session was never initialized")
-            errors = self._finalize_locked()
-            self._interrupted = deferral.interrupted
-        fatal = [e for e in errors if not isinstance(e, Exception)]
-        if fatal:
-            raise fatal[0]
-        if len(errors) == 1:
-            raise errors[0]
-        if errors:
-            raise SessionError(
-                f"finalize met {len(errors)} errors: " + "; ".join(repr(e) for e in errors)
-            ) from errors[0]
+            return self._finalize_locked()
 
     def _finalize_locked(self) -> list[BaseException]:
         """Undo whatever this session did, in reverse; never stop half-way."""

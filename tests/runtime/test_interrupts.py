@@ -1,0 +1,159 @@
+"""Ctrl-C at random points of init, register, unregister and finalize.
+
+Each child process runs a complete session a few times to learn how long
+each phase takes here, then repeatedly arms a timer that sends it SIGINT
+somewhere inside one of them. After every interrupt it does what a program
+would (unregister what it holds, finalize what is active) and then checks
+that pmca and libc agree: no session, framework or subscription left, libc's
+prologues byte-exact, a retried finalize or registration works, and the next
+complete session delivers events.
+
+An interrupt raised from inside a call means the call was rolled back (init,
+register) or completed (finalize, unregister). One raised just after the
+call returned, before its result was stored, is the program's own business:
+the call completed, and the program cleans up what it can reach.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from pmca.testing import run_python
+
+ROOT = Path(__file__).resolve().parents[2]
+CHILDREN = 4
+ITERATIONS = 55  # per child: 220 per load mode
+PHASES = ("init", "register", "unregister", "finalize")
+
+CHILD = """
+import json, os, random, signal, statistics, sys, time, traceback
+sys.path.insert(0, {root!r})
+import pmca
+from tests.runtime._lifecycle_child import (
+    FRAMEWORKS, consistency_problems, delivering_cycle, entry_bytes, noop_callback,
+)
+
+rng = random.Random({seed})
+baseline = entry_bytes()
+records, delivered = delivering_cycle()
+assert delivered, "no event before any interrupt"
+PHASES = {phases!r}
+
+def run_cycle(callback, marks, phase):
+    session = pmca.Session(frameworks=FRAMEWORKS)
+    phase[0] = "init"
+    marks.append(time.perf_counter()); session.init()
+    phase[0] = "register"
+    marks.append(time.perf_counter()); handle = pmca.memory.register_release(callback)
+    phase[0] = "unregister"
+    marks.append(time.perf_counter()); handle.unregister()
+    phase[0] = "finalize"
+    marks.append(time.perf_counter()); session.finalize()
+    phase[0] = "after"
+    marks.append(time.perf_counter())
+    return session, handle
+
+# How long each phase takes on this machine, now.
+durations = {{name: [] for name in PHASES}}
+for _ in range(5):
+    marks = []
+    run_cycle(noop_callback(), marks, [""])
+    for name, start, end in zip(PHASES, marks, marks[1:]):
+        durations[name].append(end - start)
+typical = {{name: statistics.median(values) for name, values in durations.items()}}
+
+armed = [False]
+def on_alarm(signum, frame):
+    if armed[0]:
+        armed[0] = False
+        os.kill(os.getpid(), signal.SIGINT)
+signal.signal(signal.SIGALRM, on_alarm)
+
+def quiesce():
+    armed[0] = False
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    for _ in range(3):
+        try:
+            time.sleep(0.001)
+        except KeyboardInterrupt:
+            pass  # the alarm fired just as the cycle ended
+
+callback = noop_callback()
+hits = {{name: 0 for name in (*PHASES, "after")}}
+problems = []
+for iteration in range({iterations}):
+    target = rng.choice(PHASES)
+    delay = rng.uniform(0, typical[target] * 1.2)
+    phase = ["start"]
+    session = handle = None
+
+    def enter(name):
+        phase[0] = name
+        if name == target:  # the alarm goes off somewhere inside this phase
+            armed[0] = True
+            signal.setitimer(signal.ITIMER_REAL, max(delay, 1e-6))
+
+    try:
+        session = pmca.Session(frameworks=FRAMEWORKS)
+        enter("init")
+        session.init()
+        enter("register")
+        handle = pmca.memory.register_release(callback)
+        enter("unregister")
+        handle.unregister()
+        enter("finalize")
+        session.finalize()
+        enter("after")
+        quiesce()
+    except KeyboardInterrupt as exc:
+        hits[phase[0]] = hits.get(phase[0], 0) + 1
+        interrupted = phase[0]
+        # Raised inside the call (more frames than this one), or after it returned.
+        inside = len(traceback.extract_tb(exc.__traceback__)) > 1
+        if phase[0] == "after":
+            inside = False
+    else:
+        interrupted = None
+    quiesce()
+    found = []
+    try:
+        # What a program does after Ctrl-C: retry, then clean up what it holds.
+        if interrupted == "init" and inside and session.active:
+            found.append("init raised KeyboardInterrupt but left the session active")
+        if interrupted == "register" and inside and session.active:
+            handle = pmca.memory.register_release(callback)  # no "already registered"
+        if interrupted == "finalize" and inside:
+            session.finalize()  # a retried finalize works
+        if handle is not None:
+            handle.unregister()
+        if session is not None and session.active:
+            session.finalize()
+        found = consistency_problems(baseline, records)
+        records, delivered = delivering_cycle()
+        if not delivered:
+            found.append("the next session delivered no event")
+    except Exception as exc:
+        found.append("".join(traceback.format_exception(exc)[-3:]))
+    if found:
+        problems.append({{"iteration": iteration, "interrupted": interrupted, "problems": found}})
+        break
+print(json.dumps({{"hits": hits, "problems": problems, "typical": typical}}))
+"""
+
+
+@pytest.mark.parametrize("child", range(CHILDREN))
+def test_random_sigint_leaves_pmca_and_libc_consistent(child: int, pmca_load_mode: str) -> None:
+    seed = random.randrange(2**32)
+    code = CHILD.format(root=str(ROOT), seed=seed, iterations=ITERATIONS, phases=PHASES)
+    result = run_python(code, timeout=240)
+    assert result.returncode == 0, f"seed {seed}: {result.stderr[-4000:]}"
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["problems"] == [], f"seed {seed} ({pmca_load_mode}): {report}"
+    hits = report["hits"]
+    # The interrupts really landed inside the transitions, not only around them.
+    assert sum(hits[phase] for phase in PHASES) >= ITERATIONS // 2, report
+    assert all(hits[phase] for phase in ("init", "register", "finalize")), report
