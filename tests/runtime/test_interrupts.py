@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import pytest
 
+import pmca
+from pmca.runtime import RUNTIME
 from pmca.testing import run_python
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,3 +160,123 @@ def test_random_sigint_leaves_pmca_and_libc_consistent(child: int, pmca_load_mod
     # The interrupts really landed inside the transitions, not only around them.
     assert sum(hits[phase] for phase in PHASES) >= ITERATIONS // 2, report
     assert all(hits[phase] for phase in ("init", "register", "finalize")), report
+
+
+RAISING_COMPONENT = """
+import pmca
+import {events} as events
+
+class TestComponent(pmca.Component):
+    framework = {framework!r}
+    name = {name!r}
+    version = "1.0.0"
+    api_version = "1.0.0"
+
+    @pmca.hookimpl
+    def open(self, ctx):
+        if {hook!r} == "open":
+            raise {error}
+
+    @pmca.hookimpl
+    def query(self, ctx):
+        return pmca.Query(priority=1, module=object())
+
+    @pmca.hookimpl
+    def close(self, ctx):
+        events.CLOSED.append({name!r})
+        if {hook!r} == "close":
+            raise {error}
+"""
+
+
+def _libc_unpatched() -> bool:
+    from tests.runtime._lifecycle_child import entry_bytes
+
+    return entry_bytes() == BASELINE_ENTRIES
+
+
+@pytest.fixture
+def raising_framework(install_plugin, unique, request: pytest.FixtureRequest) -> str:  # type: ignore[no-untyped-def]
+    from tests.conftest import framework_source
+
+    hook, error = request.param
+    framework = unique("hostile")
+    events = f"{framework}_events"
+    install_plugin(
+        f"dist-{framework}",
+        entry_points={
+            "pmca.frameworks": {framework: f"{framework}_decl:FRAMEWORK"},
+            # "zbad" after "agood": closed first, in reverse order of opening.
+            f"pmca.{framework}": {
+                "agood": f"{framework}_good:TestComponent",
+                "zbad": f"{framework}_bad:TestComponent",
+            },
+        },
+        modules={
+            f"{framework}_decl": framework_source(framework, policy="multi"),
+            f"{framework}_events": "CLOSED = []\n",
+            f"{framework}_bad": RAISING_COMPONENT.format(
+                framework=framework, name="zbad", hook=hook, error=error, events=events
+            ),
+            f"{framework}_good": RAISING_COMPONENT.format(
+                framework=framework, name="agood", hook="none", error="None", events=events
+            ),
+        },
+    )
+    return framework
+
+
+BASELINE_ENTRIES: dict[str, bytes] = {}
+
+
+@pytest.mark.parametrize(
+    "raising_framework",
+    [("close", "KeyboardInterrupt"), ("close", "SystemExit(4)")],
+    indirect=True,
+    ids=["KeyboardInterrupt", "SystemExit"],
+)
+def test_a_component_close_raising_a_base_exception_still_closes_everything(
+    raising_framework: str,
+) -> None:
+    from tests.runtime._lifecycle_child import entry_bytes
+
+    BASELINE_ENTRIES.update(entry_bytes())
+    session = pmca.Session(frameworks=["memory", raising_framework]).init()
+    handle = pmca.memory.register_release(lambda *event: None)
+    assert not _libc_unpatched()
+    assert len(session.components(raising_framework)) == 2
+    with pytest.raises((KeyboardInterrupt, SystemExit)):
+        session.finalize()
+    assert not session.active and not handle.active
+    assert sys.modules[f"{raising_framework}_events"].CLOSED == ["zbad", "agood"]
+    assert RUNTIME.sessions == 0 and not RUNTIME.frameworks
+    assert _libc_unpatched()
+    assert [name for kind, name in RUNTIME.history if kind == "close"] == [
+        raising_framework,
+        "memory",
+        "patcher",
+    ]
+    session.finalize()  # a retry after the interrupt is harmless
+    with pmca.Session(frameworks=["memory"]):  # and the next session starts clean
+        pmca.memory.register_release(lambda *event: None).unregister()
+
+
+@pytest.mark.parametrize(
+    "raising_framework",
+    [("open", "KeyboardInterrupt"), ("open", "SystemExit(4)")],
+    indirect=True,
+    ids=["KeyboardInterrupt", "SystemExit"],
+)
+def test_a_component_open_raising_a_base_exception_rolls_the_init_back(
+    raising_framework: str,
+) -> None:
+    from tests.runtime._lifecycle_child import entry_bytes
+
+    BASELINE_ENTRIES.update(entry_bytes())
+    session = pmca.Session(mca={"mpi_leave_pinned": 1}, frameworks=["memory", raising_framework])
+    with pytest.raises((KeyboardInterrupt, SystemExit)):
+        session.init()
+    assert not session.active
+    assert RUNTIME.sessions == 0 and not RUNTIME.frameworks and not RUNTIME.live
+    assert _libc_unpatched()  # memory had installed its hooks at open (leave_pinned=1)
+    assert ("open", "patcher") in RUNTIME.history
