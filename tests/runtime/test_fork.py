@@ -88,7 +88,7 @@ import os, sys, threading, time
 import pmca
 from pmca.runtime import RUNTIME, _runtime
 
-_runtime.FORK_WAIT = 0.2
+_runtime.TRANSITION_WAIT = 0.2
 inside = threading.Event()
 release = threading.Event()
 

@@ -280,3 +280,89 @@ def test_a_component_open_raising_a_base_exception_rolls_the_init_back(
     assert RUNTIME.sessions == 0 and not RUNTIME.frameworks and not RUNTIME.live
     assert _libc_unpatched()  # memory had installed its hooks at open (leave_pinned=1)
     assert ("open", "patcher") in RUNTIME.history
+
+
+STUCK_COMPONENT = """
+import time
+import pmca
+import {framework}_flag as flag
+
+class TestComponent(pmca.Component):
+    framework = {framework!r}
+    name = "stuck"
+    version = "1.0.0"
+    api_version = "1.0.0"
+
+    @pmca.hookimpl
+    def open(self, ctx):
+        flag.REACHED.set()
+        time.sleep(120)  # a hook that does not come back
+"""
+
+SECOND_CTRL_C = """
+import os, signal, sys, threading, time
+sys.path.insert(0, {root!r})
+import pmca
+from pmca.runtime import RUNTIME
+from tests.runtime._lifecycle_child import consistency_problems, delivering_cycle, entry_bytes
+
+baseline = entry_bytes()
+records, _ = delivering_cycle()
+import {framework}_flag as flag
+
+def press_ctrl_c_twice():
+    flag.REACHED.wait()
+    print("patched while stuck:", entry_bytes() != baseline, flush=True)
+    for _ in range(2):
+        # Only once the hook sleeps: CPython does not look for a signal that
+        # arrives just before a blocking call. And at the main thread, since
+        # a signal taken by another thread does not wake the main's sleep.
+        time.sleep(0.3)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+threading.Thread(target=press_ctrl_c_twice, daemon=True).start()
+session = pmca.Session(mca={{"mpi_leave_pinned": 1}}, frameworks=[{framework!r}])
+start = time.monotonic()
+try:
+    session.init()
+except KeyboardInterrupt:
+    print(f"interrupted after {{time.monotonic() - start:.1f}} s")
+problems = consistency_problems(baseline, records)
+if session.active:
+    problems.append("the abandoned init left its session active")
+print("problems:", problems)
+print("delivers:", delivering_cycle()[1])
+"""
+
+
+def test_a_second_ctrl_c_abandons_a_stuck_init_and_rolls_it_back(
+    tmp_path: Path,
+    unique,  # type: ignore[no-untyped-def]
+) -> None:
+    from pmca.testing import make_distribution
+    from tests.conftest import framework_source
+
+    framework = unique("stuckfw")
+    make_distribution(
+        tmp_path,
+        f"dist-{framework}",
+        entry_points={
+            "pmca.frameworks": {framework: f"{framework}_decl:FRAMEWORK"},
+            f"pmca.{framework}": {"stuck": f"{framework}_stuck:TestComponent"},
+        },
+        modules={
+            f"{framework}_decl": framework_source(framework, depends=("memory",)),
+            f"{framework}_stuck": STUCK_COMPONENT.format(framework=framework),
+            f"{framework}_flag": "import threading\nREACHED = threading.Event()\n",
+        },
+    )
+    result = run_python(
+        SECOND_CTRL_C.format(root=str(ROOT), framework=framework),
+        env={"PYTHONPATH": str(tmp_path)},
+        timeout=100,  # the hook sleeps 120 s: only the second Ctrl-C ends it in time
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "patched while stuck: True" in result.stdout, result.stdout
+    assert "interrupted after" in result.stdout, result.stdout
+    assert "problems: []" in result.stdout, result.stdout
+    assert "delivers: True" in result.stdout, result.stdout

@@ -9,7 +9,7 @@ tears it down, and the next init builds it anew (Open MPI's
 Fork: the runtime lock is held across whole transitions (which call
 component code), so it is taken before every ``fork()`` and released on
 both sides: a child never inherits a transition half-done by another
-thread. If a transition does not end within :data:`FORK_WAIT` seconds (it
+thread. If a transition does not end within :data:`TRANSITION_WAIT` seconds (it
 waits for the very thread that forks, say), the fork goes ahead and pmca
 refuses to start sessions in that child, saying why.
 """
@@ -32,8 +32,8 @@ from ._catalog import Catalog
 from ._core_params import register_core_params
 from ._domains import CleanupFailure, FinalizeDomain
 
-#: How long a ``fork()`` waits for a transition in another thread to end.
-FORK_WAIT = 10.0
+#: How long a ``fork()``, or the exit handler, waits for a transition in another thread.
+TRANSITION_WAIT = 10.0
 
 
 class Runtime:
@@ -258,7 +258,7 @@ class Runtime:
     # -- fork ------------------------------------------------------------------
 
     def before_fork(self) -> None:
-        self._held_for_fork = self.lock.acquire(timeout=FORK_WAIT)
+        self._held_for_fork = self.lock.acquire(timeout=TRANSITION_WAIT)
 
     def after_fork_in_parent(self) -> None:
         if self._held_for_fork:
@@ -275,7 +275,7 @@ class Runtime:
         self.lock = threading.RLock()
         self.unusable = (
             f"this process (pid {os.getpid()}) was forked while another thread was in a pmca "
-            f"session init/finalize that did not end within {FORK_WAIT:g} s; pmca's state "
+            f"session init/finalize that did not end within {TRANSITION_WAIT:g} s; pmca's state "
             f"in this child is incomplete and no session can start here"
         )
 

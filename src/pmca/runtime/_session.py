@@ -15,7 +15,7 @@ from .._interrupts import deferred_interrupts
 from ..mca._errors import FrameworkError, SessionError
 from ..mca._open import ComponentInfo, OpenFramework
 from ._domains import FinalizeDomain
-from ._runtime import RUNTIME, Runtime
+from ._runtime import TRANSITION_WAIT, RUNTIME, Runtime
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -236,24 +236,38 @@ def finalize_at_exit(runtime: Runtime = RUNTIME) -> None:
     """
     from ..patcher import restore_all
 
-    live = list(runtime.live)
-    if not live:
+    if not runtime.live:
         return
     if os.getpid() == runtime.pid and runtime.unusable is None:
-        for session in reversed(live):
-            warnings.warn(
-                f"{session!r} was still active at interpreter exit; finalizing it",
-                ResourceWarning,
-                stacklevel=1,
-            )
+        # A daemon thread may still be inside a transition: wait for it, a while.
+        if runtime.lock.acquire(timeout=TRANSITION_WAIT):
             try:
-                session.finalize()
-            except BaseException as exc:  # exiting: report and go on
-                print(f"pmca: finalize at exit: {exc!r}", file=sys.stderr)
+                _finalize_live(runtime)
+            finally:
+                runtime.lock.release()
+        else:
+            print(
+                "pmca: at exit, another thread stayed inside a session transition; "
+                "restoring libc without finalizing",
+                file=sys.stderr,
+            )
     try:
         restore_all()
-    except BaseException as exc:
+    except BaseException as exc:  # exiting: report and go on
         print(f"pmca: restoring libc at exit: {exc!r}", file=sys.stderr)
+
+
+def _finalize_live(runtime: Runtime) -> None:
+    for session in reversed(list(runtime.live)):
+        warnings.warn(
+            f"{session!r} was still active at interpreter exit; finalizing it",
+            ResourceWarning,
+            stacklevel=1,
+        )
+        try:
+            session.finalize()
+        except BaseException as exc:  # exiting: report and go on
+            print(f"pmca: finalize at exit: {exc!r}", file=sys.stderr)
 
 
 atexit.register(finalize_at_exit)
