@@ -15,7 +15,7 @@ from .._interrupts import deferred_interrupts
 from ..mca._errors import FrameworkError, SessionError
 from ..mca._open import ComponentInfo, OpenFramework
 from ._domains import FinalizeDomain
-from ._runtime import TRANSITION_WAIT, RUNTIME, Runtime
+from ._runtime import RUNTIME, TRANSITION_WAIT, Runtime
 
 if TYPE_CHECKING:
     from typing_extensions import Self
