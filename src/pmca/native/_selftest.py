@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from .._interrupts import deferred_interrupts
 from .._libc import PAGE, Libc, libc
 from ._backend import HookBackend, backend
 from ._coverage import (
@@ -71,6 +72,11 @@ def self_test(symbols: Iterable[str] | None = None) -> dict[str, bool]:
     someone else) is reported False without being called.  Events are
     observed through the dispatcher, so no subscriber loses any.
     """
+    with deferred_interrupts():  # its probes create segments and subscriptions
+        return _self_test(symbols)
+
+
+def _self_test(symbols: Iterable[str] | None) -> dict[str, bool]:
     hooks = backend()
     chosen = tuple(hooks.symbols if symbols is None else symbols)
     unknown = [symbol for symbol in chosen if symbol not in _PROBES]

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from .._interrupts import deferred_interrupts
 from ..mca._discovery import EntryPointIndex
 from ..mca._errors import FrameworkError, SessionError, StaleReferenceError
 from ..mca._failures import ComponentFailure
@@ -108,7 +109,21 @@ class Runtime:
             self.stale.append(f"{reference} still refers to {owner[referent]} after it was closed")
 
     def open_framework(self, name: str) -> OpenFramework:
-        """Open ``name`` (after its dependencies) or take another reference."""
+        """Open ``name`` (after its dependencies) or take another reference.
+
+        When it raises (``KeyboardInterrupt`` included), no reference is taken.
+        """
+        opened: list[OpenFramework] = []
+        try:
+            with self.lock, deferred_interrupts():
+                opened.append(self._open_framework(name))
+        except BaseException:
+            if opened:  # interrupted after the open: the caller never sees it
+                self.close_framework(name)
+            raise
+        return opened[0]
+
+    def _open_framework(self, name: str) -> OpenFramework:
         with self.lock:
             state = self.frameworks.get(name)
             if state is not None:
@@ -122,7 +137,7 @@ class Runtime:
             self._opening.append(name)
             try:
                 for dependency in framework.depends:
-                    self.open_framework(dependency)
+                    self._open_framework(dependency)
                     opened_dependencies.append(dependency)
                 state = OpenFramework(framework, self)
                 state.refcount = 1
@@ -156,7 +171,7 @@ class Runtime:
 
     def close_framework(self, name: str) -> None:
         """Drop a reference; the last one closes the framework, then its dependencies."""
-        with self.lock:
+        with self.lock, deferred_interrupts():
             self._closing += 1
             try:
                 self._close_framework(name)
