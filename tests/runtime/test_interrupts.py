@@ -28,7 +28,7 @@ from pmca.runtime import RUNTIME
 from pmca.testing import run_python
 
 ROOT = Path(__file__).resolve().parents[2]
-CHILDREN = 4
+CHILDREN = 4  # processes, run one after the other
 ITERATIONS = 55  # per child: 220 per load mode
 PHASES = ("init", "register", "unregister", "finalize")
 
@@ -41,6 +41,7 @@ from tests.runtime._lifecycle_child import (
 )
 
 rng = random.Random({seed})
+PMCA_DIR = os.path.dirname(pmca.__file__) + os.sep
 baseline = entry_bytes()
 records, delivered = delivering_cycle()
 assert delivered, "no event before any interrupt"
@@ -93,6 +94,7 @@ for iteration in range({iterations}):
     delay = rng.uniform(0, typical[target] * 1.2)
     phase = ["start"]
     session = handle = None
+    where = []
 
     def enter(name):
         phase[0] = name
@@ -116,9 +118,9 @@ for iteration in range({iterations}):
         hits[phase[0]] = hits.get(phase[0], 0) + 1
         interrupted = phase[0]
         # Raised inside the call (more frames than this one), or after it returned.
-        inside = len(traceback.extract_tb(exc.__traceback__)) > 1
-        if phase[0] == "after":
-            inside = False
+        frames = traceback.extract_tb(exc.__traceback__)
+        inside = any(frame.filename.startswith(PMCA_DIR) for frame in frames)
+        where = [f"{{frame.filename.rsplit('/', 1)[-1]}}:{{frame.lineno}}" for frame in frames]
     else:
         interrupted = None
     quiesce()
@@ -142,24 +144,30 @@ for iteration in range({iterations}):
     except Exception as exc:
         found.append("".join(traceback.format_exception(exc)[-3:]))
     if found:
-        problems.append({{"iteration": iteration, "interrupted": interrupted, "problems": found}})
+        problems.append({{
+            "iteration": iteration, "interrupted": interrupted, "raised at": where,
+            "problems": found,
+        }})
         break
 print(json.dumps({{"hits": hits, "problems": problems, "typical": typical}}))
 """
 
 
-@pytest.mark.parametrize("child", range(CHILDREN))
-def test_random_sigint_leaves_pmca_and_libc_consistent(child: int, pmca_load_mode: str) -> None:
-    seed = random.randrange(2**32)
-    code = CHILD.format(root=str(ROOT), seed=seed, iterations=ITERATIONS, phases=PHASES)
-    result = run_python(code, timeout=240)
-    assert result.returncode == 0, f"seed {seed}: {result.stderr[-4000:]}"
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["problems"] == [], f"seed {seed} ({pmca_load_mode}): {report}"
-    hits = report["hits"]
+def test_random_sigint_leaves_pmca_and_libc_consistent(pmca_load_mode: str) -> None:
+    hits: dict[str, int] = {}
+    for _ in range(CHILDREN):
+        seed = random.randrange(2**32)
+        code = CHILD.format(root=str(ROOT), seed=seed, iterations=ITERATIONS, phases=PHASES)
+        result = run_python(code, timeout=240)
+        assert result.returncode == 0, f"seed {seed}: {result.stderr[-4000:]}"
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        assert report["problems"] == [], f"seed {seed} ({pmca_load_mode}): {report}"
+        for phase, count in report["hits"].items():
+            hits[phase] = hits.get(phase, 0) + count
     # The interrupts really landed inside the transitions, not only around them.
-    assert sum(hits[phase] for phase in PHASES) >= ITERATIONS // 2, report
-    assert all(hits[phase] for phase in ("init", "register", "finalize")), report
+    print(f"interrupts by phase ({pmca_load_mode}): {hits}")
+    assert sum(hits[phase] for phase in PHASES) >= CHILDREN * ITERATIONS // 2, hits
+    assert all(hits[phase] >= 5 for phase in ("init", "register", "finalize")), hits
 
 
 RAISING_COMPONENT = """
