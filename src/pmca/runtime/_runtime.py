@@ -23,15 +23,16 @@ from typing import Any
 
 from .._interrupts import deferred_interrupts
 from ..mca._discovery import EntryPointIndex
-from ..mca._errors import FrameworkError, SessionError, StaleReferenceError
+from ..mca._errors import FrameworkError, SessionError, StaleReferenceError, warn_user
 from ..mca._failures import ComponentFailure
 from ..mca._loader import LoadModeSpec
 from ..mca._open import OpenFramework
 from ..mca._stale import find_stale_references
-from ..mca.params import ParamSpace
+from ..mca.params import ParamSpace, ParamWarning
 from ._catalog import Catalog
 from ._core_params import register_core_params
 from ._domains import CleanupFailure, FinalizeDomain
+from ._unknown import Namespace, unknown_name_messages
 
 #: How long a ``fork()``, or the exit handler, waits for a transition in another thread.
 TRANSITION_WAIT = 10.0
@@ -63,6 +64,8 @@ class Runtime:
         self._opening: list[str] = []
         self._departed: list[tuple[str, object]] = []
         self._closing = 0
+        #: Unknown parameter names already warned about, for the space of this epoch.
+        self._warned_unknown: tuple[ParamSpace | None, set[str]] = (None, set())
 
     # -- services for open frameworks and components -------------------------
 
@@ -132,7 +135,9 @@ class Runtime:
             if name in self._opening:
                 cycle = " -> ".join([*self._opening, name])
                 raise FrameworkError(f"framework {name!r} opened while opening itself: {cycle}")
-            framework = self.catalog.get(name)
+            framework = self.catalog.get(
+                name, needed_by=self._opening[-1] if self._opening else None
+            )
             opened_dependencies: list[str] = []
             self._opening.append(name)
             try:
@@ -198,6 +203,30 @@ class Runtime:
                 for dependency in reversed(state.framework.depends):
                     self.close_framework(dependency)
 
+    def warn_unknown_names(self) -> None:
+        """Warn once per epoch about given names no open framework has (typos)."""
+        with self.lock:
+            space = self.params
+            namespaces = {
+                name: Namespace(
+                    frozenset(p.full_name for p in space.params(name, "base")),
+                    frozenset(state.found),
+                    {c: frozenset(names) for c, names in state.registered.items()},
+                )
+                for name, state in self.frameworks.items()
+            }
+            disabled = [f.name for f in self.catalog.failures]
+            disabled.extend(n for n in self.catalog.frameworks if n not in self.frameworks)
+            complete = set(self.catalog.frameworks) <= set(self.frameworks)
+            messages = unknown_name_messages(space, namespaces, disabled, complete=complete)
+            if self._warned_unknown[0] is not space:  # a new epoch: warn afresh
+                self._warned_unknown = (space, set())
+            warned = self._warned_unknown[1]
+            for name, message in messages.items():
+                if name not in warned:
+                    warned.add(name)
+                    warn_user(ParamWarning(message))
+
     # -- session support -----------------------------------------------------
 
     @staticmethod
@@ -247,6 +276,7 @@ class Runtime:
 
     def _build(self, space: ParamSpace) -> None:
         catalog = Catalog.discover()
+        catalog.check_names(space)
         self._space = space
         self._catalog = catalog
         self.pid = os.getpid()
