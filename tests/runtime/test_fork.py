@@ -122,3 +122,62 @@ def test_child_of_a_fork_during_a_stuck_transition_refuses_sessions_clearly() ->
     assert result.returncode == 0, result.stderr[-4000:]
     assert "exit 0" in result.stdout, result.stdout + result.stderr
     assert "was forked while another thread was in a pmca session init/finalize" in (result.stdout)
+
+
+HELD_LOCKS = """
+import os, sys, threading
+sys.path.insert(0, {root!r})
+import pmca
+from pmca import _libc
+from pmca.mca import _loader, _open
+from pmca.runtime import RUNTIME
+from tests.runtime._lifecycle_child import delivering_cycle
+
+session = pmca.Session(frameworks=["memory"]).init()
+handle = pmca.memory.register_release(lambda *event: None)
+locks = {{
+    "parameter space": RUNTIME.params._lock,
+    "session cleanups": session.domain._lock,
+    "memory/patcher install": session.module("memory")._install_lock,
+    "patcher/overwrite table": pmca.patcher.current()._lock,
+    "forced-static table": _open._forced_static_lock,
+    "resident libraries": _loader._resident_lock,
+    "address quarantine": _loader._QUARANTINE._lock,
+    "libc handle": _libc._lock,
+}}
+release = threading.Event()
+
+def hold(lock, ready):
+    with lock:
+        ready.set()
+        release.wait()
+
+for lock in locks.values():  # each held by a thread that the child will not have
+    ready = threading.Event()
+    threading.Thread(target=hold, args=(lock, ready), daemon=True).start()
+    ready.wait()
+pid = os.fork()
+if pid == 0:
+    stuck = [name for name, lock in locks.items() if not lock.acquire(timeout=5)]
+    for name, lock in locks.items():
+        if name not in stuck:
+            lock.release()
+    print("stuck in child:", stuck, flush=True)
+    handle.unregister()
+    session.finalize()  # the child's copy of the session, finalized in the child
+    print("child delivers:", delivering_cycle()[1], flush=True)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+release.set()
+handle.unregister()
+session.finalize()
+print("child exit:", os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_locks_held_by_other_threads_at_fork_are_free_in_the_child(pmca_load_mode: str) -> None:
+    result = run_python(HELD_LOCKS.format(root=str(ROOT)), timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "stuck in child: []" in result.stdout, result.stdout
+    assert "child delivers: True" in result.stdout, result.stdout
+    assert "child exit: 0" in result.stdout, result.stdout + result.stderr[-3000:]
