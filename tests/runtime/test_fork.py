@@ -163,6 +163,8 @@ if pid == 0:
         if name not in stuck:
             lock.release()
     print("stuck in child:", stuck, flush=True)
+    if stuck:
+        os._exit(1)  # pmca would deadlock on them
     handle.unregister()
     session.finalize()  # the child's copy of the session, finalized in the child
     print("child delivers:", delivering_cycle()[1], flush=True)
