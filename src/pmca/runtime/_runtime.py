@@ -104,6 +104,7 @@ class Runtime:
         self._departed.extend((what, obj) for obj in objects)
 
     def _check_departed(self) -> None:
+        """Scan for references to what closed since the last scan: once per finalize."""
         departed, self._departed = self._departed, []
         if not departed:
             return
@@ -162,8 +163,6 @@ class Runtime:
                 raise
             finally:
                 self._opening.pop()
-                if not self._opening:
-                    self._check_departed()
 
     def _introduce(self, state: OpenFramework) -> None:
         """Let the new framework's base and the others' bases see each other."""
@@ -182,8 +181,6 @@ class Runtime:
                 self._close_framework(name)
             finally:
                 self._closing -= 1
-                if not self._closing:
-                    self._check_departed()
 
     def _close_framework(self, name: str) -> None:
         with self.lock:
@@ -260,6 +257,8 @@ class Runtime:
         """Count a session out; the last one tears everything down."""
         with self.lock:
             self.sessions -= 1
+            # Once per finalize, over what closed since the last one.
+            self._check_departed()
             if self.sessions > 0:
                 return
             failures = self.core_domain.run()
