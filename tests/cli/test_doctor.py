@@ -15,6 +15,7 @@ SECTIONS = [
     "== Environment ==",
     "== Frameworks and components ==",
     "== Native hook coverage ==",
+    "== Native hook coverage with UCX loaded (inside an MPI job) ==",
     "== Patches restored byte-exact ==",
     "== Seed scenarios ==",
     "== Byte transfer layer ==",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import io
 import logging
 import os
 import sys
@@ -50,8 +51,12 @@ def _run_doctor(args: argparse.Namespace) -> int:
     return int(run(args))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``pmca`` parser with its ``info`` and ``doctor`` subcommands."""
+def build_parser(*, doctor_options: bool = True) -> argparse.ArgumentParser:
+    """The ``pmca`` parser with its ``info`` and ``doctor`` subcommands.
+
+    ``doctor_options=False`` leaves out the options of ``pmca doctor``, whose
+    module (and the scenarios it runs) need not be imported for ``pmca info``.
+    """
     parser = argparse.ArgumentParser(
         prog="pmca",
         description="Open MPI's Modular Component Architecture on pluggy.",
@@ -68,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser(
         "doctor", help="run the machinery on this machine and report what works"
     )
-    module = _doctor_module()
+    module = _doctor_module() if doctor_options else None
     add_arguments = getattr(module, "add_arguments", None)
     if callable(add_arguments):
         add_arguments(doctor)
@@ -119,6 +124,22 @@ def _cli_warnings(prog: str) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _encodable_output() -> Iterator[None]:
+    """Characters stdout cannot encode (an ASCII locale) print as escapes, never fail."""
+    saved: list[tuple[io.TextIOWrapper, str]] = []
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            saved.append((stream, stream.errors))
+            stream.reconfigure(errors="backslashreplace")
+    try:
+        yield
+    finally:
+        for stream, errors in saved:
+            with contextlib.suppress(ValueError):  # closed meanwhile
+                stream.reconfigure(errors=errors)
+
+
 def _fail(prog: str, message: str, code: int) -> int:
     print(f"{prog}: error: {message}", file=sys.stderr)
     return code
@@ -126,7 +147,9 @@ def _fail(prog: str, message: str, code: int) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``pmca`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    subcommand = next((word for word in words if not word.startswith("-")), None)
+    parser = build_parser(doctor_options=subcommand != "info")
     try:
         args, unknown = parser.parse_known_args(argv)
         if unknown:
@@ -137,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     prog: str = args.prog
     handler: Handler = args.handler
-    with _cli_logging(), _cli_warnings(prog):
+    with _encodable_output(), _cli_logging(), _cli_warnings(prog):
         try:
             return handler(args)
         except (UsageError, ParamError, SelectionError) as exc:

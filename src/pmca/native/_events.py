@@ -8,7 +8,13 @@ from typing import Final, Literal
 
 import attrs
 
-ReleaseKind = Literal["munmap", "madvise", "mremap", "brk", "shmdt", "mmap_fixed", "overflow"]
+ReleaseKind = Literal[
+    "munmap", "madvise", "mremap", "brk", "shmdt", "mmap_fixed", "vm_unmapped", "overflow"
+]
+
+#: Kind of the events UCX's ucm delivers (``UCM_EVENT_VM_UNMAPPED``): a range
+#: about to be released by any release call, which ucm does not name.
+UCM_KIND: Literal["vm_unmapped"] = "vm_unmapped"
 
 #: Exclusive end of the address range callbacks are told about; it still fits
 #: a C ``size_t``, so ``address + length`` can be handed to native code as is.
@@ -32,7 +38,15 @@ class _KindNames(dict[int, str]):
 
 
 KIND_NAMES: Final[dict[int, str]] = _KindNames(
-    {1: "munmap", 2: "madvise", 3: "mremap", 4: "brk", 5: "shmdt", 6: "mmap_fixed"}
+    {
+        1: "munmap",
+        2: "madvise",
+        3: "mremap",
+        4: "brk",
+        5: "shmdt",
+        6: "mmap_fixed",
+        7: "vm_unmapped",
+    }
 )
 
 
