@@ -72,7 +72,10 @@ __all__ = [
 
 #: Imported at first use: a component pays for what it touches only.
 _TARGETS = {
+    "btl": ".btl",
     "memory": ".memory",
+    "p2p": ".p2p",
+    "world": ".world",
     "native": ".native",
     "patcher": ".patcher",
     "rcache": ".rcache",
