@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from ..mca.params import ParamSpace
+from ..mca.params import Enumeration, ParamSpace
+
+#: ``mca_base_component_stale_check``: what a stale reference to a closed
+#: component does at the last finalize.
+STALE_CHECK = Enumeration("stale_check", (("none", 0), ("warn", 1), ("error", 2)))
 
 
 def register_core_params(space: ParamSpace) -> None:
@@ -56,5 +60,28 @@ def register_core_params(space: ParamSpace) -> None:
         default="stderr",
         help="Where verbose output goes: 'stderr', 'stdout', or 'logging' (the standard "
         "library logger pmca.<framework>)",
+        level=9,
+    )
+    space.register(
+        "mca",
+        "base",
+        "component_stale_check",
+        type=int,
+        enumeration=STALE_CHECK,
+        default="error",
+        help="What a module-level global of pmca or of any component's package that still "
+        "refers to a closed component does: 'error' (StaleReferenceError at the last "
+        "finalize), 'warn' (an error message, and carry on), or 'none' (not checked)",
+        level=9,
+    )
+    space.register(
+        "mca",
+        "base",
+        "component_quarantine",
+        type=bool,
+        default=True,
+        help="Reserve the address range of every native library a dso-mode component "
+        "unloads, inaccessible, so that a stale pointer into it faults where it is used "
+        "instead of reaching a library later mapped at the same address",
         level=9,
     )

@@ -78,7 +78,11 @@ def main(rounds: int = 2) -> int:
     originals = {s: hooks.prologue(s) for s in hooks.symbols if hooks.address(s)}
     emit("start", rounds=rounds, symbols=sorted(originals))
     for number in range(1, rounds + 1):
-        one_round(number)
+        try:
+            one_round(number)
+        except pmca.StaleReferenceError as exc:
+            emit("stale", round=number, message=str(exc))
+            return 1
     changed = sorted(s for s, before in originals.items() if hooks.prologue(s) != before)
     emit("end", prologues_restored=not changed, changed=changed)
     return 0

@@ -1,19 +1,37 @@
 """Seed scenario 1: Open MPI's DSO double-finalize crash (open-mpi/ompi#13021).
 
 ``sessions_init_twice`` (two complete session lifetimes in one process) is
-run in a fresh interpreter for each cell of {static, dso} x {the
-reproduction plugin ``pmca-ompi-13021`` (Open MPI 5.0.6's memory/patcher),
-pmca's own memory/patcher (the fix and then some)}:
+run in a fresh interpreter for each row; the reproduction plugin
+``pmca-ompi-13021`` is Open MPI 5.0.6's memory/patcher, pmca's own
+memory/patcher is the fix and then some. Each of pmca's three mechanisms
+has a row that shows what it does:
 
-=========================  ================================================
-reproduction, dso          reproduced: the second finalize dies of SIGSEGV
-                           in ``opal_patcher_base_restore_all``
-reproduction, static       reproduced: session 2 delivers no release event
-                           while ``support_level()`` claims FREE|MUNMAP
-pmca memory/patcher, both  prevented: both sessions deliver events and
-                           libc's prologues are back to their original
-                           bytes after the last finalize
-=========================  ================================================
+=====================================  =====================================
+reproduction, static                   reproduced: session 2 delivers no
+                                       release event while
+                                       ``support_level()`` claims FREE|MUNMAP
+reproduction, dso                      reproduced: the second finalize dies
+                                       of SIGSEGV in
+                                       ``opal_patcher_base_restore_all``
+reproduction, dso, no quarantine       reproduced: the same SIGSEGV; the
+                                       raw pointer follows an unconstructed
+                                       list in the reloaded library
+reproduction, static/dso, stale check  detected: ``StaleReferenceError`` at
+                                       session 1's finalize names the global
+                                       that keeps the closed module
+pmca memory/patcher, static/dso        prevented: both sessions deliver
+                                       events, libc's prologues are back to
+                                       their original bytes at the end
+=====================================  =====================================
+
+The stale-reference check is what *detects* the bug (a Python global that
+outlived its component, in any component's package); the reproduction rows
+run with it at ``warn`` so that Open MPI's outcome can still be watched. The
+quarantine only changes *where* a stale native pointer faults (at once,
+instead of in whatever the range holds next); the unload guards restore any
+patch a component still owns before its library is ``dlclose``d, which is
+never needed here (5.0.6 restored at its close). Nothing but pmca's own
+memory/patcher, which keeps no state across sessions, prevents the bug.
 
 A row is ``skipped`` when the native backend is unavailable or the plugin
 is not installed, and ``failed`` for anything else.
@@ -42,35 +60,59 @@ CRASH_FRAME = "opal_patcher_base_restore_all"
 
 Component = Literal["ompi13021", "patcher"]
 Mode = Literal["static", "dso"]
+StaleCheck = Literal["error", "warn", "none"]
+#: The global the stale-reference check must name in the reproduction.
+STALE_GLOBAL = "pmca_ompi_13021.patcher_base.opal_patcher"
 
 _CHILD_MODULE = "pmca.scenarios._13021_child"
 
 
 @frozen
 class Variant:
-    """One cell of the matrix: which memory component, which load mode."""
+    """One row: which memory component, which load mode, which safety nets."""
 
     component: Component
     mode: Mode
+    #: ``mca_base_component_quarantine``.
+    quarantine: bool = True
+    #: ``mca_base_component_stale_check``; the reproduction rows default to
+    #: ``warn`` so that Open MPI's own outcome can be watched.
+    stale_check: StaleCheck | None = None
+
+    @property
+    def check(self) -> StaleCheck:
+        if self.stale_check is not None:
+            return self.stale_check
+        return "warn" if self.component == REPRODUCTION else "error"
 
     @property
     def label(self) -> str:
         who = "reproduction plugin" if self.component == REPRODUCTION else "pmca memory/patcher"
-        return f"{who}, {self.mode}"
+        label = f"{who}, {self.mode}"
+        if not self.quarantine:
+            label += ", no quarantine"
+        if self.component == REPRODUCTION and self.check == "error":
+            label += ", stale check"
+        return label
 
     @property
     def env(self) -> dict[str, str]:
-        """The cell's ``PMCA_MCA_*`` settings: the memory selection and both load-mode variables."""
+        """The row's ``PMCA_MCA_*`` settings: memory selection, load modes, safety nets."""
         return {
             "PMCA_MCA_memory": self.component,
             "PMCA_MCA_mca_base_component_dso": "all" if self.mode == "dso" else "none",
             "PMCA_MCA_mca_base_component_static": "none",
+            "PMCA_MCA_mca_base_component_quarantine": "true" if self.quarantine else "false",
+            "PMCA_MCA_mca_base_component_stale_check": self.check,
         }
 
 
 VARIANTS: tuple[Variant, ...] = (
     Variant(REPRODUCTION, "static"),
     Variant(REPRODUCTION, "dso"),
+    Variant(REPRODUCTION, "dso", quarantine=False),
+    Variant(REPRODUCTION, "static", stale_check="error"),
+    Variant(REPRODUCTION, "dso", stale_check="error"),
     Variant("patcher", "static"),
     Variant("patcher", "dso"),
 )
@@ -84,7 +126,7 @@ def plugin_installed() -> bool:
 
 
 def run_matrix(*, timeout: float = 120.0) -> list[ScenarioResult]:
-    """Run the four cells in turn, each in a fresh interpreter given ``timeout`` seconds."""
+    """Run every row in turn, each in a fresh interpreter given ``timeout`` seconds."""
     return [run_variant(variant, timeout=timeout) for variant in VARIANTS]
 
 
@@ -132,6 +174,17 @@ def _setup_problem(variant: Variant, rounds: dict[int, dict[str, Any]]) -> str |
     return None
 
 
+def _innermost_frame(stderr: str) -> str | None:
+    """The innermost Python function of the faulting thread in a faulthandler dump."""
+    _, marker, trace = stderr.partition("Current thread")
+    if not marker:
+        return None
+    for line in trace.splitlines()[1:]:
+        if line.strip().startswith("File ") and " in " in line:
+            return line.rsplit(" in ", 1)[1].strip()
+    return None
+
+
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else "(no output)"
@@ -157,15 +210,30 @@ def classify(
     problem = _setup_problem(variant, rounds)
     if problem is not None:
         return "failed", problem
+    stale = [r for r in records if r["event"] == "stale"]
+    if variant.component == REPRODUCTION and variant.check == "error":
+        if stale and STALE_GLOBAL in stale[0]["message"] and list(rounds) == [1]:
+            return "detected", (
+                f"StaleReferenceError at session {stale[0]['round']}'s finalize: "
+                f"{STALE_GLOBAL} still refers to the closed patcher/overwrite module"
+            )
+        return "failed", f"the stale check did not name {STALE_GLOBAL}: {_last_line(stderr)}"
+    if stale:
+        return "failed", f"stale reference: {stale[0]['message']}"
     support = Support(int(rounds[2]["support"])) if 2 in rounds else Support.NONE
     claimed = support & (Support.FREE | Support.MUNMAP) == Support.FREE | Support.MUNMAP
     first_ok = 1 in rounds and bool(rounds[1]["delivered"])
     if variant.component == REPRODUCTION:
         if variant.mode == "dso" and returncode == -signal.SIGSEGV:
-            if CRASH_FRAME in stderr and first_ok and 2 in rounds:
+            if _innermost_frame(stderr) == CRASH_FRAME and first_ok and 2 in rounds:
+                how = (
+                    "into the quarantined range of the unloaded overwrite library"
+                    if variant.quarantine
+                    else "into the overwrite library reloaded at its old address"
+                )
                 return "reproduced", (
-                    f"second finalize died of SIGSEGV in {CRASH_FRAME} through a stale "
-                    "opal_patcher into the unloaded overwrite library"
+                    f"second finalize died of SIGSEGV in {CRASH_FRAME} through the raw "
+                    f"opal_patcher pointer {how}"
                 )
             return "failed", f"SIGSEGV, but not in {CRASH_FRAME}: {_last_line(stderr)}"
         silent = 2 in rounds and not rounds[2]["delivered"] and claimed
@@ -196,6 +264,7 @@ def classify(
 __all__ = [
     "CRASH_FRAME",
     "SCENARIO",
+    "STALE_GLOBAL",
     "VARIANTS",
     "Variant",
     "classify",
