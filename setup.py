@@ -96,6 +96,18 @@ def native_extensions() -> list[Extension]:
             extra_compile_args=CFLAGS,
             extra_link_args=["-pthread"],
         ),
+        Extension(
+            "pmca.rcache.grdma.pmca_rcache_itree",
+            sources=["src/pmca/rcache/grdma/itree.c"],
+            extra_compile_args=CFLAGS,
+            extra_link_args=["-pthread"],
+        ),
+        Extension(
+            "pmca.rcache.iouring.pmca_uring",
+            sources=["src/pmca/rcache/iouring/uring.c"],
+            extra_compile_args=CFLAGS,
+            extra_link_args=["-pthread"],
+        ),
     ]
 
 

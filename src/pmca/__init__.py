@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import memory, native, patcher
+from . import memory, native, patcher, rcache
 from ._version import __version__
 from .mca import (
     Alias,
@@ -55,4 +55,5 @@ __all__ = [
     "memory",
     "native",
     "patcher",
+    "rcache",
 ]

@@ -14,6 +14,7 @@ from ..mca._framework import Framework
 BUILTIN_FRAMEWORKS: tuple[str, ...] = (
     "pmca.patcher._framework:FRAMEWORK",
     "pmca.memory._framework:FRAMEWORK",
+    "pmca.rcache._framework:FRAMEWORK",
 )
 
 

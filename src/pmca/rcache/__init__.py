@@ -1,0 +1,79 @@
+"""The rcache framework: registration caches for network transports [opal/mca/rcache].
+
+A transport creates its cache with :func:`create`::
+
+    import pmca
+
+    with pmca.Session():
+        rc = pmca.rcache.create("grdma", backend)   # backend: pmca.rcache.Backend
+        reg = rc.register(address, size)            # pinned, refcounted, page-rounded
+        ...                                         # move data with reg.handle
+        rc.deregister(reg)                          # cached (leave_pinned) or released
+
+The cache drains the memory hooks' release events before every lookup, so a
+registration whose memory went back to the operating system is never handed
+out again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._backends import UnpinnedBackend, UnpinnedHandle
+from ._framework import FRAMEWORK, RcacheBase
+from ._interface import (
+    Backend,
+    CacheStats,
+    RcacheError,
+    RcacheModule,
+    Registration,
+    RegistrationCache,
+)
+
+
+def create(name: str, backend: Backend, **options: Any) -> RegistrationCache:
+    """A new registration cache from the selected rcache component ``name``.
+
+    ``options`` override that component's parameters for this cache (for
+    grdma: ``leave_pinned``, ``cache_max_bytes``).  Needs a live session with
+    the rcache framework open; raises :class:`RcacheError` naming what is
+    missing otherwise.
+    """
+    from ..runtime import RUNTIME
+
+    if not isinstance(backend, Backend):
+        raise RcacheError(
+            f"rcache backend {backend!r} has no register(base, size)/deregister(handle)"
+        )
+    state = RUNTIME.frameworks.get(FRAMEWORK.name)
+    if state is None:
+        raise RcacheError(
+            f"cannot create rcache {name!r}: no pmca session has the rcache framework open"
+        )
+    selected = []
+    for loaded in state.selected:
+        selected.append(loaded.component.name)
+        if loaded.component.name == name and isinstance(loaded.module, RcacheModule):
+            return loaded.module.create(backend, **options)
+    why = ", ".join(f"{n}: {reason}" for n, reason in state.not_available.items())
+    raise RcacheError(
+        f"rcache component {name!r} is not selected (selected: {', '.join(selected) or 'none'}; "
+        f"rcache={state.host.params.value('rcache')!r}"
+        + (f"; not available: {why}" if why else "")
+        + ")"
+    )
+
+
+__all__ = [
+    "FRAMEWORK",
+    "Backend",
+    "CacheStats",
+    "RcacheBase",
+    "RcacheError",
+    "RcacheModule",
+    "Registration",
+    "RegistrationCache",
+    "UnpinnedBackend",
+    "UnpinnedHandle",
+    "create",
+]

@@ -1,0 +1,171 @@
+"""What the rcache framework exchanges with transports and with its users.
+
+A transport (a BTL) supplies a :class:`Backend` that registers page-aligned
+ranges with the hardware or kernel (pins them) and deregisters them; it asks
+a cache created by :func:`pmca.rcache.create` for registrations and gets
+:class:`Registration` objects back.  This module is the stable contract:
+the cache internals live in the components.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from attrs import define, field, frozen
+
+from ..mca._errors import PmcaError
+
+
+class RcacheError(PmcaError):
+    """A registration cache could not be created or used as asked."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """How a transport registers memory (Open MPI's ``register_mem``/``deregister_mem``).
+
+    The cache only ever passes page-aligned ``base`` and a size that is a
+    whole number of pages.  ``register`` returns the transport's handle for
+    the range (an MR, a key, a registered-buffer index...); ``deregister``
+    receives that handle back exactly once.  Neither is ever called from
+    inside a release callback, and never with the cache's index lock held,
+    so both may allocate, free, block and raise.  An exception from
+    ``register`` reaches the caller of :meth:`RegistrationCache.register`.
+    """
+
+    def register(self, base: int, size: int) -> Any:
+        """Register (pin) ``[base, base + size)``; return the transport handle."""
+        ...
+
+    def deregister(self, handle: Any) -> None:
+        """Release a handle ``register`` returned."""
+        ...
+
+
+@define(eq=False, repr=False)
+class Registration:
+    """One registered range, shared by every request it covers.
+
+    :param base: first byte, page-aligned.
+    :param bound: first byte *after* the range, page-aligned (Open MPI's
+        ``bound`` is the last byte, ``bound - 1`` here).
+    :param handle: what :meth:`Backend.register` returned.
+    :param refcount: how many :meth:`RegistrationCache.register` calls hold
+        it; changed only by the cache.
+    :param valid: false once a release event or :meth:`~RegistrationCache.invalidate`
+        removed it from the index: no new request finds it, and its transport
+        handle is released when the last holder lets go.
+    """
+
+    base: int
+    bound: int
+    handle: Any
+    refcount: int = 0
+    valid: bool = True
+    #: The cache's key for it (unique within one cache).
+    key: int = field(default=0, kw_only=True)
+
+    @property
+    def size(self) -> int:
+        return self.bound - self.base
+
+    def covers(self, address: int, size: int) -> bool:
+        """Whether ``[address, address + size)`` lies inside this registration."""
+        return self.base <= address and address + size <= self.bound
+
+    def __repr__(self) -> str:
+        state = "valid" if self.valid else "invalid"
+        return (
+            f"<Registration [{self.base:#x}, {self.bound:#x}) handle={self.handle!r} "
+            f"refcount={self.refcount} {state}>"
+        )
+
+
+@frozen
+class CacheStats:
+    """Counters of one cache (``rc.stats()``).
+
+    :param hits: requests served by an existing registration.
+    :param misses: requests that needed a new transport registration.
+    :param evictions: unused registrations dropped to stay under
+        ``rcache_grdma_cache_max_bytes`` (or to retry a failed registration).
+    :param invalidations: registrations removed because their memory was
+        released (events, overflow, or explicit :meth:`~RegistrationCache.invalidate`).
+    :param pinned_bytes: bytes registered with the transport now (in use,
+        cached, or invalidated but still held).
+    :param registrations: registrations in the index now.
+    :param cached: unused registrations kept by ``mpi_leave_pinned`` (the LRU).
+    :param garbage: registrations waiting for their transport deregistration.
+    :param overflows: times the cache invalidated everything because release
+        events were lost.
+    """
+
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+    invalidations: int = 0
+    pinned_bytes: int = 0
+    registrations: int = 0
+    cached: int = 0
+    garbage: int = 0
+    overflows: int = 0
+
+
+@runtime_checkable
+class RegistrationCache(Protocol):
+    """The cache operations a transport calls (Open MPI's ``mca_rcache_base_module_t``).
+
+    Every operation first applies the release events published before it
+    began (drained from the memory hooks): a registration whose memory was
+    released is never handed out.  All operations are thread-safe.
+    """
+
+    @property
+    def name(self) -> str:
+        """The component that made it (``grdma``)."""
+        ...
+
+    def register(self, address: int, size: int) -> Registration:
+        """A registration covering ``[address, address + size)``, with one more reference.
+
+        Pages are rounded outwards; a valid registration that already covers
+        the range is reused (a hit), otherwise the backend registers a new one.
+        """
+        ...
+
+    def deregister(self, registration: Registration) -> None:
+        """Drop one reference; at zero, keep it cached (leave_pinned) or release it."""
+        ...
+
+    def find(self, address: int, size: int) -> Registration | None:
+        """The valid registration covering the range, if any, without taking a reference."""
+        ...
+
+    def invalidate(self, address: int, size: int) -> int:
+        """Invalidate every registration overlapping the range; returns how many."""
+        ...
+
+    def stats(self) -> CacheStats:
+        """The cache's counters now."""
+        ...
+
+    def close(self) -> None:
+        """Release every registration with the transport; the cache is unusable after."""
+        ...
+
+
+@runtime_checkable
+class RcacheModule(Protocol):
+    """What an rcache component's ``query`` returns: a factory of caches."""
+
+    def create(self, backend: Backend, **options: Any) -> RegistrationCache:
+        """A new cache over ``backend``; ``options`` override the component's parameters."""
+        ...
+
+    def caches(self) -> list[RegistrationCache]:
+        """The caches it created that are still open."""
+        ...
+
+    def close_all(self) -> None:
+        """Close every cache it created (at framework close)."""
+        ...

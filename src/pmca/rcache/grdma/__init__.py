@@ -1,0 +1,79 @@
+"""rcache/grdma: Open MPI's general-purpose registration cache, with a native index.
+
+Its interval tree lives in this component's own native library, loaded
+through pmca's loader: in ``dso`` mode it is really unloaded at the last
+close, after the framework has closed every cache.
+"""
+
+from __future__ import annotations
+
+from ..._version import __version__
+from ...mca import Component, ComponentContext, Query, hookimpl
+from ...mca._context import ComponentParams
+from ._cache import PAGE, GrdmaCache, page_range
+from ._module import OPTIONS, GrdmaModule
+from ._tree import IntervalTree, library_path
+
+
+class GrdmaComponent(Component):
+    framework = "rcache"
+    name = "grdma"
+    version = __version__
+    api_version = "1.0.0"
+
+    @hookimpl
+    def register(self, params: ComponentParams) -> None:
+        params.register(
+            "priority", type=int, default=50, level=9, help="Priority of the grdma rcache component"
+        )
+        params.register(
+            "cache_max_bytes",
+            type="size",
+            default=1 << 30,
+            level=4,
+            help="With mpi_leave_pinned, the most bytes that unused registrations may keep "
+            "pinned; the least recently used go first (0: no limit)",
+        )
+        params.register(
+            "pending_max",
+            type=int,
+            default=65536,
+            level=9,
+            help="Release events a cache records between two operations before it treats "
+            "them as lost and invalidates every registration",
+        )
+
+    @hookimpl
+    def query(self, ctx: ComponentContext) -> Query:
+        holder: list[GrdmaModule] = []
+        library = ctx.load_library(library_path(), before_unload=lambda: _close_left(holder))
+        module = GrdmaModule(
+            library.cdll,
+            leave_pinned=int(ctx.host.params.value("mpi_leave_pinned")),
+            cache_max_bytes=int(ctx.params["cache_max_bytes"]),
+            pending_max=int(ctx.params["pending_max"]),
+            log=ctx.log,
+        )
+        holder.append(module)
+        return Query(priority=int(ctx.params["priority"]), module=module)
+
+
+def _close_left(holder: list[GrdmaModule]) -> str | None:
+    """The loader's unload guard: no index library unloads under a live cache."""
+    module = holder.pop() if holder else None
+    if module is None or not module.caches():
+        return None
+    count = len(module.caches())
+    module.close_all()
+    return f"unloading rcache/grdma while {count} cache(s) were open: closed them first"
+
+
+__all__ = [
+    "OPTIONS",
+    "PAGE",
+    "GrdmaCache",
+    "GrdmaComponent",
+    "GrdmaModule",
+    "IntervalTree",
+    "page_range",
+]

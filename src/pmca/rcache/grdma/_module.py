@@ -1,0 +1,102 @@
+"""The grdma module: a factory of caches, and what it needs from the session."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import TYPE_CHECKING, Any
+
+from .._interface import Backend, RcacheError
+from ._cache import GrdmaCache
+from ._tree import IntervalTree
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
+#: Options ``pmca.rcache.create("grdma", backend, **options)`` accepts.
+OPTIONS = ("leave_pinned", "cache_max_bytes", "pending_max")
+
+
+class GrdmaModule:
+    """Creates :class:`GrdmaCache` objects over one loaded index library."""
+
+    def __init__(
+        self,
+        cdll: ctypes.CDLL,
+        *,
+        leave_pinned: int,
+        cache_max_bytes: int,
+        pending_max: int,
+        log: FilteringBoundLogger,
+    ) -> None:
+        self._cdll = cdll
+        self._defaults: dict[str, Any] = {
+            "leave_pinned": leave_pinned,
+            "cache_max_bytes": cache_max_bytes,
+            "pending_max": pending_max,
+        }
+        self._log = log
+        self._lock = threading.Lock()
+        self._caches: list[GrdmaCache] = []
+
+    def create(self, backend: Backend, **options: Any) -> GrdmaCache:
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise RcacheError(
+                f"unknown grdma option(s) {', '.join(unknown)}; known: {', '.join(OPTIONS)}"
+            )
+        settings = {**self._defaults, **options}
+        cache = GrdmaCache(
+            IntervalTree(self._cdll),
+            backend,
+            leave_pinned=False,
+            cache_max_bytes=int(settings["cache_max_bytes"]),
+            pending_max=int(settings["pending_max"]),
+            log=self._log,
+            on_close=self._forget,
+        )
+        why = _subscribe(cache)
+        cache.leave_pinned = _leave_pinned(settings["leave_pinned"], hooked=why is None)
+        if why is not None and cache.leave_pinned:
+            # Open MPI warns the same way: cached registrations can go stale.
+            self._log.warning(
+                "mpi_leave_pinned without memory hooks: cached registrations are never "
+                "invalidated when their memory is released, and may send stale data",
+                why=why,
+            )
+        with self._lock:
+            self._caches.append(cache)
+        self._log.debug("cache created", leave_pinned=cache.leave_pinned, coherent=cache.coherent)
+        return cache
+
+    def caches(self) -> list[GrdmaCache]:
+        with self._lock:
+            return list(self._caches)
+
+    def close_all(self) -> None:
+        for cache in self.caches():
+            cache.close()
+
+    def _forget(self, cache: GrdmaCache) -> None:
+        with self._lock:
+            if cache in self._caches:
+                self._caches.remove(cache)
+
+
+def _leave_pinned(value: object, *, hooked: bool) -> bool:
+    """``mpi_leave_pinned``: 1 yes, 0 no, -1/None auto (yes when hooks catch releases)."""
+    if value is None or value == -1:
+        return hooked
+    return bool(value)
+
+
+def _subscribe(cache: GrdmaCache) -> str | None:
+    """Deliver release events to ``cache``; why not, when there are no hooks."""
+    from ... import memory
+
+    try:
+        handle = memory.register_release(cache.releases.record)
+    except memory.MemoryHooksUnavailable as exc:
+        return str(exc)
+    cache.subscribed(handle.unregister, drain=memory.drain)
+    return None

@@ -1,0 +1,62 @@
+"""Release events recorded by the callback, applied later under the cache lock.
+
+The callback runs on whichever thread drains the memory hooks (the
+listener, or a thread inside a cache operation).  It must never wait for
+the cache lock: a thread holding that lock may be the one draining.  So it
+only appends the range to a list under a lock that is held for a handful
+of bytecodes and never while anything else is taken.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+#: Largest address + 1 (a 64-bit address space).
+ADDRESS_LIMIT = 2**64 - 1
+
+
+class ReleaseLog:
+    """Released ranges not yet applied; too many of them, or a lost event, mean "all"."""
+
+    def __init__(self, limit: int) -> None:
+        self._lock = threading.Lock()
+        self._ranges: list[tuple[int, int]] = []
+        self._overflow = False
+        self._limit = limit
+
+    def record(self, address: int, length: int, kind: str, from_alloc: bool) -> None:
+        """A ``pmca.memory.register_release`` callback: record, never invalidate here."""
+        with self._lock:
+            if self._overflow:
+                return
+            if kind == "overflow" or len(self._ranges) >= self._limit:
+                self._overflow = True
+                self._ranges = []
+                return
+            self._ranges.append((address, min(address + length, ADDRESS_LIMIT)))
+
+    def record_batch(self, events: Sequence[tuple[int, int, str, bool]]) -> None:
+        """The batched form: the same, for many events under one acquisition."""
+        with self._lock:
+            if self._overflow:
+                return
+            for address, length, kind, _ in events:
+                if kind == "overflow" or len(self._ranges) >= self._limit:
+                    self._overflow = True
+                    self._ranges = []
+                    return
+                self._ranges.append((address, min(address + length, ADDRESS_LIMIT)))
+
+    def mark_overflow(self) -> None:
+        """Something was lost (an incomplete drain): everything counts as released."""
+        with self._lock:
+            self._overflow = True
+            self._ranges = []
+
+    def take(self) -> tuple[bool, list[tuple[int, int]]]:
+        """``(overflowed, ranges)`` recorded since the last take, and forget them."""
+        with self._lock:
+            overflow, ranges = self._overflow, self._ranges
+            self._overflow, self._ranges = False, []
+        return overflow, ranges
