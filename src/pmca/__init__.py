@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import memory, native, patcher, rcache
+from . import btl, memory, native, p2p, patcher, rcache, world
 from ._version import __version__
 from .mca import (
     Alias,
@@ -50,10 +50,13 @@ __all__ = [
     "SessionError",
     "StaleReferenceError",
     "__version__",
+    "btl",
     "hookimpl",
     "hookspec",
     "memory",
     "native",
+    "p2p",
     "patcher",
     "rcache",
+    "world",
 ]

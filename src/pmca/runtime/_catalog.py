@@ -15,6 +15,7 @@ BUILTIN_FRAMEWORKS: tuple[str, ...] = (
     "pmca.patcher._framework:FRAMEWORK",
     "pmca.memory._framework:FRAMEWORK",
     "pmca.rcache._framework:FRAMEWORK",
+    "pmca.btl._framework:FRAMEWORK",
 )
 
 

@@ -85,3 +85,13 @@ def register_core_params(space: ParamSpace) -> None:
         "instead of reaching a library later mapped at the same address",
         level=9,
     )
+    space.register(
+        "pmca",
+        "base",
+        "modex_timeout",
+        type=float,
+        default=60.0,
+        help="Seconds a session init waits for every peer's modex entry (btl addresses) "
+        "before failing with an error naming the peers that never answered",
+        level=4,
+    )

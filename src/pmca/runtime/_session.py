@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from ..mca.params import Param
+    from ..p2p import P2p
+    from ..p2p._attach import DataPath
+    from ..world import World
 
 
 class _State(enum.Enum):
@@ -34,6 +37,8 @@ class Session:
     :param mca: parameter values with the priority of the command line.
     :param frameworks: the frameworks to open (with their dependencies);
         ``None`` opens every installed framework.
+    :param world: the processes to exchange btl addresses with (one
+        allgather at init); default :func:`pmca.world.single`.
     """
 
     def __init__(
@@ -41,6 +46,7 @@ class Session:
         mca: Mapping[str, Any] | None = None,
         frameworks: Sequence[str] | None = None,
         *,
+        world: World | None = None,
         _runtime: Runtime | None = None,
     ) -> None:
         self._mca = dict(mca or {})
@@ -48,6 +54,8 @@ class Session:
         self._runtime = _runtime or RUNTIME
         self._state = _State.NEW
         self._opened: list[str] = []
+        self._world = world
+        self._data: DataPath | None = None
         #: Cleanups run at this session's finalize, last registered first.
         self.domain = FinalizeDomain("session")
 
@@ -68,7 +76,9 @@ class Session:
                 for name in runtime.catalog.dependency_order(names):
                     runtime.open_framework(name)
                     self._opened.append(name)
+                self._data = self._attach_data_path()
             except BaseException:
+                self._close_data_path()
                 self._close_frameworks()
                 runtime.detach()
                 self._state = _State.FINALIZED
@@ -84,7 +94,8 @@ class Session:
             if self._state is _State.NEW:
                 raise SessionError("session was never initialized")
             self._state = _State.FINALIZED
-            errors = self._close_frameworks()
+            errors = self._close_data_path()
+            errors.extend(self._close_frameworks())
             errors.extend(failure.error for failure in self.domain.run())
             try:
                 runtime.detach()
@@ -96,6 +107,29 @@ class Session:
             raise SessionError(
                 f"finalize met {len(errors)} errors: " + "; ".join(repr(e) for e in errors)
             ) from errors[0]
+
+    def _attach_data_path(self) -> DataPath | None:
+        """Modex and connections for the btl framework, if this session opened it."""
+        from ..p2p._attach import attach
+        from ..world import single
+
+        btl = self._runtime.frameworks.get("btl")
+        if "btl" not in self._opened or btl is None:
+            return None
+        if self._world is None:
+            self._world = single()
+        timeout = float(self._runtime.params.value("pmca_base_modex_timeout"))
+        return attach(btl, self._world, timeout)
+
+    def _close_data_path(self) -> list[BaseException]:
+        data, self._data = self._data, None
+        if data is None:
+            return []
+        try:
+            data.close(float(self._runtime.params.value("pmca_base_modex_timeout")))
+        except Exception as exc:
+            return [exc]
+        return []
 
     def _close_frameworks(self) -> list[BaseException]:
         errors: list[BaseException] = []
@@ -148,6 +182,29 @@ class Session:
     def failures(self, framework: str) -> list[Any]:
         """Components of ``framework`` that failed and were skipped, with why."""
         return list(self._framework(framework).failures)
+
+    def _data_path(self) -> DataPath:
+        self._require_active()
+        if self._data is None:
+            raise FrameworkError(
+                "this session has no data path: open the btl framework "
+                "(frameworks=None or including 'btl')"
+            )
+        return self._data
+
+    @property
+    def world(self) -> World | None:
+        """The world this session exchanged addresses with (``None`` without btl)."""
+        return self._world
+
+    @property
+    def p2p(self) -> P2p:
+        """Point-to-point messages to the ranks of :attr:`world`."""
+        return self._data_path().p2p
+
+    def reach(self, peer: int) -> list[str]:
+        """The btl components that reach rank ``peer``, best first."""
+        return self._data_path().bml.reach(peer)
 
     def param(self, name: str) -> Param:
         """A parameter, with its value and where the value came from."""

@@ -1,0 +1,24 @@
+"""Declaration of the btl framework (multi, API 1.0.0).
+
+A built-in component is one :class:`ComponentRef` line here; a third
+party's is an entry point in group ``pmca.btl``.
+"""
+
+from __future__ import annotations
+
+from ..mca._framework import Alias, ComponentRef, Framework
+from ._interface import API_VERSION
+from .base import BtlBase
+
+FRAMEWORK = Framework(
+    name="btl",
+    description="byte transfer layer: moves bytes between processes",
+    api_version=API_VERSION,
+    policy="multi",
+    static_components=[
+        ComponentRef("self", "pmca.btl.self:SelfComponent"),
+        ComponentRef("tcp", "pmca.btl.tcp:TcpComponent"),
+    ],
+    aliases={"vader": Alias("sm", deprecated=True)},
+    base=BtlBase,
+)

@@ -1,0 +1,375 @@
+"""The btl module interface, API 1.0.0 (after Open MPI's ``mca_btl_base_module_t``).
+
+A btl component's ``query`` returns a module that satisfies
+:class:`BtlModule`. The btl framework is ``multi``: every available module is
+kept, and the bml picks, per peer, the modules that reach it (by exclusivity,
+then latency). The message layer (:mod:`pmca.p2p`) only ever talks to modules
+through the operations documented here, so a component shipped in a
+separate distribution (entry point group ``pmca.btl``) plugs in exactly like
+the built-in ``self``, ``sm`` and ``tcp``.
+
+Life of a module, in the order pmca calls it:
+
+1. ``query`` (component hook) builds the module; its :attr:`~BtlModule.limits`
+   are read from the component's parameters with
+   :func:`pmca.btl.base.register_limits` / :func:`pmca.btl.base.read_limits`.
+2. :meth:`~BtlModule.address` is published in the modex (one allgather per
+   session init, through the session's world).
+3. :meth:`~BtlModule.add_procs` gets every peer with its own published address
+   and answers, per peer, an endpoint or ``None`` (unreachable).
+4. :meth:`~BtlModule.register_recv`, :meth:`~BtlModule.send`,
+   :meth:`~BtlModule.sendi`, :meth:`~BtlModule.put`, :meth:`~BtlModule.get`,
+   :meth:`~BtlModule.register_mem`, :meth:`~BtlModule.progress` while traffic
+   flows.
+5. :meth:`~BtlModule.del_procs` at session finalize, then
+   :meth:`~BtlModule.finalize` at the framework's last close, before the
+   component's ``close`` hook.
+
+Threading: pmca calls a module from one thread at a time (the caller of
+``progress`` or of a p2p operation, under the bml's lock). Callbacks run from
+inside ``progress`` (or inside ``send``/``put``/``get`` when the operation
+completes at once) and must not call back into the same module's
+``progress``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from attrs import frozen
+
+from ..mca._errors import PmcaError
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+else:  # ``collections.abc.Buffer`` is new in Python 3.12
+    Buffer = object
+
+#: The btl framework API implemented by this module.
+API_VERSION = "1.0.0"
+
+
+class Flags(enum.IntFlag):
+    """What a module can do (Open MPI's ``MCA_BTL_FLAGS_*``)."""
+
+    NONE = 0
+    #: Active-message sends: :meth:`BtlModule.send` and :meth:`BtlModule.sendi`.
+    SEND = 0x1
+    #: One-sided writes into a peer's registered memory: :meth:`BtlModule.put`.
+    PUT = 0x2
+    #: One-sided reads from a peer's registered memory: :meth:`BtlModule.get`.
+    GET = 0x4
+    #: ``send`` transmits from the caller's buffers without copying them first.
+    SEND_INPLACE = 0x8
+    #: Memory must be registered (:meth:`BtlModule.register_mem`) before put/get.
+    REGISTRATION_REQUIRED = 0x10
+    #: put/get work on memory of any process the module reaches, single copy.
+    SINGLE_COPY = 0x20
+    RDMA = PUT | GET
+
+
+#: Reserved active-message tags (Open MPI's ``MCA_BTL_TAG_*``). Tags are
+#: ``0..255``; the message layer takes ``TAG_P2P_FIRST..TAG_P2P_LAST``, pmca's
+#: own checks (``pmca doctor``) use ``TAG_DOCTOR``, and ``TAG_USER`` upward is
+#: free for tools built on pmca.
+TAG_P2P_FIRST = 0x10
+TAG_P2P_LAST = 0x1F
+TAG_DOCTOR = 0x20
+TAG_USER = 0x40
+TAG_MAX = 0xFF
+
+
+@frozen
+class Limits:
+    """A module's performance attributes, as the component's parameters set them.
+
+    Names and units follow Open MPI's ``btl_<component>_*`` parameters.
+
+    :param exclusivity: higher wins: when several modules reach a peer, those
+        with lower exclusivity than the best are dropped for that peer
+        (``self`` > ``sm`` > ``tcp``).
+    :param latency: in microseconds; orders modules of equal exclusivity.
+    :param bandwidth: in Mbit/s; weights the striping of large messages.
+    :param eager_limit: the largest message (payload plus the message layer's
+        header) sent in one active message without a handshake.
+    :param rndv_eager_limit: the size of the first fragment sent with a
+        rendezvous request (``0``: none).
+    :param max_send_size: the largest single ``send`` the module accepts.
+    :param flags: :class:`Flags`.
+    :param put_limit: the largest single ``put`` (``0``: no put).
+    :param get_limit: the largest single ``get`` (``0``: no get).
+    """
+
+    exclusivity: int
+    latency: int
+    bandwidth: int
+    eager_limit: int
+    rndv_eager_limit: int
+    max_send_size: int
+    flags: Flags
+    put_limit: int = 0
+    get_limit: int = 0
+
+
+@frozen
+class Proc:
+    """A peer process as add_procs sees it.
+
+    :param rank: the peer's rank in the session's world.
+    :param host: an identifier of the peer's host (its boot id and hostname):
+        equal hosts can share memory.
+    :param pid: the peer's process id (for single-copy transports such as CMA).
+    :param address: what the peer's module of this same component published
+        with :meth:`BtlModule.address`; ``None`` if the peer has no such
+        module (then it cannot be reached through this component).
+    :param local: ``True`` for this process itself.
+    """
+
+    rank: int
+    host: str
+    pid: int
+    address: bytes | None
+    local: bool = False
+
+
+@runtime_checkable
+class Endpoint(Protocol):
+    """A module's handle on one reachable peer, returned by add_procs.
+
+    Only ``rank`` is read by pmca; everything else is the module's own.
+    """
+
+    @property
+    def rank(self) -> int: ...
+
+
+@frozen
+class MemoryHandle:
+    """A registration of local memory for put/get.
+
+    :param base: first byte registered.
+    :param size: bytes registered.
+    :param packed: the remote key, sent to the peer inside the message layer's
+        rendezvous header and given back as ``remote_handle`` to put/get on
+        that peer. Opaque to everyone but the module that made it, and at most
+        :data:`MAX_PACKED_HANDLE` bytes.
+    :param token: the module's private state (the rcache registration).
+    """
+
+    base: int
+    size: int
+    packed: bytes
+    token: object = None
+
+
+MAX_PACKED_HANDLE = 64
+
+#: ``callback(endpoint, tag, data)``: an active message arrived. ``data`` is
+#: valid only during the call (copy what must outlive it).
+RecvCallback = Callable[["Endpoint", int, memoryview], None]
+#: ``callback(error)``: an operation finished; ``error`` is ``None`` on success.
+Completion = Callable[[BaseException | None], None]
+#: ``callback(endpoint, error)``: the module lost a peer (Open MPI's
+#: ``btl_register_error``); every later operation on it fails.
+ErrorCallback = Callable[["Endpoint", BaseException], None]
+
+
+class BtlError(PmcaError):
+    """A byte transfer failed; the message names the module and the peer."""
+
+
+class PeerFailed(BtlError):
+    """A peer died or its connection broke. ``rank`` names it."""
+
+    def __init__(self, message: str, *, rank: int) -> None:
+        super().__init__(message)
+        self.rank = rank
+
+
+class ModexError(BtlError):
+    """A modex entry was malformed, foreign, or never arrived."""
+
+
+@runtime_checkable
+class BtlModule(Protocol):
+    """What every btl module provides (``mca_btl_base_module_t``, API 1.0.0).
+
+    :class:`pmca.btl.base.ModuleBase` implements the bookkeeping shared by
+    every module (the active-message table, error callbacks, the limits), so a
+    component only writes its transport.
+    """
+
+    #: The component name (``"tcp"``); used in messages and in ``s.reach()``.
+    name: str
+    #: See :class:`Limits`.
+    limits: Limits
+
+    def address(self) -> bytes:
+        """This process's address for this module, published in the modex.
+
+        Called once per session init, after ``query``. Keep it short (it is
+        gathered from every rank) and versioned: peers parse it in
+        :meth:`add_procs` and must reject what they do not understand with
+        :class:`ModexError`.
+        """
+        ...
+
+    def add_procs(self, procs: Sequence[Proc]) -> list[Endpoint | None]:
+        """Make the peers reachable: one endpoint (or ``None``) per proc, in order.
+
+        ``procs`` includes this process (``local=True``). Connections may be
+        made lazily, at the first send. Raise :class:`ModexError` for an
+        address that does not parse, naming the rank; answer ``None`` for a
+        peer this module simply cannot reach (another host for ``sm``).
+        """
+        ...
+
+    def del_procs(self, endpoints: Sequence[Endpoint]) -> None:
+        """Forget these peers: close their connections, free their resources.
+
+        Operations still queued on them complete with an error.
+        """
+        ...
+
+    def register_recv(self, tag: int, callback: RecvCallback) -> None:
+        """Call ``callback(endpoint, tag, data)`` for each active message with ``tag``.
+
+        One callback per tag; registering ``None``-equivalent is done with
+        :meth:`unregister_recv`. Tags are ``0..TAG_MAX``.
+        """
+        ...
+
+    def unregister_recv(self, tag: int) -> None:
+        """Stop delivering ``tag``; messages that arrive for it are dropped and logged."""
+        ...
+
+    def register_error(self, callback: ErrorCallback) -> None:
+        """Call ``callback(endpoint, error)`` when a peer is lost."""
+        ...
+
+    def sendi(self, endpoint: Endpoint, tag: int, parts: Sequence[Buffer]) -> bool:
+        """Send an active message now, if it can go out immediately.
+
+        ``parts`` are concatenated on the wire (header, payload); their total
+        is at most ``limits.eager_limit``. Returns ``True`` if the message was
+        sent (the buffers may be reused), ``False`` if it would have to wait
+        (the caller then uses :meth:`send`). Raises :class:`PeerFailed`.
+        """
+        ...
+
+    def send(
+        self,
+        endpoint: Endpoint,
+        tag: int,
+        parts: Sequence[Buffer],
+        callback: Completion | None = None,
+    ) -> None:
+        """Send an active message of at most ``limits.max_send_size`` bytes.
+
+        With :attr:`Flags.SEND_INPLACE` the module keeps references to
+        ``parts`` until ``callback`` runs and the caller must not modify them
+        before; without it, the module copies them before returning. Messages
+        on one endpoint with one tag arrive in the order they were sent.
+        """
+        ...
+
+    def register_mem(self, endpoint: Endpoint | None, base: int, size: int) -> MemoryHandle:
+        """Register ``[base, base + size)`` for put/get (through the rcache).
+
+        ``endpoint`` is ``None`` for memory that any peer may access. With
+        ``mpi_leave_pinned`` (and memory hooks) the registration stays cached
+        after :meth:`deregister_mem`; without, it is released there.
+        """
+        ...
+
+    def deregister_mem(self, handle: MemoryHandle) -> None:
+        """Drop a reference taken by :meth:`register_mem`."""
+        ...
+
+    def put(
+        self,
+        endpoint: Endpoint,
+        local: memoryview,
+        local_handle: MemoryHandle | None,
+        remote_address: int,
+        remote_handle: bytes,
+        callback: Completion,
+    ) -> None:
+        """Write ``local`` into the peer's registered memory at ``remote_address``.
+
+        ``remote_handle`` is the peer's :attr:`MemoryHandle.packed`. At most
+        ``limits.put_limit`` bytes. ``callback`` runs once the data is in the
+        peer's memory (or the transfer failed).
+        """
+        ...
+
+    def get(
+        self,
+        endpoint: Endpoint,
+        local: memoryview,
+        local_handle: MemoryHandle | None,
+        remote_address: int,
+        remote_handle: bytes,
+        callback: Completion,
+    ) -> None:
+        """Read ``len(local)`` bytes of the peer's registered memory into ``local``.
+
+        At most ``limits.get_limit`` bytes. The module must check that the
+        range lies inside a registration the peer made (a peer never reads
+        memory that was not offered). ``callback`` runs once ``local`` holds
+        the data (or the transfer failed).
+        """
+        ...
+
+    def progress(self) -> int:
+        """Advance pending work without blocking; return the number of completions.
+
+        Delivers received active messages to their callbacks and runs
+        completion callbacks.
+        """
+        ...
+
+    def wait_fds(self) -> list[int] | None:
+        """File descriptors that become readable when :meth:`progress` has work.
+
+        The progress engine sleeps on them (with ``select``) once a wait has
+        spun for a while. ``[]`` means nothing ever arrives from outside (the
+        ``self`` module); ``None`` means work can arrive without any
+        descriptor becoming readable (shared-memory queues), so the engine
+        keeps polling :meth:`progress` and only yields the CPU.
+        """
+        ...
+
+    def finalize(self) -> None:
+        """Release everything: endpoints, registrations, sockets, segments.
+
+        Called once, at the framework's last close, before the component's
+        ``close`` hook. Must not raise for work still in flight: fail it.
+        """
+        ...
+
+
+__all__ = [
+    "API_VERSION",
+    "MAX_PACKED_HANDLE",
+    "TAG_DOCTOR",
+    "TAG_MAX",
+    "TAG_P2P_FIRST",
+    "TAG_P2P_LAST",
+    "TAG_USER",
+    "BtlError",
+    "BtlModule",
+    "Buffer",
+    "Completion",
+    "Endpoint",
+    "ErrorCallback",
+    "Flags",
+    "Limits",
+    "MemoryHandle",
+    "ModexError",
+    "PeerFailed",
+    "Proc",
+    "RecvCallback",
+]

@@ -1,0 +1,40 @@
+"""The btl framework's base logic: finalize every module at the last close."""
+
+from __future__ import annotations
+
+from ...mca._failures import ComponentFailure
+from ...mca._framework import FrameworkBase
+from .._interface import BtlModule
+
+
+class BtlBase(FrameworkBase):
+    """Runs each module's ``finalize`` before the components close (``mca_btl_base_close``).
+
+    A module whose finalize raises is reported like any failing component
+    and the others still finalize.
+    """
+
+    def modules(self) -> list[BtlModule]:
+        return [m for m in self.framework.modules if isinstance(m, BtlModule)]
+
+    def closing(self) -> None:
+        for loaded in list(self.framework.loaded):
+            module = loaded.module
+            if not isinstance(module, BtlModule):
+                continue
+            try:
+                module.finalize()
+            except Exception as exc:
+                self.framework.failures.append(
+                    ComponentFailure.capture(
+                        framework=self.framework.name,
+                        component=loaded.component.name,
+                        hook="finalize",
+                        location=loaded.candidate.location,
+                        distribution=loaded.candidate.distribution,
+                        error=exc,
+                    )
+                )
+                self.framework.log.error(
+                    "module finalize failed", component=loaded.component.name, error=repr(exc)
+                )

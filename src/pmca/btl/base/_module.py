@@ -1,0 +1,106 @@
+"""Bookkeeping every btl module shares: active-message table, error callbacks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .._interface import (
+    TAG_MAX,
+    BtlError,
+    Completion,
+    Endpoint,
+    ErrorCallback,
+    Limits,
+    MemoryHandle,
+    RecvCallback,
+)
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
+
+def _check_tag(tag: int) -> None:
+    if not isinstance(tag, int) or not 0 <= tag <= TAG_MAX:
+        raise ValueError(f"active-message tag {tag!r} is outside 0..{TAG_MAX}")
+
+
+class ModuleBase:
+    """A starting point for btl modules (see :class:`pmca.btl.BtlModule`).
+
+    Subclasses implement the transport (``address``, ``add_procs``,
+    ``del_procs``, ``sendi``, ``send``, ``put``, ``get``, ``progress``,
+    ``finalize``) and call :meth:`deliver` for each active message received
+    and :meth:`peer_lost` when a peer goes away.
+    """
+
+    def __init__(self, name: str, limits: Limits, log: FilteringBoundLogger) -> None:
+        self.name = name
+        self.limits = limits
+        self.log = log
+        self._receivers: list[RecvCallback | None] = [None] * (TAG_MAX + 1)
+        self._error_callbacks: list[ErrorCallback] = []
+
+    def register_recv(self, tag: int, callback: RecvCallback) -> None:
+        _check_tag(tag)
+        if self._receivers[tag] is not None:
+            raise BtlError(f"btl {self.name}: active-message tag {tag} already has a receiver")
+        self._receivers[tag] = callback
+
+    def unregister_recv(self, tag: int) -> None:
+        _check_tag(tag)
+        self._receivers[tag] = None
+
+    def register_error(self, callback: ErrorCallback) -> None:
+        self._error_callbacks.append(callback)
+
+    def deliver(self, endpoint: Endpoint, tag: int, data: memoryview) -> None:
+        """Hand one received active message to its tag's callback."""
+        receiver = self._receivers[tag]
+        if receiver is None:
+            self.log.warning("active message for a tag nobody receives; dropped", tag=tag)
+            return
+        receiver(endpoint, tag, data)
+
+    def peer_lost(self, endpoint: Endpoint, error: BaseException) -> None:
+        """Tell the error callbacks that ``endpoint`` is gone."""
+        self.log.info("peer lost", rank=endpoint.rank, error=str(error))
+        for callback in list(self._error_callbacks):
+            callback(endpoint, error)
+
+    def wait_fds(self) -> list[int] | None:
+        return []
+
+    def register_mem(self, endpoint: Endpoint | None, base: int, size: int) -> MemoryHandle:
+        raise BtlError(f"btl {self.name} does not register memory (no PUT/GET)")
+
+    def deregister_mem(self, handle: MemoryHandle) -> None:
+        return None
+
+    def _no_rdma(self, operation: str) -> BtlError:
+        return BtlError(f"btl {self.name} has no {operation} (flags {self.limits.flags!r})")
+
+    def put(
+        self,
+        endpoint: Endpoint,
+        local: memoryview,
+        local_handle: MemoryHandle | None,
+        remote_address: int,
+        remote_handle: bytes,
+        callback: Completion,
+    ) -> None:
+        raise self._no_rdma("put")
+
+    def get(
+        self,
+        endpoint: Endpoint,
+        local: memoryview,
+        local_handle: MemoryHandle | None,
+        remote_address: int,
+        remote_handle: bytes,
+        callback: Completion,
+    ) -> None:
+        raise self._no_rdma("get")
+
+    def del_procs(self, endpoints: Sequence[Endpoint]) -> None:
+        return None

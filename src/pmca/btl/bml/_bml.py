@@ -1,0 +1,250 @@
+"""Routes to every peer, built from one modex exchange.
+
+Per peer the bml keeps the modules that reach it, best first (exclusivity
+descending, then latency ascending). Eager sends use the best module of the
+highest exclusivity; RDMA uses every module of that exclusivity with GET (or
+PUT), and a large transfer is split across them in proportion to their
+bandwidth (Open MPI's ``mca_bml_r2`` with ``btl_send``/``btl_rdma`` lists).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from attrs import define, field, frozen
+
+from .._interface import BtlModule, Endpoint, Flags, ModexError, PeerFailed, Proc
+from ..base import _modex
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
+    from ...world import World
+
+
+@frozen
+class Route:
+    """One module's way to one peer."""
+
+    module: BtlModule
+    endpoint: Endpoint
+
+    @property
+    def name(self) -> str:
+        return self.module.name
+
+
+@define(eq=False)
+class BmlPeer:
+    """Everything the message layer needs to reach one rank."""
+
+    rank: int
+    host: str
+    pid: int
+    #: Every module reaching the peer, best first.
+    routes: list[Route]
+    #: Modules for active messages: the best exclusivity only.
+    send: list[Route]
+    #: Modules for RDMA (GET) among ``send``'s exclusivity, with their stripe weights.
+    rdma: list[tuple[Route, float]]
+    failed: BaseException | None = None
+    pidfd: int | None = field(default=None)
+
+    def check(self) -> None:
+        if self.failed is not None:
+            raise PeerFailed(f"rank {self.rank} is unreachable: {self.failed}", rank=self.rank)
+
+    def stripes(self, size: int, granule: int = 4096) -> list[tuple[Route, int, int]]:
+        """Split ``size`` bytes over the RDMA routes: ``(route, offset, length)``."""
+        if not self.rdma:
+            return []
+        pieces: list[tuple[Route, int, int]] = []
+        offset = 0
+        for index, (route, weight) in enumerate(self.rdma):
+            limit = route.module.limits.get_limit
+            if index == len(self.rdma) - 1:
+                length = size - offset
+            else:
+                length = int(size * weight) // granule * granule
+            while length > 0:
+                chunk = min(length, limit) if limit else length
+                pieces.append((route, offset, chunk))
+                offset += chunk
+                length -= chunk
+        return pieces
+
+
+def _order(route: Route) -> tuple[int, int]:
+    limits = route.module.limits
+    return (-limits.exclusivity, limits.latency)
+
+
+def _build_peer(rank: int, entry: _modex.RankEntry, routes: list[Route]) -> BmlPeer:
+    routes.sort(key=_order)
+    best = routes[0].module.limits.exclusivity if routes else 0
+    send = [
+        r
+        for r in routes
+        if r.module.limits.exclusivity == best and r.module.limits.flags & Flags.SEND
+    ]
+    rdma_routes = [
+        r for r in send if r.module.limits.flags & Flags.GET and r.module.limits.get_limit
+    ]
+    total = sum(max(r.module.limits.bandwidth, 1) for r in rdma_routes)
+    rdma = [(r, max(r.module.limits.bandwidth, 1) / total) for r in rdma_routes]
+    return BmlPeer(rank, entry.host, entry.pid, routes, send, rdma)
+
+
+class Bml:
+    """Routes of one session to every rank of its world."""
+
+    def __init__(
+        self, world: World, modules: Sequence[BtlModule], log: FilteringBoundLogger
+    ) -> None:
+        self.world = world
+        self.modules = list(modules)
+        self.log = log
+        self.peers: list[BmlPeer] = []
+        self.lock = threading.RLock()
+        self._liveness_due = 0.0
+        self._failure_listeners: list[Any] = []
+
+    # -- set-up -----------------------------------------------------------
+
+    def exchange(self, timeout: float) -> list[_modex.RankEntry]:
+        """Publish every module's address and gather everybody's: one allgather."""
+        from ...world import WorldTimeout
+
+        blob = _modex.pack({m.name: m.address() for m in self.modules})
+        try:
+            blobs = self.world.allgather(blob, timeout=timeout)
+        except WorldTimeout as exc:
+            raise ModexError(
+                f"modex: rank {self.world.rank} never heard from rank(s) "
+                f"{', '.join(map(str, exc.missing)) or '?'} within {timeout:g} s "
+                f"(pmca_base_modex_timeout): {exc}"
+            ) from exc
+        if len(blobs) != self.world.size:
+            raise ModexError(
+                f"modex: {len(blobs)} entries gathered for a world of {self.world.size}"
+            )
+        return _modex.unpack_all(blobs)
+
+    def add_procs(self, entries: Sequence[_modex.RankEntry]) -> None:
+        me = self.world.rank
+        routes: list[list[Route]] = [[] for _ in entries]
+        for module in self.modules:
+            procs = [
+                Proc(e.rank, e.host, e.pid, e.addresses.get(module.name), local=e.rank == me)
+                for e in entries
+            ]
+            endpoints = module.add_procs(procs)
+            if len(endpoints) != len(procs):
+                raise ModexError(
+                    f"btl {module.name}: add_procs answered {len(endpoints)} endpoints "
+                    f"for {len(procs)} procs"
+                )
+            for rank, endpoint in enumerate(endpoints):
+                if endpoint is not None:
+                    routes[rank].append(Route(module, endpoint))
+            module.register_error(self._peer_lost)
+        self.peers = [_build_peer(e.rank, e, routes[e.rank]) for e in entries]
+        local_host = entries[me].host
+        for peer in self.peers:
+            if peer.rank != me and peer.host == local_host:
+                peer.pidfd = _pidfd(peer.pid)
+        self.log.debug("routes", reach={p.rank: [r.name for r in p.routes] for p in self.peers})
+
+    # -- use --------------------------------------------------------------
+
+    def peer(self, rank: int) -> BmlPeer:
+        if not 0 <= rank < len(self.peers):
+            raise ValueError(f"rank {rank} is outside the world (size {len(self.peers)})")
+        return self.peers[rank]
+
+    def reach(self, rank: int) -> list[str]:
+        return [route.name for route in self.peer(rank).routes]
+
+    def on_failure(self, listener: Any) -> None:
+        self._failure_listeners.append(listener)
+
+    def _peer_lost(self, endpoint: Endpoint, error: BaseException) -> None:
+        self.fail(endpoint.rank, error)
+
+    def fail(self, rank: int, error: BaseException) -> None:
+        peer = self.peers[rank]
+        if peer.failed is not None:
+            return
+        peer.failed = error
+        self.log.error("peer failed", rank=rank, error=str(error))
+        for listener in list(self._failure_listeners):
+            listener(rank, error)
+
+    def progress(self) -> int:
+        done = 0
+        for module in self.modules:
+            done += module.progress()
+        return done
+
+    def check_liveness(self, interval: float) -> None:
+        """Notice local peers that exited (pidfd readable), at most every ``interval`` s."""
+        now = time.monotonic()
+        if now < self._liveness_due:
+            return
+        self._liveness_due = now + interval
+        import select
+
+        fds = {p.pidfd: p for p in self.peers if p.pidfd is not None and p.failed is None}
+        if not fds:
+            return
+        readable, _, _ = select.select(list(fds), [], [], 0)
+        for fd in readable:
+            peer = fds[fd]
+            self.fail(
+                peer.rank,
+                PeerFailed(f"process {peer.pid} (rank {peer.rank}) exited", rank=peer.rank),
+            )
+
+    def wait_fds(self) -> list[int] | None:
+        """What to sleep on while waiting, or ``None`` if some module must be polled."""
+        fds: list[int] = []
+        for module in self.modules:
+            module_fds = module.wait_fds()
+            if module_fds is None:
+                return None
+            fds.extend(module_fds)
+        fds.extend(p.pidfd for p in self.peers if p.pidfd is not None and p.failed is None)
+        return fds
+
+    def close(self) -> None:
+        for module in self.modules:
+            endpoints = [r.endpoint for p in self.peers for r in p.routes if r.module is module]
+            try:
+                module.del_procs(endpoints)
+            except Exception as exc:
+                self.log.error("del_procs failed", btl=module.name, error=repr(exc))
+        for peer in self.peers:
+            if peer.pidfd is not None:
+                os.close(peer.pidfd)
+                peer.pidfd = None
+        self.peers = []
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def connect(
+    world: World, modules: Sequence[BtlModule], log: FilteringBoundLogger, timeout: float
+) -> Bml:
+    """Exchange addresses over ``world`` and build the routes to every rank."""
+    bml = Bml(world, modules, log)
+    bml.add_procs(bml.exchange(timeout))
+    return bml

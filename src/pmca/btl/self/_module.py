@@ -1,0 +1,154 @@
+"""The self module: sends are queued and delivered by progress; put/get are memmoves."""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from attrs import frozen
+
+from .._interface import (
+    BtlError,
+    Buffer,
+    Completion,
+    Endpoint,
+    Flags,
+    Limits,
+    MemoryHandle,
+    ModexError,
+    Proc,
+)
+from ..base import ModuleBase, NoPinBackend, Registrations
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
+DEFAULTS = Limits(
+    exclusivity=65536,  # MCA_BTL_EXCLUSIVITY_HIGH
+    latency=0,
+    bandwidth=100_000,
+    eager_limit=64 * 1024,
+    rndv_eager_limit=64 * 1024,
+    max_send_size=256 * 1024,
+    flags=Flags.SEND | Flags.RDMA | Flags.SINGLE_COPY,
+    put_limit=1 << 62,
+    get_limit=1 << 62,
+)
+_ADDRESS = b"self/1"
+_KEY = struct.Struct("<QQQ")
+
+
+@frozen
+class SelfEndpoint:
+    rank: int
+
+
+def _memory(address: int, size: int) -> memoryview:
+    return memoryview((ctypes.c_char * size).from_address(address)).cast("B")
+
+
+class SelfModule(ModuleBase):
+    """Loopback: only ever reaches this process."""
+
+    def __init__(self, limits: Limits, log: FilteringBoundLogger) -> None:
+        super().__init__("self", limits, log)
+        self._queue: deque[tuple[SelfEndpoint, int, bytes, Completion | None]] = deque()
+        self._completions: deque[Completion] = deque()
+        self._registrations = Registrations("self", NoPinBackend(), cached=False, log=log)
+        self._endpoint: SelfEndpoint | None = None
+
+    def address(self) -> bytes:
+        return _ADDRESS
+
+    def add_procs(self, procs: Sequence[Proc]) -> list[Endpoint | None]:
+        endpoints: list[Endpoint | None] = []
+        for proc in procs:
+            if proc.local and proc.address is not None and proc.address != _ADDRESS:
+                raise ModexError(f"btl self: rank {proc.rank} published {proc.address!r}")
+            if proc.local:
+                self._endpoint = SelfEndpoint(proc.rank)
+            endpoints.append(self._endpoint if proc.local else None)
+        return endpoints
+
+    def _check(self, endpoint: Endpoint) -> SelfEndpoint:
+        if self._endpoint is None or endpoint is not self._endpoint:
+            raise BtlError(f"btl self: {endpoint!r} is not this process")
+        return self._endpoint
+
+    def sendi(self, endpoint: Endpoint, tag: int, parts: Sequence[Buffer]) -> bool:
+        self.send(endpoint, tag, parts)
+        return True
+
+    def send(
+        self,
+        endpoint: Endpoint,
+        tag: int,
+        parts: Sequence[Buffer],
+        callback: Completion | None = None,
+    ) -> None:
+        target = self._check(endpoint)
+        self._queue.append((target, tag, b"".join(parts), callback))
+
+    def register_mem(self, endpoint: Endpoint | None, base: int, size: int) -> MemoryHandle:
+        return self._registrations.register(base, size, lambda *key: _KEY.pack(*key))
+
+    def deregister_mem(self, handle: MemoryHandle) -> None:
+        self._registrations.deregister(handle)
+
+    def _remote(self, remote_address: int, remote_handle: bytes, size: int) -> memoryview:
+        try:
+            key, _, _ = _KEY.unpack(remote_handle)
+        except struct.error:
+            raise BtlError(f"btl self: malformed remote handle {remote_handle!r}") from None
+        self._registrations.check(key, remote_address, size)
+        return _memory(remote_address, size)
+
+    def put(
+        self,
+        endpoint: Endpoint,
+        local: memoryview,
+        local_handle: MemoryHandle | None,
+        remote_address: int,
+        remote_handle: bytes,
+        callback: Completion,
+    ) -> None:
+        self._check(endpoint)
+        self._remote(remote_address, remote_handle, local.nbytes)[:] = local.cast("B")
+        self._completions.append(callback)
+
+    def get(
+        self,
+        endpoint: Endpoint,
+        local: memoryview,
+        local_handle: MemoryHandle | None,
+        remote_address: int,
+        remote_handle: bytes,
+        callback: Completion,
+    ) -> None:
+        self._check(endpoint)
+        local.cast("B")[:] = self._remote(remote_address, remote_handle, local.nbytes)
+        self._completions.append(callback)
+
+    def progress(self) -> int:
+        done = 0
+        while self._completions:
+            self._completions.popleft()(None)
+            done += 1
+        while self._queue:
+            endpoint, tag, data, callback = self._queue.popleft()
+            self.deliver(endpoint, tag, memoryview(data))
+            if callback is not None:
+                callback(None)
+            done += 1
+        return done
+
+    def finalize(self) -> None:
+        dropped = len(self._queue)
+        self._queue.clear()
+        self._completions.clear()
+        self._registrations.release_all()
+        if dropped:
+            self.log.info("finalize dropped undelivered self messages", count=dropped)

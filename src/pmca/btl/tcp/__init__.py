@@ -1,0 +1,103 @@
+"""btl/tcp: sockets on the interfaces ``btl_tcp_if_include``/``btl_tcp_if_exclude`` choose."""
+
+from __future__ import annotations
+
+from ..._version import __version__
+from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
+from .._interface import Flags, Limits
+from ..base import leave_pinned_wanted, read_limits, register_limits
+from ._interfaces import Interface, select_interfaces
+from ._module import TcpModule, TcpSettings
+
+DEFAULTS = Limits(
+    exclusivity=100,  # MCA_BTL_EXCLUSIVITY_LOW
+    latency=100,
+    bandwidth=10_000,
+    eager_limit=64 * 1024,
+    rndv_eager_limit=64 * 1024,
+    max_send_size=256 * 1024,
+    flags=Flags.SEND | Flags.SEND_INPLACE | Flags.RDMA,
+    put_limit=(1 << 32) - 64,
+    get_limit=1 << 62,
+)
+
+
+def _items(value: object) -> list[str]:
+    return [item.strip() for item in str(value or "").split(",") if item.strip()]
+
+
+class TcpComponent(Component):
+    framework = "btl"
+    name = "tcp"
+    version = __version__
+    api_version = "1.0.0"
+
+    def __init__(self) -> None:
+        self._interfaces: tuple[Interface, ...] = ()
+
+    @hookimpl
+    def register(self, params: ComponentParams) -> None:
+        register_limits(params, DEFAULTS)
+        params.register(
+            "if_include",
+            type=str,
+            default="",
+            level=1,
+            help="Comma-separated interface names or IPv4 CIDRs to use (loopback allowed); "
+            "mutually exclusive with btl_tcp_if_exclude",
+        )
+        params.register(
+            "if_exclude",
+            type=str,
+            default="",
+            level=1,
+            help="Comma-separated interface names or IPv4 CIDRs not to use; mutually "
+            "exclusive with btl_tcp_if_include",
+        )
+        params.register(
+            "zerocopy",
+            type=str,
+            default="auto",
+            level=5,
+            help="Send large bodies with MSG_ZEROCOPY: 'true', 'false', or 'auto' (only on "
+            "non-loopback connections, where the kernel does not copy anyway)",
+        )
+        params.register(
+            "zerocopy_threshold",
+            type="size",
+            default=256 * 1024,
+            level=6,
+            help="Smallest body sent with MSG_ZEROCOPY",
+        )
+
+    @hookimpl
+    def open(self, ctx: ComponentContext) -> None:
+        params = ctx.params
+        chosen = select_interfaces(_items(params["if_include"]), _items(params["if_exclude"]))
+        if not chosen:
+            raise NotAvailable("no IPv4 interface left after btl_tcp_if_include/btl_tcp_if_exclude")
+        self._interfaces = tuple(chosen)
+
+    @hookimpl
+    def query(self, ctx: ComponentContext) -> Query:
+        params = ctx.params
+        zerocopy = str(params["zerocopy"]).lower()
+        if zerocopy not in ("true", "false", "auto"):
+            param = params.param("zerocopy")
+            raise ValueError(
+                f"{param.full_name} = {zerocopy!r} ({param.origin}): expected true, false or auto"
+            )
+        leave_pinned, why = leave_pinned_wanted(ctx.host.params)
+        ctx.log.debug("registration", leave_pinned=leave_pinned, why=why)
+        settings = TcpSettings(
+            interfaces=self._interfaces,
+            zerocopy=zerocopy,
+            zerocopy_threshold=int(params["zerocopy_threshold"]),
+            connect_timeout=float(ctx.host.params.value("pmca_base_modex_timeout")),
+            leave_pinned=leave_pinned,
+        )
+        limits = read_limits(params, DEFAULTS)
+        return Query(priority=limits.exclusivity, module=TcpModule(limits, settings, ctx.log))
+
+
+__all__ = ["TcpComponent", "TcpModule"]

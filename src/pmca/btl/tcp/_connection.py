@@ -1,0 +1,300 @@
+"""One tcp connection to one peer: a send queue and a receive state machine.
+
+Receiving reads as much as the socket has into one buffer and parses every
+complete frame from it, so a burst of small messages costs one system call.
+Bulk bodies (get data, put data) go straight from the socket into their
+destination with ``recv_into`` once the buffered part is copied: a large
+transfer is never staged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import socket
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from attrs import define
+
+from .._interface import Completion, PeerFailed
+from . import _wire as wire
+
+if TYPE_CHECKING:
+    from ._module import TcpModule
+
+MSG_ZEROCOPY = 0x4000000
+SO_ZEROCOPY = 60
+_IOV_MAX = 512
+
+
+@define(eq=False)
+class Outgoing:
+    buffers: list[memoryview]
+    callback: Completion | None
+    zerocopy: bool = False
+
+
+@define(eq=False)
+class Sink:
+    """Where a bulk body goes: ``target[done:]`` still to fill."""
+
+    target: memoryview
+    done: int
+    finished: Callable[[], None]
+
+
+class Connection:
+    """The byte stream to one peer."""
+
+    def __init__(
+        self, module: TcpModule, rank: int, sock: socket.socket, *, zerocopy: bool
+    ) -> None:
+        self.module = module
+        self.rank = rank
+        self.sock = sock
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.fd = sock.fileno()
+        self.queue: deque[Outgoing] = deque()
+        size = max(1 << 20, 2 * (module.limits.max_send_size + wire.FRAME.size))
+        self._buffer = bytearray(size)
+        self._view = memoryview(self._buffer)
+        self._start = 0
+        self._end = 0
+        self._sink: Sink | None = None
+        self.closed: BaseException | None = None
+        self.zerocopy = zerocopy and self._enable_zerocopy()
+        self.zerocopy_pending = 0
+        self._zerocopy_sent = 0
+
+    @property
+    def rank_name(self) -> str:
+        return f"rank {self.rank}"
+
+    def _enable_zerocopy(self) -> bool:
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_ZEROCOPY, 1)
+        except OSError:
+            return False
+        return True
+
+    # -- sending ----------------------------------------------------------
+
+    def push(self, outgoing: Outgoing) -> None:
+        """Queue ``outgoing`` and send what the socket takes now."""
+        if self.closed is not None:
+            raise PeerFailed(
+                f"btl tcp: connection to {self.rank_name} is closed: {self.closed}", rank=self.rank
+            )
+        self.queue.append(outgoing)
+        if len(self.queue) == 1:
+            self.flush()
+
+    def flush(self) -> int:
+        """Send queued data until the socket would block; return completions."""
+        done = 0
+        sock = self.sock
+        while self.queue:
+            outgoing = self.queue[0]
+            buffers = outgoing.buffers
+            flags = MSG_ZEROCOPY if outgoing.zerocopy and self.zerocopy else 0
+            try:
+                sent = (
+                    sock.sendmsg(buffers[:_IOV_MAX], (), flags)
+                    if len(buffers) > 1
+                    else sock.send(buffers[0], flags)
+                )
+            except BlockingIOError:
+                return done
+            except OSError as exc:
+                if exc.errno == errno.ENOBUFS and flags:
+                    self.zerocopy = False  # out of option memory: plain sends from now on
+                    continue
+                self.lost(exc)
+                return done
+            if flags:
+                self.zerocopy_pending += 1
+            while sent:
+                head = buffers[0]
+                if sent >= head.nbytes:
+                    sent -= head.nbytes
+                    buffers.pop(0)
+                else:
+                    buffers[0] = head[sent:]
+                    sent = 0
+            while buffers and not buffers[0].nbytes:
+                buffers.pop(0)
+            if buffers:
+                continue
+            self.queue.popleft()
+            if outgoing.callback is not None:
+                outgoing.callback(None)
+            done += 1
+        return done
+
+    def reap_zerocopy(self) -> None:
+        """Consume MSG_ZEROCOPY completion notices from the error queue."""
+        while self.zerocopy_pending:
+            try:
+                _, ancillary, _, _ = self.sock.recvmsg(0, 256, socket.MSG_ERRQUEUE)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                self.zerocopy_pending = 0
+                return
+            for _level, _type, data in ancillary:
+                # struct sock_extended_err: errno, origin, type, code, pad, info, data
+                if len(data) >= 16:
+                    low = int.from_bytes(data[8:12], "little")
+                    high = int.from_bytes(data[12:16], "little")
+                    self.zerocopy_pending = max(0, self.zerocopy_pending - (high - low + 1))
+
+    # -- receiving ---------------------------------------------------------
+
+    def receive(self) -> int:
+        """Read and dispatch everything available; return messages handled."""
+        handled = 0
+        while self.closed is None:
+            if self._sink is not None:
+                if not self._fill_sink():
+                    return handled
+                handled += 1
+                continue
+            handled += self._parse()
+            if self.in_bulk():
+                continue
+            if self._start == self._end:
+                self._start = self._end = 0
+            elif self._end == len(self._buffer):
+                remaining = self._end - self._start
+                self._view[:remaining] = self._view[self._start : self._end]
+                self._start, self._end = 0, remaining
+            try:
+                count = self.sock.recv_into(self._view[self._end :])
+            except (BlockingIOError, InterruptedError):
+                return handled
+            except OSError as exc:
+                self.lost(exc)
+                return handled
+            if count == 0:
+                self.lost(ConnectionResetError(f"{self.rank_name} closed the connection"))
+                return handled
+            self._end += count
+        return handled
+
+    def in_bulk(self) -> bool:
+        """Whether a bulk body is being received straight into its destination."""
+        return self._sink is not None
+
+    def _fill_sink(self) -> bool:
+        sink = self._sink
+        assert sink is not None
+        while sink.done < sink.target.nbytes:
+            try:
+                count = self.sock.recv_into(sink.target[sink.done :])
+            except (BlockingIOError, InterruptedError):
+                return False
+            except OSError as exc:
+                self.lost(exc)
+                return False
+            if count == 0:
+                self.lost(
+                    ConnectionResetError(f"{self.rank_name} closed the connection mid-transfer")
+                )
+                return False
+            sink.done += count
+        self._sink = None
+        sink.finished()
+        return True
+
+    def _parse(self) -> int:
+        handled = 0
+        view = self._view
+        header_size = wire.FRAME.size
+        while self._end - self._start >= header_size and self._sink is None:
+            kind, tag, length, aux = wire.FRAME.unpack_from(view, self._start)
+            body_at = self._start + header_size
+            if kind in (wire.GET_DATA, wire.PUT):
+                self._start = body_at
+                self._begin_bulk(kind, length, aux)
+                handled += 1
+                continue
+            if kind not in wire.KINDS:
+                self.lost(ValueError(f"{self.rank_name} sent an unknown frame kind {kind}"))
+                return handled
+            if self._end - body_at < length:
+                if header_size + length > len(self._buffer):
+                    self.lost(
+                        ValueError(
+                            f"{self.rank_name} sent a {length}-byte frame, above max_send_size"
+                        )
+                    )
+                break
+            self._start = body_at + length
+            self.module.dispatch(self, kind, tag, aux, view[body_at : body_at + length])
+            handled += 1
+        return handled
+
+    def _begin_bulk(self, kind: int, length: int, aux: int) -> None:
+        """Route a bulk body: copy what is buffered, then receive the rest in place."""
+        if kind == wire.PUT:
+            need = wire.PUT_HEAD.size
+            if self._end - self._start < need:
+                # Rare: the put head is split; wait for it with a small sink.
+                head = bytearray(need)
+
+                def got_head() -> None:
+                    self._put_body(bytes(head), length - need)
+
+                self._sink = Sink(memoryview(head), 0, got_head)
+                self._copy_buffered()
+                return
+            head_bytes = bytes(self._view[self._start : self._start + need])
+            self._start += need
+            self._put_body(head_bytes, length - need)
+            return
+        target, finished = self.module.get_target(self, aux, length)
+        self._sink = Sink(target, 0, finished)
+        self._copy_buffered()
+
+    def _put_body(self, head: bytes, length: int) -> None:
+        target, finished = self.module.put_target(self, head, length)
+        self._sink = Sink(target, 0, finished)
+        self._copy_buffered()
+
+    def _copy_buffered(self) -> None:
+        sink = self._sink
+        assert sink is not None
+        available = min(self._end - self._start, sink.target.nbytes - sink.done)
+        if available:
+            sink.target[sink.done : sink.done + available] = self._view[
+                self._start : self._start + available
+            ]
+            sink.done += available
+            self._start += available
+        if sink.done == sink.target.nbytes:
+            self._sink = None
+            sink.finished()
+
+    # -- failure -----------------------------------------------------------
+
+    def lost(self, error: BaseException) -> None:
+        if self.closed is not None:
+            return
+        self.closed = error
+        failure = PeerFailed(f"btl tcp: lost {self.rank_name}: {error}", rank=self.rank)
+        self.close()
+        queue, self.queue = self.queue, deque()
+        for outgoing in queue:
+            if outgoing.callback is not None:
+                outgoing.callback(failure)
+        self.module.connection_lost(self, failure)
+
+    def close(self) -> None:
+        if self.closed is None:
+            self.closed = ConnectionAbortedError("closed locally")
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        self._sink = None

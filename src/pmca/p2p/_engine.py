@@ -1,0 +1,512 @@
+"""Point-to-point messages over the bml (a thin ob1).
+
+Eager: a message whose header and payload fit the route's eager limit goes
+in one active message. Larger ones use a rendezvous: with RDMA-capable
+routes the sender registers its buffer and the receiver, once matched,
+reads it with btl ``get`` (striped across the routes by bandwidth) and sends
+FIN; without RDMA the receiver answers a clear-to-send and the sender
+pushes fragments. Matching is in order per (source, tag).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import select
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from attrs import define
+
+from ..btl import BtlError, Endpoint, Flags, PeerFailed
+from ..btl.bml import Bml, BmlPeer, Route
+from . import _protocol as proto
+from ._buffers import address_of, as_bytes
+from ._requests import Request, TruncationError
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
+_SPINS = 64
+
+
+@define(eq=False)
+class _Incoming:
+    """A matching message that arrived before its receive was posted."""
+
+    kind: int
+    source: int
+    size: int
+    payload: bytes = b""
+    send_id: int = 0
+    address: int = 0
+    handles: dict[str, bytes] | None = None
+
+
+@define(eq=False)
+class _Countdown:
+    """Pieces of one transfer still to finish, and the first error among them."""
+
+    left: int
+    error: BaseException | None = None
+
+    def count(self, error: BaseException | None) -> bool:
+        """Count one piece done; ``True`` when it was the last."""
+        if error is not None and self.error is None:
+            self.error = error
+        self.left -= 1
+        return self.left == 0
+
+
+@define(eq=False)
+class _Fragments:
+    request: Request
+    size: int
+    received: int = 0
+
+
+class P2p:
+    """``send``/``recv``/``isend``/``irecv`` of one session (``s.p2p``)."""
+
+    def __init__(self, bml: Bml, am_tag: int, log: FilteringBoundLogger) -> None:
+        self._bml = bml
+        self._tag = am_tag
+        self._log = log
+        size = len(bml.peers)
+        self._seq_out = [0] * size
+        self._seq_in = [0] * size
+        self._stash: list[dict[int, tuple[int, bytes]]] = [{} for _ in range(size)]
+        self._posted: dict[tuple[int, int], deque[Request]] = {}
+        self._unexpected: dict[tuple[int, int], deque[_Incoming]] = {}
+        self._sends: dict[int, Request] = {}
+        self._fragments: dict[int, _Fragments] = {}
+        self._pending: dict[int, Request] = {}
+        self._ids = itertools.count(1)
+        self._closed = False
+        self._registered: list[Any] = []
+        try:
+            for module in bml.modules:
+                module.register_recv(am_tag, self._arrived)
+                self._registered.append(module)
+        except BaseException:
+            for module in self._registered:
+                module.unregister_recv(am_tag)
+            raise
+        bml.on_failure(self._peer_failed)
+
+    # -- public API ---------------------------------------------------------
+
+    @property
+    def rank(self) -> int:
+        return self._bml.world.rank
+
+    @property
+    def size(self) -> int:
+        return self._bml.world.size
+
+    def send(self, dest: int, tag: int, buf: Any, *, timeout: float | None = None) -> None:
+        """Send ``buf`` to ``dest``; return when ``buf`` may be reused."""
+        self.isend(dest, tag, buf).wait(timeout)
+
+    def recv(self, source: int, tag: int, buf: Any, *, timeout: float | None = None) -> int:
+        """Receive the next message from ``source`` with ``tag`` into ``buf``; return its size."""
+        return self.irecv(source, tag, buf).wait(timeout)
+
+    def isend(self, dest: int, tag: int, buf: Any) -> Request:
+        view = as_bytes(buf, writable=False, what=f"p2p send to rank {dest} tag {tag}")
+        peer = self._peer(dest, tag)
+        request = Request(self, "send", dest, tag, view)
+        with self._bml.lock:
+            self._track(request)
+            route = self._route(peer)
+            seq = self._seq_out[dest]
+            self._seq_out[dest] = (seq + 1) & 0xFFFFFFFF
+            size = view.nbytes
+            if proto.MATCH.size + size <= route.module.limits.eager_limit:
+                self._send_eager(request, route, seq, size)
+            elif peer.rdma:
+                self._send_rget(request, peer, route, seq, size)
+            else:
+                send_id = next(self._ids)
+                self._sends[send_id] = request
+                header = proto.MATCH.pack(proto.RNDV, 0, seq, tag, size)
+                self._control(route, header + proto.RNDV_BODY.pack(send_id))
+        return request
+
+    def irecv(self, source: int, tag: int, buf: Any) -> Request:
+        view = as_bytes(buf, writable=True, what=f"p2p recv from rank {source} tag {tag}")
+        peer = self._peer(source, tag)
+        request = Request(self, "recv", source, tag, view)
+        with self._bml.lock:
+            self._track(request)
+            waiting = self._unexpected.get((source, tag))
+            if waiting:
+                incoming = waiting.popleft()
+                if not waiting:
+                    del self._unexpected[(source, tag)]
+                self._match(request, incoming)
+            elif peer.failed is not None:
+                self._finish(request, 0, self._failure(peer))
+            else:
+                self._posted.setdefault((source, tag), deque()).append(request)
+        return request
+
+    def progress(self) -> int:
+        with self._bml.lock:
+            return self._bml.progress()
+
+    def wait_for(
+        self, condition: Callable[[], bool], timeout: float | None, request: Request | None = None
+    ) -> None:
+        """Progress until ``condition()``; :class:`TimeoutError` after ``timeout`` seconds."""
+        bml = self._bml
+        deadline = None if timeout is None else time.monotonic() + timeout
+        idle = 0
+        while not condition():
+            with bml.lock:
+                progressed = bml.progress()
+            if progressed:
+                idle = 0
+                continue
+            idle += 1
+            if idle < _SPINS:
+                continue
+            bml.check_liveness(0.05)
+            if condition():
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                what = request.describe() if request is not None else "p2p wait"
+                raise TimeoutError(f"{what} did not finish within {timeout:g} s")
+            fds = bml.wait_fds()
+            if fds is None:
+                os.sched_yield()
+            elif fds:
+                select.select(fds, [], [], 0.05)
+            else:
+                time.sleep(0.0001)
+
+    def close(self, timeout: float) -> None:
+        """Let traffic in flight finish (up to ``timeout``), then fail what is left."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.wait_for(
+                lambda: not self._sends and not self._fragments and not self._busy(), timeout
+            )
+        except (TimeoutError, BtlError) as exc:
+            self._log.warning("p2p closed with traffic in flight", why=str(exc))
+        failure = BtlError("the pmca session was finalized before this operation finished")
+        with self._bml.lock:
+            for request in list(self._pending.values()):
+                self._finish(request, 0, failure)
+            for module in self._registered:
+                module.unregister_recv(self._tag)
+        self._registered = []
+
+    def _busy(self) -> bool:
+        return any(r.kind == "send" for r in self._pending.values())
+
+    # -- sending ------------------------------------------------------------
+
+    def _peer(self, rank: int, tag: int) -> BmlPeer:
+        if self._closed:
+            raise BtlError("p2p is closed (its session was finalized)")
+        if not isinstance(tag, int) or not -(1 << 63) <= tag < (1 << 63):
+            raise ValueError(f"p2p tag {tag!r} must be a 64-bit integer")
+        return self._bml.peer(rank)
+
+    def _route(self, peer: BmlPeer) -> Route:
+        peer.check()
+        if not peer.send:
+            raise BtlError(
+                f"no btl reaches rank {peer.rank} (open btls: "
+                f"{', '.join(m.name for m in self._bml.modules) or 'none'})"
+            )
+        return peer.send[0]
+
+    def _track(self, request: Request) -> None:
+        key = id(request)
+        self._pending[key] = request
+        request.cleanup.append(lambda: self._pending.pop(key, None))
+
+    def _finish(self, request: Request, nbytes: int, error: BaseException | None = None) -> None:
+        request.complete(nbytes, error)
+
+    def _send_eager(self, request: Request, route: Route, seq: int, size: int) -> None:
+        header = proto.MATCH.pack(proto.EAGER, 0, seq, request.tag, size)
+        module = route.module
+        if module.sendi(route.endpoint, self._tag, [header, request.view]):
+            self._finish(request, size)
+            return
+
+        def sent(error: BaseException | None) -> None:
+            self._finish(request, size, error)
+
+        module.send(route.endpoint, self._tag, [header, request.view], sent)
+
+    def _send_rget(
+        self, request: Request, peer: BmlPeer, route: Route, seq: int, size: int
+    ) -> None:
+        address = address_of(request.view)
+        handles: list[tuple[str, bytes]] = []
+        for rdma, _weight in peer.rdma:
+            handle = rdma.module.register_mem(rdma.endpoint, address, size)
+            request.cleanup.append(functools.partial(rdma.module.deregister_mem, handle))
+            handles.append((rdma.name, handle.packed))
+        send_id = next(self._ids)
+        self._sends[send_id] = request
+        request.cleanup.append(lambda: self._sends.pop(send_id, None))
+        message = b"".join(
+            (
+                proto.MATCH.pack(proto.RGET, 0, seq, request.tag, size),
+                proto.RGET_BODY.pack(send_id, address, len(handles)),
+                proto.pack_handles(handles),
+            )
+        )
+        self._control(route, message)
+
+    def _control(self, route: Route, message: bytes) -> None:
+        if not route.module.sendi(route.endpoint, self._tag, [message]):
+            route.module.send(route.endpoint, self._tag, [message], None)
+
+    def _control_to(self, rank: int, message: bytes) -> None:
+        peer = self._bml.peer(rank)
+        if peer.failed is None and peer.send:
+            self._control(peer.send[0], message)
+
+    # -- receiving ----------------------------------------------------------
+
+    def _arrived(self, endpoint: Endpoint, _tag: int, data: memoryview) -> None:
+        kind = data[0]
+        source = endpoint.rank
+        if kind == proto.FIN:
+            _, status, send_id = proto.FIN_MSG.unpack(data)
+            self._fin(source, status, send_id)
+        elif kind == proto.CTS:
+            _, send_id, recv_id = proto.CTS_MSG.unpack(data)
+            self._push_fragments(source, send_id, recv_id)
+        elif kind == proto.FRAG:
+            self._fragment(data)
+        elif kind in (proto.EAGER, proto.RGET, proto.RNDV):
+            seq = proto.MATCH.unpack_from(data)[2]
+            expected = self._seq_in[source]
+            if seq != expected:
+                self._stash[source][seq] = (kind, bytes(data))
+                return
+            self._in_order(source, data)
+            stash = self._stash[source]
+            while stash:
+                entry = stash.pop(self._seq_in[source], None)
+                if entry is None:
+                    break
+                self._in_order(source, memoryview(entry[1]))
+        else:
+            self._log.error("unknown p2p message kind; dropped", kind=kind, source=source)
+
+    def _in_order(self, source: int, data: memoryview) -> None:
+        kind, _flags, seq, tag, size = proto.MATCH.unpack_from(data)
+        self._seq_in[source] = (seq + 1) & 0xFFFFFFFF
+        body = data[proto.MATCH.size :]
+        if kind == proto.EAGER:
+            incoming = _Incoming(kind, source, size)
+        elif kind == proto.RGET:
+            send_id, address, count = proto.RGET_BODY.unpack_from(body)
+            handles = proto.unpack_handles(body[proto.RGET_BODY.size :], count)
+            incoming = _Incoming(kind, source, size, b"", send_id, address, handles)
+        else:
+            (send_id,) = proto.RNDV_BODY.unpack_from(body)
+            incoming = _Incoming(kind, source, size, b"", send_id)
+        posted = self._posted.get((source, tag))
+        if posted:
+            request = posted.popleft()
+            if not posted:
+                del self._posted[(source, tag)]
+            if kind == proto.EAGER:
+                self._deliver_eager(request, body, size)
+            else:
+                self._match(request, incoming)
+            return
+        if kind == proto.EAGER:
+            incoming.payload = bytes(body)
+        self._unexpected.setdefault((source, tag), deque()).append(incoming)
+
+    def _deliver_eager(self, request: Request, payload: memoryview | bytes, size: int) -> None:
+        if size > request.view.nbytes:
+            self._finish(request, 0, self._truncated(request, size))
+            return
+        request.view[:size] = payload
+        self._finish(request, size)
+
+    def _truncated(self, request: Request, size: int) -> TruncationError:
+        return TruncationError(
+            f"message of {size} bytes from rank {request.peer} tag {request.tag} does not fit "
+            f"the {request.view.nbytes}-byte receive buffer"
+        )
+
+    def _match(self, request: Request, incoming: _Incoming) -> None:
+        if incoming.kind == proto.EAGER:
+            self._deliver_eager(request, incoming.payload, incoming.size)
+            return
+        if incoming.size > request.view.nbytes:
+            self._finish(request, 0, self._truncated(request, incoming.size))
+            self._control_to(
+                incoming.source,
+                proto.FIN_MSG.pack(proto.FIN, proto.STATUS_TRUNCATED, incoming.send_id),
+            )
+            return
+        if incoming.kind == proto.RNDV:
+            recv_id = next(self._ids)
+            self._fragments[recv_id] = _Fragments(request, incoming.size)
+            request.cleanup.append(lambda: self._fragments.pop(recv_id, None))
+            self._control_to(
+                incoming.source, proto.CTS_MSG.pack(proto.CTS, incoming.send_id, recv_id)
+            )
+            if incoming.size == 0:
+                self._finish(request, 0)
+            return
+        self._get(request, incoming)
+
+    def _get(self, request: Request, incoming: _Incoming) -> None:
+        peer = self._bml.peer(incoming.source)
+        handles = incoming.handles or {}
+        routes = [(route, weight) for route, weight in peer.rdma if route.name in handles]
+        size = incoming.size
+        if not routes:
+            error = BtlError(
+                f"rank {incoming.source} offered its buffer through "
+                f"{', '.join(handles) or 'no btl'}, which this process cannot read"
+            )
+            self._finish(request, 0, error)
+            self._control_to(
+                incoming.source,
+                proto.FIN_MSG.pack(proto.FIN, proto.STATUS_FAILED, incoming.send_id),
+            )
+            return
+        total = sum(weight for _, weight in routes)
+        stripes = _stripes([(r, w / total) for r, w in routes], size)
+        state = _Countdown(len(stripes))
+
+        def piece_done(error: BaseException | None) -> None:
+            if state.count(error):
+                failed = state.error
+                status = proto.STATUS_OK if failed is None else proto.STATUS_FAILED
+                self._control_to(
+                    incoming.source, proto.FIN_MSG.pack(proto.FIN, status, incoming.send_id)
+                )
+                self._finish(request, size if failed is None else 0, failed)
+
+        if not stripes:
+            state.left = 1
+            piece_done(None)
+            return
+        for route, offset, length in stripes:
+            local = request.view[offset : offset + length]
+            module = route.module
+            local_handle = None
+            if module.limits.flags & Flags.REGISTRATION_REQUIRED:
+                local_handle = module.register_mem(route.endpoint, address_of(local), length)
+                request.cleanup.append(functools.partial(module.deregister_mem, local_handle))
+            try:
+                module.get(
+                    route.endpoint,
+                    local,
+                    local_handle,
+                    incoming.address + offset,
+                    handles[route.name],
+                    piece_done,
+                )
+            except BtlError as exc:
+                piece_done(exc)
+
+    def _fin(self, source: int, status: int, send_id: int) -> None:
+        request = self._sends.pop(send_id, None)
+        if request is None:
+            self._log.warning("FIN for an unknown send; ignored", source=source, send=send_id)
+            return
+        if status == proto.STATUS_OK:
+            self._finish(request, request.view.nbytes)
+        elif status == proto.STATUS_TRUNCATED:
+            self._finish(
+                request,
+                0,
+                TruncationError(
+                    f"rank {source}'s receive buffer for tag {request.tag} is smaller than the "
+                    f"{request.view.nbytes}-byte message"
+                ),
+            )
+        else:
+            self._finish(
+                request,
+                0,
+                BtlError(f"rank {source} failed to read the {request.view.nbytes}-byte message"),
+            )
+
+    def _push_fragments(self, source: int, send_id: int, recv_id: int) -> None:
+        request = self._sends.pop(send_id, None)
+        if request is None:
+            return
+        peer = self._bml.peer(source)
+        route = self._route(peer)
+        chunk = route.module.limits.max_send_size - proto.FRAG_HEAD.size
+        view = request.view
+        offsets = list(range(0, view.nbytes, chunk))
+        state = _Countdown(len(offsets))
+        if not offsets:
+            self._finish(request, 0)
+            return
+
+        def sent(error: BaseException | None) -> None:
+            if state.count(error) or error is not None:
+                self._finish(request, view.nbytes if state.error is None else 0, state.error)
+
+        for offset in offsets:
+            head = proto.FRAG_HEAD.pack(proto.FRAG, recv_id, offset)
+            route.module.send(
+                route.endpoint, self._tag, [head, view[offset : offset + chunk]], sent
+            )
+
+    def _fragment(self, data: memoryview) -> None:
+        _, recv_id, offset = proto.FRAG_HEAD.unpack_from(data)
+        state = self._fragments.get(recv_id)
+        if state is None:
+            return
+        body = data[proto.FRAG_HEAD.size :]
+        state.request.view[offset : offset + body.nbytes] = body
+        state.received += body.nbytes
+        if state.received >= state.size:
+            self._finish(state.request, state.size)
+
+    # -- failures -----------------------------------------------------------
+
+    def _failure(self, peer: BmlPeer) -> PeerFailed:
+        return PeerFailed(f"rank {peer.rank} failed: {peer.failed}", rank=peer.rank)
+
+    def _peer_failed(self, rank: int, error: BaseException) -> None:
+        failure = PeerFailed(f"rank {rank} failed: {error}", rank=rank)
+        for request in list(self._pending.values()):
+            if request.peer == rank:
+                self._finish(request, 0, failure)
+        for key in [k for k in self._posted if k[0] == rank]:
+            del self._posted[key]
+
+
+def _stripes(
+    routes: list[tuple[Route, float]], size: int, granule: int = 1 << 16
+) -> list[tuple[Route, int, int]]:
+    pieces: list[tuple[Route, int, int]] = []
+    offset = 0
+    for index, (route, weight) in enumerate(routes):
+        length = (
+            size - offset if index == len(routes) - 1 else int(size * weight) // granule * granule
+        )
+        limit = route.module.limits.get_limit or length
+        while length > 0:
+            chunk = min(length, limit)
+            pieces.append((route, offset, chunk))
+            offset += chunk
+            length -= chunk
+    return pieces

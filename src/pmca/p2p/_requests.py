@@ -1,0 +1,66 @@
+"""Requests: what isend/irecv return."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..btl import BtlError
+
+if TYPE_CHECKING:
+    from ._engine import P2p
+
+
+class TruncationError(BtlError):
+    """A message was larger than the receive buffer (MPI_ERR_TRUNCATE)."""
+
+
+class Request:
+    """A pending send or receive; ``wait()`` returns the bytes transferred."""
+
+    __slots__ = ("_engine", "cleanup", "done", "error", "kind", "nbytes", "peer", "tag", "view")
+
+    def __init__(self, engine: P2p, kind: str, peer: int, tag: int, view: memoryview) -> None:
+        self._engine = engine
+        self.kind = kind
+        self.peer = peer
+        self.tag = tag
+        self.view = view
+        self.done = False
+        self.error: BaseException | None = None
+        self.nbytes = 0
+        self.cleanup: list[Callable[[], Any]] = []
+
+    def complete(self, nbytes: int, error: BaseException | None = None) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.nbytes = nbytes
+        self.error = error
+        cleanup, self.cleanup = self.cleanup, []
+        for action in cleanup:
+            action()
+
+    def test(self) -> bool:
+        """Make progress once; ``True`` when the request has finished."""
+        if not self.done:
+            self._engine.progress()
+        return self.done
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Block until done; return the bytes sent or received, or raise its error."""
+        if not self.done:
+            self._engine.wait_for(lambda: self.done, timeout, self)
+        if self.error is not None:
+            raise self.error
+        return self.nbytes
+
+    def describe(self) -> str:
+        direction = "to" if self.kind == "send" else "from"
+        return (
+            f"{self.kind} of {self.view.nbytes} bytes {direction} rank {self.peer} tag {self.tag}"
+        )
+
+    def __repr__(self) -> str:
+        state = "done" if self.done else "pending"
+        return f"<pmca p2p request: {self.describe()}, {state}>"

@@ -1,0 +1,25 @@
+"""The world of one process, the default."""
+
+from __future__ import annotations
+
+from attrs import define
+
+
+@define(eq=False)
+class SingleWorld:
+    """Rank 0 of 1: the modex is this process's own data."""
+
+    rank: int = 0
+    size: int = 1
+    description: str = "single process"
+
+    def allgather(self, data: bytes, *, timeout: float | None = None) -> list[bytes]:
+        return [bytes(data)]
+
+    def barrier(self, *, timeout: float | None = None) -> None:
+        return None
+
+
+def single() -> SingleWorld:
+    """The world of this process alone (``rank`` 0, ``size`` 1)."""
+    return SingleWorld()
