@@ -18,6 +18,7 @@ FRAMEWORK = Framework(
     static_components=[
         ComponentRef("self", "pmca.btl.self:SelfComponent"),
         ComponentRef("tcp", "pmca.btl.tcp:TcpComponent"),
+        ComponentRef("ofi", "pmca.btl.ofi:OfiComponent"),
     ],
     aliases={"vader": Alias("sm", deprecated=True)},
     base=BtlBase,
