@@ -41,14 +41,35 @@ def _faulting_thread(stderr: str) -> str:
     return stderr.partition("Current thread")[2]
 
 
+def sessions_init_twice(btl: str) -> str:
+    return f"from pmca.scenarios._13021_child import main\nmain(2, {btl!r})\n"
+
+
+def needs_ofi(btl: str) -> None:
+    from pmca.scenarios.ompi_13021 import ofi_unavailable
+
+    missing = ofi_unavailable() if btl == "ofi" else None
+    if missing is not None:
+        pytest.skip(missing)
+
+
+TRIGGERS = ["", "ofi", "tcp"]
+
+
+@pytest.mark.parametrize("btl", TRIGGERS, ids=["release", "btl=ofi", "btl=tcp"])
 @pytest.mark.parametrize("quarantine", [True, False], ids=["quarantine", "no-quarantine"])
 def test_dso_second_finalize_dies_in_restore_all(
-    reproduction_plugin: str, run_variant_child: RunVariant, quarantine: bool
+    reproduction_plugin: str, run_variant_child: RunVariant, quarantine: bool, btl: str
 ) -> None:
     """With or without pmca's quarantine: the raw opal_patcher pointer into the
-    unloaded overwrite library faults in restore-all, as 5.0.6 did."""
+    unloaded overwrite library faults in restore-all, as 5.0.6 did; with the
+    seed's own trigger (btl=ofi, whose registration needs installed the hooks
+    at session init) as with btl=tcp."""
+    needs_ofi(btl)
     env = {"PMCA_MCA_mca_base_component_quarantine": str(quarantine).lower()}
-    child, records = run_variant_child(reproduction_plugin, "dso", env=env)
+    child, records = run_variant_child(
+        reproduction_plugin, "dso", sessions_init_twice(btl), env=env
+    )
 
     assert child.returncode == -signal.SIGSEGV, child.stderr
     # faulthandler's trace of the faulting thread, innermost first: the
@@ -66,6 +87,11 @@ def test_dso_second_finalize_dies_in_restore_all(
     assert not by_round[2]["delivered"]
     assert by_round[2]["support"] == CLAIMED
     assert finalized(records) == [1]
+    assert by_round[1]["moved"] and by_round[2]["moved"]
+    if btl == "ofi":
+        assert by_round[1]["btl"] == ["self", "ofi"]
+        assert by_round[1]["hooked_at_init"]  # ofi's registration needs, not a callback
+        assert not by_round[2]["hooked_at_init"]  # the guard: no select, no patches
     # The stale-reference check saw the Python half of the pointer (warn mode).
     assert "pmca_ompi_13021.patcher_base.opal_patcher still refers to" in child.stderr
 
@@ -88,10 +114,12 @@ def test_stale_check_names_the_global_at_the_first_finalize(
     assert sorted(rounds(records)) == [1]
 
 
+@pytest.mark.parametrize("btl", TRIGGERS, ids=["release", "btl=ofi", "btl=tcp"])
 def test_static_second_session_silently_runs_without_hooks(
-    reproduction_plugin: str, run_variant_child: RunVariant
+    reproduction_plugin: str, run_variant_child: RunVariant, btl: str
 ) -> None:
-    child, records = run_variant_child(reproduction_plugin, "static")
+    needs_ofi(btl)
+    child, records = run_variant_child(reproduction_plugin, "static", sessions_init_twice(btl))
 
     assert child.returncode == 0, child.stderr
     by_round = rounds(records)

