@@ -139,3 +139,15 @@ class Registrations:
                 self._cache.deregister(token)
             elif isinstance(token, _Plain):
                 self._backend.deregister(token.handle)
+
+    def close(self) -> None:
+        """Release everything, cached registrations included, while the transport
+        that pinned them is still open; the registrations are unusable after."""
+        self.release_all()
+        cache, self._cache = self._cache, None
+        if cache is not None:
+            cache.close()
+
+    def stats(self) -> Any:
+        """The rcache's counters (``None`` when registrations are not cached)."""
+        return self._cache.stats() if self._cache is not None else None

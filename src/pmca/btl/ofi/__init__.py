@@ -148,13 +148,12 @@ class OfiComponent(Component):
             ctx.log.info("no libfabric provider left after include/exclude")
             return None
         self._import_monitor(ctx)
-        leave_pinned, why = leave_pinned_wanted(ctx.host.params)
-        ctx.log.debug("registration", leave_pinned=leave_pinned, why=why, provider=fabric.provider)
         limits = read_limits(params, DEFAULTS)
+        space = ctx.host.params
         settings = OfiSettings(
             recv_buffers=max(1, int(params["recv_buffers"])),
             cq_batch=16,
-            leave_pinned=leave_pinned,
+            leave_pinned=lambda: leave_pinned_wanted(space),
         )
         try:
             module = OfiModule(limits, fabric, settings, ctx.log)

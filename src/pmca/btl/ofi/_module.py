@@ -60,7 +60,9 @@ class OfiEndpoint:
 class OfiSettings:
     recv_buffers: int
     cq_batch: int
-    leave_pinned: bool
+    #: Whether registrations may stay cached (asked at the first registration,
+    #: once the memory hooks this component's selection activates are in).
+    leave_pinned: Callable[[], tuple[bool, str]]
 
 
 @define(eq=False)
@@ -143,9 +145,7 @@ class OfiModule(ModuleBase):
         self._by_rank: dict[int, OfiEndpoint] = {}
         self._me = -1
         self.backend = _MrBackend(fabric)
-        self._registrations = Registrations(
-            "ofi", self.backend, cached=settings.leave_pinned, log=log
-        )
+        self._registrations: Registrations | None = None
         self._receiving = True
         for _ in range(settings.recv_buffers):
             self._post_recv(self.ffi.new("char[]", limits.max_send_size))
@@ -315,8 +315,17 @@ class OfiModule(ModuleBase):
 
     # -- registration and RMA ------------------------------------------------------
 
+    @property
+    def registrations(self) -> Registrations:
+        """The registrations, in the rcache when cached registrations are safe."""
+        if self._registrations is None:
+            cached, why = self.settings.leave_pinned()
+            self.log.debug("registration", cached=cached, why=why)
+            self._registrations = Registrations("ofi", self.backend, cached=cached, log=self.log)
+        return self._registrations
+
     def register_mem(self, endpoint: Endpoint | None, base: int, size: int) -> MemoryHandle:
-        handle = self._registrations.register(base, size, lambda key, b, s: b"")
+        handle = self.registrations.register(base, size, lambda key, b, s: b"")
         token = cast("tuple[int, Any]", handle.token)[1]
         mr = token.handle
         assert isinstance(mr, _Mr)
@@ -324,7 +333,7 @@ class OfiModule(ModuleBase):
         return attrs.evolve(handle, packed=packed)
 
     def deregister_mem(self, handle: MemoryHandle) -> None:
-        self._registrations.deregister(handle)
+        self.registrations.deregister(handle)
 
     def _rma(
         self,
@@ -482,7 +491,8 @@ class OfiModule(ModuleBase):
             self.progress()
         except FabricError as exc:
             self.log.info("progress at finalize", error=str(exc))
-        self._registrations.release_all()
+        if self._registrations is not None:
+            self._registrations.close()  # before the domain that pinned them closes
         for operation in list(self._operations.values()):
             if operation.on_done is not None:
                 operation.on_done(BtlError(f"btl ofi ({self.provider}): finalized"))
