@@ -331,6 +331,10 @@ def scenarios_section(quick: bool) -> Section:
         except Exception as exc:  # one broken scenario must not hide the others
             results.append(ScenarioResult(name, "-", "failed", f"{type(exc).__name__}: {exc}"))
     section.lines.extend(format_table(results).splitlines())
+    if any(r.scenario == "ompi-13021" and r.outcome != "skipped" for r in results):
+        from ..scenarios.ompi_13021 import MECHANISMS
+
+        section.lines.extend(MECHANISMS)
     section.data = {"results": [asdict(r) for r in results]}
     counts = {
         o: sum(r.outcome == o for r in results) for o in ("reproduced", "detected", "prevented")

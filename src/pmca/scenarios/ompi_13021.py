@@ -138,6 +138,15 @@ def plugin_installed() -> bool:
     )
 
 
+#: What each of pmca's safety nets does for the #13021 rows (``pmca doctor``).
+MECHANISMS: tuple[str, ...] = (
+    "ompi-13021: the stale-reference check detects (names the global at the first "
+    "finalize); the quarantine only makes a stale native pointer fault at its first "
+    "use; unload guards restore patches a component still owns before dlclose; only "
+    "pmca's stateless memory/patcher prevents.",
+)
+
+
 def ofi_unavailable() -> str | None:
     """Why the btl=ofi rows cannot run here, if they cannot."""
     import importlib.util
@@ -309,6 +318,7 @@ def classify(
 
 __all__ = [
     "CRASH_FRAME",
+    "MECHANISMS",
     "SCENARIO",
     "STALE_GLOBAL",
     "VARIANTS",
