@@ -127,11 +127,8 @@ def _mpirun() -> str | None:
 
 def _launch_options(role: str, provider: str) -> list[str]:
     if role == "mpi4py":
-        return ["--mca", "pml", "cm", "--mca", "mtl", "ofi"] + [
-            "--mca",
-            "mtl_ofi_provider_include",
-            provider,
-        ]
+        pairs = [("pml", "cm"), ("mtl", "ofi"), ("mtl_ofi_provider_include", provider)]
+        return [part for pair in pairs for part in ("--mca", *pair)]
     return ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp", "--mca", "mtl", "^ofi"]
 
 
