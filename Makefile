@@ -27,9 +27,10 @@ tools: $(PY)
 run: install
 	$(BIN)/pmca doctor
 
-# ruff, mypy --strict, then the suite in both load modes for this interpreter.
+# ruff, mypy --strict, the suite in both load modes for this interpreter (with
+# Open MPI's mpirun), then the launcher tests again under MPICH's mpiexec.
 test: install tools
-	$(BIN)/tox run -e lint,type,$(FACTOR)-static,$(FACTOR)-dso
+	$(BIN)/tox run -e lint,type,$(FACTOR)-static,$(FACTOR)-dso,mpich
 
 bench: install
 	$(PY) benchmarks/run.py

@@ -24,6 +24,7 @@ from attrs import Factory, asdict, define, frozen
 from .._version import __version__
 from ..scenarios import ScenarioResult, format_table
 from ..scenarios._common import LOAD_MODE_VARIABLES, emit, run_child
+from ._doctor_btl import btl_section
 
 Status = Literal["ok", "warn", "fail", "skip", "info"]
 
@@ -389,6 +390,7 @@ def run(args: argparse.Namespace) -> int:
         ("Native hook coverage", coverage_section),
         ("Patches restored byte-exact", patches_section),
         ("Seed scenarios", lambda: scenarios_section(quick)),
+        ("Byte transfer layer", btl_section),
     ]
     sections = []
     if not as_json:

@@ -26,6 +26,9 @@ class DataPath:
         """Finish or fail traffic in flight, then forget the peers."""
         try:
             self.p2p.close(timeout)
+            if not any(peer.failed for peer in self.bml.peers):
+                # Nobody closes a connection while a peer may still read from it.
+                self.bml.world.barrier(timeout=timeout)
         finally:
             self.bml.close()
             _tags_in_use.discard(self.tag)

@@ -86,6 +86,8 @@ class P2p:
         self._pending: dict[int, Request] = {}
         self._ids = itertools.count(1)
         self._closed = False
+        #: Seconds a wait keeps polling before it sleeps on the btls' descriptors.
+        self.spin = 0.002
         self._registered: list[Any] = []
         try:
             for module in bml.modules:
@@ -165,6 +167,7 @@ class P2p:
         bml = self._bml
         deadline = None if timeout is None else time.monotonic() + timeout
         idle = 0
+        spin_until = 0.0
         while not condition():
             with bml.lock:
                 progressed = bml.progress()
@@ -173,6 +176,11 @@ class P2p:
                 continue
             idle += 1
             if idle < _SPINS:
+                continue
+            now = time.monotonic()
+            if idle == _SPINS:
+                spin_until = now + self.spin
+            if now < spin_until:
                 continue
             bml.check_liveness(0.05)
             if condition():
@@ -276,7 +284,10 @@ class P2p:
     def _control_to(self, rank: int, message: bytes) -> None:
         peer = self._bml.peer(rank)
         if peer.failed is None and peer.send:
-            self._control(peer.send[0], message)
+            try:
+                self._control(peer.send[0], message)
+            except BtlError as exc:  # the peer's failure reaches its requests separately
+                self._log.info("control message not sent", rank=rank, why=str(exc))
 
     # -- receiving ----------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._distributions import make_distribution
+from ._launch import Launcher, find_launcher, run_mpi
 from ._subprocess import run_python
 
-__all__ = ["make_distribution", "run_python"]
+__all__ = ["Launcher", "find_launcher", "make_distribution", "run_mpi", "run_python"]

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from ._interface import World, WorldError, WorldTimeout
 from ._mpi import MpiWorld, from_mpi
+from ._pair import PairWorld
 from ._single import SingleWorld, single
 
 __all__ = [
     "MpiWorld",
+    "PairWorld",
     "SingleWorld",
     "World",
     "WorldError",

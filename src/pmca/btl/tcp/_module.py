@@ -385,14 +385,14 @@ class TcpModule(ModuleBase):
 
     def connection_lost(self, connection: Connection, failure: PeerFailed) -> None:
         endpoint = self._endpoints.get(connection.rank)
+        if endpoint is not None:
+            self.peer_lost(endpoint, failure)
         for request, pending in list(self._gets.items()):
             del self._gets[request]
             pending.callback(failure)
         for request, callback in list(self._puts.items()):
             del self._puts[request]
             callback(failure)
-        if endpoint is not None:
-            self.peer_lost(endpoint, failure)
 
     # -- progress ----------------------------------------------------------
 
@@ -408,8 +408,11 @@ class TcpModule(ModuleBase):
                 connection.reap_zerocopy()
         return done
 
-    def wait_fds(self) -> list[int]:
-        return [c.fd for c in self._connections.values() if c.closed is None]
+    def wait_fds(self) -> list[int] | None:
+        live = [c for c in self._connections.values() if c.closed is None]
+        if any(c.queue or c.in_bulk() for c in live):
+            return None  # output waits for room (or a bulk body streams): keep polling
+        return [c.fd for c in live]
 
     def finalize(self) -> None:
         for connection in list(self._connections.values()):

@@ -1,0 +1,131 @@
+"""A two-process check of each btl: this process and a child it starts.
+
+Both open a session with ``btl = self,<component>`` over a socket-pair world;
+rank 0 sends a small and a large message, rank 1 echoes them, and rank 0
+compares checksums and times the round trips. Used by ``pmca doctor``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+from attrs import frozen
+
+_ROUNDS = 200
+_LARGE = 8 << 20
+
+
+@frozen
+class LoopbackResult:
+    btl: str
+    ok: bool
+    detail: str
+    latency_us: float | None = None
+    bandwidth_mb_s: float | None = None
+
+
+def _echo(p2p: Any, rank: int) -> tuple[float, float]:
+    small = bytearray(8)
+    large = bytearray(os.urandom(_LARGE) if rank == 0 else _LARGE)
+    if rank == 0:
+        digest = hashlib.blake2b(large).digest()
+        start = time.perf_counter()
+        for _ in range(_ROUNDS):
+            p2p.send(1, 1, small)
+            p2p.recv(1, 1, small)
+        latency = (time.perf_counter() - start) / (2 * _ROUNDS)
+        start = time.perf_counter()
+        p2p.send(1, 2, large)
+        p2p.recv(1, 2, large)
+        bandwidth = 2 * _LARGE / (time.perf_counter() - start)
+        if hashlib.blake2b(large).digest() != digest:
+            raise AssertionError(f"the {_LARGE}-byte echo came back corrupted")
+        return latency, bandwidth
+    for _ in range(_ROUNDS):
+        p2p.recv(0, 1, small)
+        p2p.send(0, 1, small)
+    p2p.recv(0, 2, large)
+    p2p.send(0, 2, large)
+    return 0.0, 0.0
+
+
+def run_side(btl: str, fd: int, rank: int, timeout: float) -> tuple[float, float]:
+    """One side of the check (rank 0 returns latency in s and bandwidth in B/s)."""
+    from ...runtime import Session
+    from ...world import PairWorld
+
+    sock = socket.socket(fileno=fd)
+    mca = {"btl": f"self,{btl}", "pmca_base_modex_timeout": timeout}
+    with Session(mca=mca, frameworks=["btl"], world=PairWorld(sock, rank)) as session:
+        reach = session.reach(1 - rank)
+        if not reach or reach[0] != btl:
+            raise AssertionError(f"rank {rank} reaches its peer through {reach}, not {btl}")
+        return _echo(session.p2p, rank)
+
+
+def _child_main() -> None:
+    btl, fd, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    run_side(btl, fd, 1, timeout)
+
+
+def check_self() -> LoopbackResult:
+    """The ``self`` btl: one process messaging itself, small and large."""
+    from ...runtime import Session
+
+    try:
+        with Session(mca={"btl": "self"}, frameworks=["btl"]) as session:
+            p2p = session.p2p
+            data = os.urandom(_LARGE)
+            for size in (0, 8, _LARGE):
+                out = bytearray(size)
+                request = p2p.irecv(0, 1, out)
+                p2p.send(0, 1, data[:size])
+                request.wait(timeout=60)
+                if out != data[:size]:
+                    raise AssertionError(f"{size}-byte message to self came back corrupted")
+    except Exception as exc:
+        return LoopbackResult("self", False, f"{type(exc).__name__}: {exc}")
+    return LoopbackResult("self", True, "0 B, 8 B and 8 MiB messages to itself, checksums equal")
+
+
+def check(btl: str, timeout: float = 60.0) -> LoopbackResult:
+    """Run the two-process check of ``btl``; never raises."""
+    parent, child_end = socket.socketpair()
+    code = "from pmca.btl.base._loopback import _child_main; _child_main()"
+    args = [sys.executable, "-c", code, btl, str(child_end.fileno()), str(timeout)]
+    try:
+        child = subprocess.Popen(
+            args, pass_fds=[child_end.fileno()], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+    except OSError as exc:
+        return LoopbackResult(btl, False, f"cannot start the child: {exc}")
+    child_end.close()
+    try:
+        latency, bandwidth = run_side(btl, parent.detach(), 0, timeout)
+    except Exception as exc:
+        child.kill()
+        _, err = child.communicate(timeout=timeout)
+        tail = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        return LoopbackResult(btl, False, f"{type(exc).__name__}: {exc} {tail[0]}".strip())
+    try:
+        _, err = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        return LoopbackResult(btl, False, f"the child did not finish within {timeout:g} s")
+    if child.returncode != 0:
+        tail = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        return LoopbackResult(btl, False, f"child exited with {child.returncode}: {tail[0]}")
+    return LoopbackResult(
+        btl,
+        True,
+        f"8 B latency {latency * 1e6:.1f} us, {_LARGE >> 20} MiB bandwidth "
+        f"{bandwidth / 1e6:.0f} MB/s, checksums equal",
+        latency * 1e6,
+        bandwidth / 1e6,
+    )

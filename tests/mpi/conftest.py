@@ -1,0 +1,36 @@
+"""Tests under a real launcher: the one installed in this environment (Open MPI or MPICH)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pmca.btl import FRAMEWORK
+from pmca.testing import Launcher, find_launcher
+
+PROGRAMS = Path(__file__).parent / "programs"
+
+#: The btl sets every data-path test runs with, and what must reach another
+#: rank on this host first. sm joins as soon as it is a built-in component.
+_HAS_SM = any(ref.name == "sm" for ref in FRAMEWORK.static_components)
+BTL_SETS = [("self,tcp", "tcp")] + ([("self,sm", "sm"), ("self,sm,tcp", "sm")] if _HAS_SM else [])
+
+
+@pytest.fixture(scope="session")
+def launcher() -> Launcher:
+    found = find_launcher()
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("no MPI launcher in this environment (install pmca[mpi] or mpich)")
+        pytest.skip("no MPI launcher in this environment (install pmca[mpi] or mpich)")
+    return found
+
+
+def program(name: str) -> str:
+    return str(PROGRAMS / name)
+
+
+def ok_lines(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.startswith("OK rank")]

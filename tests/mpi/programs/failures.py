@@ -1,0 +1,82 @@
+"""Failure cases, one per --case; rank 0 reports, the others play the faulty peer."""
+
+import os
+import signal
+import sys
+import time
+
+from _common import arguments, report, session
+from mpi4py import MPI
+
+import pmca
+
+args = arguments(
+    [
+        ("--case", {"required": True}),
+        ("--timeout", {"type": float, "default": 10.0}),
+        ("--death", {"choices": ("kill", "exit"), "default": "kill"}),
+    ]
+)
+comm = MPI.COMM_WORLD
+me = comm.Get_rank()
+
+if args.case == "killed-peer":
+    # Rank 1 dies (SIGKILL) in the middle of a 64 MiB transfer to rank 0.
+    with session(args.btl) as s:
+        p = s.p2p
+        if me == 1:
+            request = p.isend(0, 1, bytes(64 << 20))
+            p.progress()
+            if args.death == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            os._exit(137)  # no finalizer, no goodbye: the kernel closes everything
+        start = time.monotonic()
+        out = bytearray(64 << 20)
+        try:
+            p.recv(1, 1, out, timeout=args.timeout)
+            p.recv(1, 2, out, timeout=args.timeout)
+        except pmca.btl.PeerFailed as exc:
+            elapsed = time.monotonic() - start
+            assert exc.rank == 1 and "rank 1" in str(exc), exc
+            report(elapsed < args.timeout, f"peer error after {elapsed:.2f}s: {exc}")
+        else:
+            report(False, "no error although rank 1 was killed")
+    # MPI_Finalize would wait for the dead rank: leave without it.
+    os._exit(0)
+
+if args.case == "silent-peer":
+    # Rank 1 never joins the modex: rank 0's init fails naming it.
+    if me == 1:
+        pmca.world.from_mpi(comm)  # collective; then never init a session
+        time.sleep(args.timeout + 3)
+        sys.exit(0)
+    start = time.monotonic()
+    try:
+        session(args.btl, pmca_base_modex_timeout=args.timeout).init()
+    except pmca.btl.ModexError as exc:
+        elapsed = time.monotonic() - start
+        assert "rank(s) 1" in str(exc) or "ranks 1" in str(exc) or "rank 1" in str(exc), exc
+        report(elapsed < args.timeout + 5, f"modex error after {elapsed:.2f}s: {exc}")
+        sys.exit(0)
+    report(False, "init succeeded without rank 1")
+
+if args.case == "finalize-in-flight":
+    # Rank 0 finalizes with a 16 MiB isend not waited for; rank 1 receives it
+    # late. Then rank 1 leaves an unmatched irecv behind at finalize.
+    s = session(args.btl).init()
+    p = s.p2p
+    if me == 0:
+        data = bytes(range(256)) * (1 << 16)
+        request = p.isend(1, 3, data)
+        s.finalize()
+        assert request.done and request.error is None, request
+        report(True, "isend completed by finalize")
+    else:
+        time.sleep(0.5)
+        out = bytearray(16 << 20)
+        assert p.recv(0, 3, out) == 16 << 20
+        assert out == bytes(range(256)) * (1 << 16)
+        stray = p.irecv(0, 4, bytearray(10))
+        s.finalize()
+        assert stray.done and isinstance(stray.error, pmca.btl.BtlError), stray
+        report(True, f"pending irecv failed cleanly: {stray.error}")
