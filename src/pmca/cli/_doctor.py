@@ -323,7 +323,7 @@ def scenarios_section(quick: bool) -> Section:
         ("1 ompi-13021", lambda: _scenario_1(quick)),
         ("2 madvise-deadlock", lambda: madvise_deadlock.run(reproduce=not quick)),
         ("3 activation", activation.run),
-        ("4 stale-registration", stale_registration.run),
+        ("4 stale-registration", lambda: stale_registration.run(threaded=not quick)),
     ]
     results: list[ScenarioResult] = []
     for name, scenario in runs:
