@@ -21,6 +21,8 @@ from typing import Any
 
 import importlib_metadata
 
+from ...mca._errors import LibraryError
+from ...mca._loader import open_library
 from .._interface import BtlError
 from . import _cdef as c
 
@@ -135,6 +137,12 @@ def load(path: str | Path | None = None) -> Libfabric:
         if existing is not None:
             return existing
         keep_libfabric_off_libc()
+        # A resident handle keeps it mapped even when this module (and its cffi
+        # handle) is unloaded with a dso-mode component.
+        try:
+            open_library(chosen, owner="btl/ofi", resident=True)
+        except LibraryError as exc:
+            raise LibfabricUnavailable(str(exc)) from exc
         library = Libfabric(chosen, origin)
         _loaded[chosen] = library
         return library
