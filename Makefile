@@ -18,7 +18,7 @@ $(PY):
 # libraries are compiled by its build), then the bundled plugins.
 install: $(PY)
 	$(PY) -m pip install --quiet --force-reinstall --no-deps . && \
-	$(PY) -m pip install --quiet . && \
+	$(PY) -m pip install --quiet ".[test]" && \
 	$(PY) -m pip install --quiet --no-deps --force-reinstall $(PLUGINS)
 
 tools: $(PY)

@@ -108,6 +108,16 @@ def native_extensions() -> list[Extension]:
             extra_compile_args=CFLAGS,
             extra_link_args=["-pthread"],
         ),
+        Extension(
+            "pmca.btl.sm.pmca_btl_sm",
+            sources=[
+                "src/pmca/btl/sm/segment.c",
+                "src/pmca/btl/sm/queue.c",
+                "src/pmca/btl/sm/cma.c",
+            ],
+            depends=["src/pmca/btl/sm/sm.h"],
+            extra_compile_args=CFLAGS,
+        ),
     ]
 
 

@@ -13,6 +13,7 @@ from .mca import (
     ComponentInfo,
     ComponentParams,
     ComponentRef,
+    ComponentWarning,
     Framework,
     FrameworkBase,
     FrameworkError,
@@ -25,8 +26,8 @@ from .mca import (
     hookimpl,
     hookspec,
 )
-from .mca.params import ParamError, PmcaDeprecationWarning
-from .runtime import Session
+from .mca.params import ParamError, ParamWarning, PmcaDeprecationWarning
+from .runtime import FrameworkHandle, Session
 
 __all__ = [
     "Alias",
@@ -37,11 +38,14 @@ __all__ = [
     "ComponentInfo",
     "ComponentParams",
     "ComponentRef",
+    "ComponentWarning",
     "Framework",
     "FrameworkBase",
     "FrameworkError",
+    "FrameworkHandle",
     "NotAvailable",
     "ParamError",
+    "ParamWarning",
     "PmcaDeprecationWarning",
     "PmcaError",
     "Query",

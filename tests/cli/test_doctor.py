@@ -17,6 +17,7 @@ SECTIONS = [
     "== Native hook coverage ==",
     "== Patches restored byte-exact ==",
     "== Seed scenarios ==",
+    "== Byte transfer layer ==",
 ]
 
 
@@ -92,3 +93,47 @@ def test_a_broken_configuration_is_a_failing_check(pmca_env: dict[str, str]) -> 
     assert not ok
     assert verdict.startswith("verdict: PROBLEMS - 2 failing check(s)")
     assert "Frameworks and components: default session" in verdict
+
+
+THIRD_PARTY_MEMORY = """
+import pmca
+from pmca.memory.none import NoHooks
+
+class GreedyMemory(pmca.Component):
+    framework = "memory"
+    name = "greedy"
+    version = "9.9.9"
+    api_version = "1.0.0"
+
+    @pmca.hookimpl
+    def query(self, ctx):
+        return pmca.Query(priority=1000, module=NoHooks())  # wins, and catches nothing
+"""
+
+
+def test_a_third_party_memory_component_is_reported_not_failed(
+    run_pmca: Callable[..., Result], tmp_path
+) -> None:
+    """Doctor judges pmca: its checks select pmca's own components explicitly."""
+    from pmca.testing._distributions import make_distribution
+
+    native_or_skip()
+    site = tmp_path / "site"
+    make_distribution(
+        site,
+        "pmca-greedy-memory",
+        entry_points={"pmca.memory": {"greedy": "greedy_memory:GreedyMemory"}},
+        modules={"greedy_memory": THIRD_PARTY_MEMORY},
+    )
+    result = run_pmca("doctor", "--quick", path=(site,))
+    assert result.code == 0, result.out + result.err
+    assert result.lines[-1].startswith("verdict: OK")
+    assert re.search(r"ok\s+default session\s+selects .*memory=greedy", result.out)
+    assert re.search(
+        r"memory \(third party\)\s+a default session selects greedy from entry point "
+        r"pmca.memory:greedy = greedy_memory:GreedyMemory "
+        r"\(distribution pmca-greedy-memory 0.1.0\)",
+        result.out,
+    )
+    assert re.search(r"ok\s+prologues\s+6 functions x 4 sessions", result.out)
+    assert re.search(r"stale-registration\s+pmca hooks.*\sprevented\s", result.out)

@@ -22,7 +22,8 @@ COMPONENT_KEYS = {
 }  # fmt: skip
 PARAM_KEYS = {
     "name", "framework", "component", "value", "typed_value", "source", "source_detail",
-    "data_source", "level", "level_name", "type", "help", "settable", "internal", "deprecated",
+    "data_source", "level", "level_name", "type", "help", "settable", "internal", "informational",
+    "deprecated",
     "enumerators", "valid_values", "synonyms",
 }  # fmt: skip
 FAILURE_KEYS = {
@@ -147,3 +148,13 @@ def test_verbose_output_never_lands_in_the_json(cli, plugin_fw) -> None:
     assert result.code == 0, result.err
     json.loads(result.out)
     assert "broken" in result.err, "the framework's log went to stderr instead"
+
+
+def test_the_readme_documents_every_key() -> None:
+    """``--json`` help points at README.md's schema: it must name every field."""
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("### `pmca info --json`", 1)[1].split("\n## ", 1)[0]
+    keys = TOP_KEYS | FRAMEWORK_KEYS | COMPONENT_KEYS | PARAM_KEYS | FAILURE_KEYS
+    assert sorted(key for key in keys if f'"{key}"' not in section) == []

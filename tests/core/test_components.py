@@ -130,9 +130,12 @@ def test_drop_in_directory(install_framework, unique, tmp_path: Path) -> None:
     (drop / f"pmca_{fw}_pkg" / "__init__.py").write_text(component_source(fw, "pkg", priority=4))
     (drop / f"pmca_{fw}_notes.txt").write_text("not a component")
     (drop / "pmca_other_x.py").write_text("raise SystemExit('wrong framework')")
-    with pmca.Session(
-        mca={"mca_base_component_path": f"/nonexistent:{drop}"}, frameworks=[fw]
-    ) as session:
+    with (
+        pytest.warns(pmca.ParamWarning, match="'/nonexistent', which is not a directory"),
+        pmca.Session(
+            mca={"mca_base_component_path": f"/nonexistent:{drop}"}, frameworks=[fw]
+        ) as session,
+    ):
         infos = session.components(fw)
         assert [i.name for i in infos] == ["pkg"]
         assert infos[0].location == f"drop-in {drop / f'pmca_{fw}_pkg'}"
@@ -152,5 +155,8 @@ def test_entry_point_beats_drop_in_of_the_same_name(install_framework, unique, t
     drop = tmp_path / "drop"
     drop.mkdir()
     (drop / f"pmca_{fw}_a.py").write_text("raise SystemExit('shadowed; never imported')")
-    with pmca.Session(mca={"mca_base_component_path": str(drop)}, frameworks=[fw]) as session:
+    with (
+        pytest.warns(pmca.ComponentWarning, match=f"component {fw}/a is offered twice"),
+        pmca.Session(mca={"mca_base_component_path": str(drop)}, frameworks=[fw]) as session,
+    ):
         assert "entry point" in session.components(fw)[0].location

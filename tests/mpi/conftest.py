@@ -15,7 +15,9 @@ PROGRAMS = Path(__file__).parent / "programs"
 #: The btl sets every data-path test runs with, and what must reach another
 #: rank on this host first. sm joins as soon as it is a built-in component.
 _HAS_SM = any(ref.name == "sm" for ref in FRAMEWORK.static_components)
-BTL_SETS = [("self,tcp", "tcp")] + ([("self,sm", "sm"), ("self,sm,tcp", "sm")] if _HAS_SM else [])
+BTL_SETS = [("self,tcp", "tcp")] + (
+    [("self,sm", "sm"), ("self,sm,tcp", "sm,tcp")] if _HAS_SM else []
+)
 
 
 @pytest.fixture(scope="session")

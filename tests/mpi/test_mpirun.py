@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pmca.testing import Launcher, run_mpi
@@ -102,3 +104,13 @@ def test_finalize_with_traffic_in_flight(
         launcher, 2, [program("failures.py"), "--btl", btl, "--case", "finalize-in-flight"]
     )
     _check(child, 2)
+
+
+def test_pingpong_example(launcher: Launcher, pmca_env) -> None:
+    example = Path(__file__).parent.parent.parent / "examples" / "pingpong.py"
+    child = run_mpi(launcher, 2, [str(example)], timeout=300)
+    assert child.returncode == 0, child.stdout + child.stderr
+    lines = [line for line in child.stdout.splitlines() if " latency " in line]
+    expected = ["sm", "tcp"] if any(first == "sm" for _, first in BTL_SETS) else ["tcp"]
+    assert [line.split()[0] for line in lines] == expected, child.stdout
+    assert all("MB/s" in line for line in lines)

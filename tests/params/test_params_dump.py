@@ -157,7 +157,15 @@ def test_readable_format(tmp_path: Path) -> None:
         "(PMCA_MCA_btl_base_verbose), level: 8 dev/detail, type: int)"
     )
     assert lines[1] == "Verbosity"
-    assert lines[2].startswith("Valid values: -1: none, 0: error, 10: component")
+    # Open MPI 5.0.11's own text, which scrapers of ompi_info parse.
+    assert lines[2] == (
+        "Valid values: -1|none, 0|error, 10|component, 20|warn, 40|info, 60|trace, "
+        "80|debug, 100|max, 0-100"
+    )
+    enabled = s.register("btl", "base", "enabled", type=bool, default=True, level=1)
+    assert format_readable(enabled)[-1] == (
+        "Valid values: 0|f|false|disabled|no|n, 1|t|true|enabled|yes|y"
+    )
     real = s.get("mca_base_param_files")
     assert format_readable(real)[0].endswith(
         "level: 2 user/detail, type: string, synonyms: mca_param_files)"

@@ -46,8 +46,8 @@ def test_key_value_comments_blank_lines_and_empty_values(tmp_path: Path) -> None
         Entry("btl_tcp_if_include", "eth0 , eth1", p, 7),
         Entry("empty_value", "", p, 8),
         Entry("empty_spaces", "", p, 9),
-        # No trailing comments: '#' after the '=' belongs to the value.
-        Entry("hash_inside", "a#b # c", p, 10),
+        # A trailing comment starts at a '#' after a blank; 'a#b' is one word.
+        Entry("hash_inside", "a#b", p, 10),
         # No quoting: quotes are part of the value.
         Entry("quoted", '"x y"', p, 11),
         # The value is everything after the first '='.

@@ -17,6 +17,7 @@ FRAMEWORK = Framework(
     policy="multi",
     static_components=[
         ComponentRef("self", "pmca.btl.self:SelfComponent"),
+        ComponentRef("sm", "pmca.btl.sm:SmComponent"),
         ComponentRef("tcp", "pmca.btl.tcp:TcpComponent"),
         ComponentRef("ofi", "pmca.btl.ofi:OfiComponent"),
     ],

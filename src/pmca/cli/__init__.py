@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import TextIO
 
 from .._version import __version__
-from ..mca._errors import PmcaError, SelectionError
+from ..mca._errors import ComponentWarning, PmcaError, SelectionError
 from ..mca.params import ParamError, ParamWarning, PmcaDeprecationWarning
 from . import _info
 from ._errors import UsageError
@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         "info", help="frameworks, components and parameters (like ompi_info)"
     )
     _info.add_arguments(info)
-    info.set_defaults(handler=_info.run, prog=info.prog)
+    info.set_defaults(handler=_info.run, prog=info.prog, command_parser=info)
 
     doctor = commands.add_parser(
         "doctor", help="run the machinery on this machine and report what works"
@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments = getattr(module, "add_arguments", None)
     if callable(add_arguments):
         add_arguments(doctor)
-    doctor.set_defaults(handler=_run_doctor, prog=doctor.prog)
+    doctor.set_defaults(handler=_run_doctor, prog=doctor.prog, command_parser=doctor)
     return parser
 
 
@@ -114,6 +114,7 @@ def _cli_warnings(prog: str) -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("always", ParamWarning)
         warnings.simplefilter("always", PmcaDeprecationWarning)
+        warnings.simplefilter("always", ComponentWarning)
         warnings.showwarning = show
         yield
 
@@ -127,7 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``pmca`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            # The subcommand's own usage, not pmca's: the option was meant for it.
+            command: argparse.ArgumentParser = args.command_parser
+            command.error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exc:  # --help, --version (0) or a usage error (2)
         return exc.code if isinstance(exc.code, int) else 2
     prog: str = args.prog

@@ -119,6 +119,11 @@ def _child_session() -> None:
                     f"{c.name} ({c.load_mode})" for c in session.components(name) if c.selected
                 ],
                 "failures": [str(failure) for failure in session.failures(name)],
+                "third_party": [
+                    f"{c.name} from {c.location}"
+                    for c in session.components(name)
+                    if c.selected and not c.location.startswith("built-in")
+                ],
             }
             for name in RUNTIME.frameworks
         }
@@ -127,10 +132,13 @@ def _child_session() -> None:
 
 def _inventory_lines(section: Section) -> dict[str, Any]:
     """Every installed framework and component, registered but not opened."""
-    from ..runtime import Session, inventory
+    from ..runtime import RUNTIME, Session, inventory
 
     registered: dict[str, Any] = {}
     with Session(frameworks=[]), inventory() as entries:
+        for broken in RUNTIME.catalog.failures:
+            # Reported, not failed: a third party's declaration, not pmca, is at fault.
+            section.add("warn", f"framework {broken.name}", f"disabled: {broken}")
         for entry in entries:
             fw = entry.framework
             section.lines.append(
@@ -150,6 +158,12 @@ def _inventory_lines(section: Section) -> dict[str, Any]:
                 "failures": [str(f) for f in entry.failures],
             }
     return registered
+
+
+def _builtin_framework_names() -> set[str]:
+    from ..scenarios._common import builtin_selections
+
+    return {name.removeprefix("PMCA_MCA_") for name in builtin_selections()}
 
 
 def components_section() -> Section:
@@ -174,6 +188,14 @@ def components_section() -> Section:
         for fw, value in opened.items():
             for failure in value["failures"]:
                 section.add("warn", f"{fw} (open)", failure)
+            for component in value.get("third_party", ()):
+                if fw in _builtin_framework_names():
+                    section.add(
+                        "info",
+                        f"{fw} (third party)",
+                        f"a default session selects {component}; doctor's checks below "
+                        f"select pmca's own components explicitly",
+                    )
         section.data["session"] = opened
     return section
 

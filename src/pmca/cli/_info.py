@@ -17,14 +17,27 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import TextIO
 
-from ..mca.params import InfoLevel, ParamWarning
-from ..runtime import RUNTIME, Session, inventory
+from ..mca.params import InfoLevel, ParamSpace, ParamType, ParamWarning
+from ..runtime import RUNTIME, FrameworkEntry, Session, inventory
+from ..runtime._unknown import Namespace, unknown_name_messages
 from ._errors import UsageError
 from ._json import dumps
-from ._model import ALL, ParamFilter, Report, Selector
+from ._model import (
+    ALL,
+    PATHS,
+    Fact,
+    ParamFilter,
+    Report,
+    Selector,
+    arch_fact,
+    config_facts,
+    hostname_fact,
+    path_facts,
+)
 from ._text import Parsable, Readable, View, render
 
 _LEVELS = ", ".join(f"{int(level)} {level.label}" for level in InfoLevel)
+TYPE_NAMES = tuple(ptype.type_name for ptype in ParamType)
 
 DESCRIPTION = """\
 Show the installed frameworks and components (version, framework API, load
@@ -39,7 +52,9 @@ examples:
   pmca info                          components, like ompi_info
   pmca info --param memory all -l 9  every memory parameter
   pmca info --all --parsable         everything, one record per line
-  pmca info --json                   everything as JSON (schema "pmca-info" v1)
+  pmca info --json                   everything as JSON (schema "pmca-info" v1, README)
+  pmca info -t bool -l 9             every boolean parameter
+  pmca info --path all --arch        where pmca lives, what it runs on
   pmca info --mca memory ^none --param memory all
 """
 
@@ -90,7 +105,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="machine-parsable 'mca:<fw>:<comp>:...' lines, as ompi_info --parsable",
     )
-    style.add_argument("--json", action="store_true", help="one JSON document (schema in docs)")
+    style.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON document, schema 'pmca-info' v1 (README.md, section 'pmca info --json')",
+    )
     parser.add_argument(
         "--mca",
         "-mca",
@@ -112,6 +131,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="leave out components excluded by their framework's selection parameter",
     )
     parser.add_argument("--internal", action="store_true", help="also show internal parameters")
+    parser.add_argument(
+        "-t",
+        "--type",
+        action="append",
+        default=[],
+        choices=TYPE_NAMES,
+        metavar="TYPE",
+        help=f"show the parameters of this type only ({', '.join(TYPE_NAMES)}); repeatable",
+    )
+    parser.add_argument(
+        "--path",
+        choices=(ALL, *PATHS),
+        metavar="NAME",
+        help=f"show a path pmca uses: {', '.join(PATHS)} or all",
+    )
+    parser.add_argument("--arch", action="store_true", help="show the architecture")
+    parser.add_argument(
+        "-c", "--config", action="store_true", help="show how pmca was built and what it runs on"
+    )
+    parser.add_argument("--hostname", action="store_true", help="show the host name")
 
 
 def _mca_values(pairs: Sequence[Sequence[str]]) -> dict[str, str]:
@@ -124,47 +163,57 @@ def _mca_values(pairs: Sequence[Sequence[str]]) -> dict[str, str]:
     return values
 
 
+def _facts(args: argparse.Namespace) -> list[Fact]:
+    facts = config_facts() if args.config else []
+    if args.path:
+        facts.extend(path_facts(args.path))
+    if args.arch and not args.config:
+        facts.append(arch_fact())
+    if args.hostname and not args.config:
+        facts.append(hostname_fact())
+    return facts
+
+
 def _view(args: argparse.Namespace) -> View:
     selectors = tuple(Selector(fw, comp) for fw, comp in args.param)
+    typed = bool(args.type)
     everything = args.all or (args.json and not selectors)
     level = args.level if args.level is not None else (9 if args.all or args.json else 1)
-    acted = bool(selectors) or args.all or args.show_failed
+    facts = _facts(args)
+    acted = bool(selectors) or args.all or args.show_failed or typed or bool(facts)
     return View(
         selectors=(Selector(ALL, ALL),) if everything or not selectors else selectors,
-        shown=ParamFilter(level, args.internal),
+        shown=ParamFilter(level, args.internal, frozenset(args.type)),
         header=args.all or not acted,
         components=args.all or bool(selectors) or not acted,
-        params=everything or bool(selectors),
+        params=everything or bool(selectors) or typed,
         failures=args.show_failed,
         summary=not acted or args.all,
         selected_only=args.selected_only,
+        facts=tuple(facts),
     )
 
 
-def _check_mca_given(report: Report, given: dict[str, str]) -> None:
-    """A bad ``--mca`` value for a component parameter is the user's mistake.
-
-    The component's ``register`` raised, so the framework recorded a failed
-    component; on the command line that is an input error naming the value.
-    """
-    for listing in report.listings([Selector()]):
-        for failure in listing.failures:
-            if (
-                failure.error_type != "ParamValueError"
-                or "from command line" not in failure.message
-            ):
-                continue
-            if any(repr(name) in failure.message for name in given):
-                raise UsageError(failure.message)
-
-
-def _warn_unknown(given: dict[str, str]) -> None:
-    unknown = [name for name in given if name not in RUNTIME.params]
-    for name in unknown:
-        warnings.warn(
-            ParamWarning(f"--mca: no installed framework or component has a parameter {name!r}"),
-            stacklevel=1,
+def _warn_unknown(entries: Sequence[FrameworkEntry], space: ParamSpace) -> None:
+    """Every given name no parameter has, from any source, with a "did you mean"."""
+    namespaces = {
+        entry.framework.name: Namespace(
+            frozenset(p.full_name for p in entry.params),
+            frozenset(
+                [*(c.name for c in entry.components), *(f.component for f in entry.failures)]
+            ),
+            {
+                c.name: frozenset(
+                    name for p in c.params for name in (p.full_name, *(s.name for s in p.synonyms))
+                )
+                for c in entry.components
+            },
         )
+        for entry in entries
+    }
+    disabled = [f.name for f in RUNTIME.catalog.failures]
+    for message in unknown_name_messages(space, namespaces, disabled, complete=True).values():
+        warnings.warn(ParamWarning(message), stacklevel=1)
 
 
 @contextlib.contextmanager
@@ -187,8 +236,7 @@ def produce(args: argparse.Namespace, *, width: int | None = None) -> str:
         space = RUNTIME.params
         report = Report.build(entries, RUNTIME.catalog.failures, space)
         report.check(view.selectors)
-        _check_mca_given(report, given)
-        _warn_unknown(given)
+        _warn_unknown(entries, space)
         if args.json:
             return dumps(report, view, space) + "\n"
         if args.parsable:

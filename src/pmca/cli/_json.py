@@ -1,57 +1,8 @@
 """``pmca info --json``: the inventory as one JSON document.
 
 Schema ``pmca-info`` version 1 (additions keep the version; a removal or a
-change of meaning bumps it)::
-
-    {
-      "schema": "pmca-info", "schema_version": 1,
-      "pmca": {"version": str, "mca_version": str},
-      "python": {"version": str, "implementation": str},
-      "platform": {"platform": str, "machine": str, "system": str},
-      "prefix": str,
-      "load_mode": {"summary": "static" | "dso" | "mixed ...", "dso": str, "static": str},
-      "param_files": [str, ...],            # files read, leftmost (winning) first
-      "override_file": str | null,          # the override file, if one was read
-      "level": int, "internal": bool,       # the parameter filter applied
-      "core_params": [Param, ...],          # mca_base_* and other framework-less ones
-      "frameworks": [{
-          "name": str, "description": str, "api_version": str,
-          "policy": "single" | "multi", "depends": [str, ...], "allow_dso": bool,
-          "location": str,
-          "selection": str | null,          # value of the selection parameter
-          "params": [Param, ...],           # framework-level (base) parameters
-          "components": [{
-              "name": str, "version": str, "api_version": str,
-              "load_mode": "static" | "dso", "location": str,
-              "distribution": str | null, "admitted": bool,   # false: excluded, "(-)"
-              "params": [Param, ...]
-          }, ...],
-          "failures": [Failure, ...]
-      }, ...],
-      "framework_failures": [{"name": str, "location": str, "reason": str}, ...],
-      "unknown_params": [{"name": str, "data_source": str}, ...]  # given, never registered
-    }
-
-    Param = {
-      "name": str, "framework": str, "component": str,   # component "base" if none
-      "value": str,                 # as printed by ompi_info ("true", "error", "a,b")
-      "typed_value": bool | int | float | str | [str, ...] | null,
-      "source": "default" | "file" | "environment" | "command line" | "set" | "override",
-      "source_detail": str | null,  # PMCA_MCA_<name>, or <path>:<line>
-      "data_source": str,           # the readable form: "file (/etc/x.conf:3)"
-      "level": 1..9, "level_name": "user/basic" ... "dev/all",
-      "type": "bool" | "int" | "size_t" | "double" | "string" | "list",
-      "help": str, "settable": bool, "internal": bool, "deprecated": bool,
-      "enumerators": [{"value": int, "name": str}, ...] | null,
-      "valid_values": str,
-      "synonyms": [{"name": str, "deprecated": bool}, ...]
-    }
-
-    Failure = {
-      "framework": str, "component": str, "hook": str, "location": str,
-      "distribution": str | null, "error_type": str, "message": str,
-      "reason": str, "traceback": str
-    }
+change of meaning bumps it), documented field by field in README.md, section
+"``pmca info --json``": keep the two in step.
 """
 
 from __future__ import annotations
@@ -101,6 +52,7 @@ def param_json(param: Param) -> dict[str, Any]:
         "help": param.help,
         "settable": param.settable,
         "internal": param.internal,
+        "informational": param.informational,
         # A registered name is never deprecated itself; its synonyms may be.
         "deprecated": False,
         "enumerators": (

@@ -41,6 +41,17 @@ class Group:
     params: tuple[Param, ...]
 
     @property
+    def synonym_frameworks(self) -> tuple[str, ...]:
+        """Frameworks the group's synonyms are named for (``opal`` for ``opal_leave_pinned``)."""
+        owners = (
+            synonym.name.split("_", 1)[0]
+            for param in self.params
+            for synonym in param.synonyms
+            if not synonym.name.startswith(f"{param.framework}_")
+        )
+        return tuple(dict.fromkeys(owners))
+
+    @property
     def label(self) -> str:
         marker = " (-)" if self.excluded else ""
         return f"MCA{marker} {self.framework} {self.component}"
@@ -70,21 +81,27 @@ class Selector:
 
     def wants_group(self, section: Section, group: Group) -> bool:
         # ``--param mpi all`` finds mpi_leave_pinned although the memory base
-        # registers it: a group answers to its own framework name too.
-        return self.framework in (ALL, section.name, group.framework) and self.wants_component(
-            group.component
-        )
+        # registers it: a group answers to its own framework name too, and
+        # ``--param opal all`` to its synonyms' (opal_leave_pinned).
+        names = (ALL, section.name, group.framework, *group.synonym_frameworks)
+        return self.framework in names and self.wants_component(group.component)
 
 
 @frozen
 class ParamFilter:
-    """Which parameters are shown: ``--level`` and ``--internal``."""
+    """Which parameters are shown: ``--level``, ``--internal`` and ``-t/--type``."""
 
     level: int
     internal: bool = False
+    #: Type names (``int``, ``bool``, ...) to show; empty shows every type.
+    types: frozenset[str] = frozenset()
 
     def shows(self, param: Param) -> bool:
-        return int(param.level) <= self.level and (self.internal or not param.internal)
+        return (
+            int(param.level) <= self.level
+            and (self.internal or not param.internal)
+            and (not self.types or param.type.type_name in self.types)
+        )
 
 
 @frozen
@@ -161,6 +178,9 @@ class Report:
         names = [section.name for section in self.sections]
         for section in self.sections:
             names.extend(group.framework for group in section.groups)
+        for section in self.sections:
+            for group in section.groups:
+                names.extend(group.synonym_frameworks)
         names.extend(failure.name for failure in self.framework_failures)
         return list(dict.fromkeys(names))
 
@@ -299,3 +319,73 @@ def header(space: ParamSpace) -> list[Fact]:
 
 def _source(param: Param) -> str:
     return f"{param.full_name}, data source: {param.origin}"
+
+
+#: ``--path`` names, as ``ompi_info --path`` accepts them.
+PATHS = (
+    "prefix",
+    "exec_prefix",
+    "bindir",
+    "libdir",
+    "incdir",
+    "pkglibdir",
+    "datadir",
+    "sysconfdir",
+)
+
+
+def path_facts(which: str) -> list[Fact]:
+    """``--path <name|all>``: where this pmca lives (its Python's install scheme)."""
+    import sysconfig
+    from pathlib import Path
+
+    paths = sysconfig.get_paths()
+    package = str(Path(__file__).resolve().parents[1])
+    values = {
+        "prefix": sys.prefix,
+        "exec_prefix": sys.exec_prefix,
+        "bindir": paths["scripts"],
+        "libdir": paths["purelib"],
+        "incdir": paths["include"],
+        "pkglibdir": package,
+        "datadir": paths["data"],
+        "sysconfdir": str(Path(sys.prefix) / "etc"),
+    }
+    names = PATHS if which == ALL else (which,)
+    return [Fact(name.capitalize(), f"path:{name}", values[name]) for name in names]
+
+
+def arch_fact() -> Fact:
+    return Fact("Configured architecture", "config:arch", f"{platform.machine()}-{sys.platform}")
+
+
+def hostname_fact() -> Fact:
+    # pmca has no configure step: the host that matters is the one it runs on.
+    return Fact("Configure host", "config:host", platform.node())
+
+
+def config_facts() -> list[Fact]:
+    """``-c/--config``: how this pmca was built and what it runs on."""
+    import sysconfig
+
+    from .. import native
+
+    libc, libc_version = platform.libc_ver()
+    compiler = str(sysconfig.get_config_var("CC") or "cc").split()[0]
+    reason = native.unavailable_reason()
+    return [
+        Fact("pmca", "pmca:version:full", __version__),
+        Fact("Python", "python:version:full", platform.python_version()),
+        Fact("Python implementation", "python:implementation", platform.python_implementation()),
+        arch_fact(),
+        hostname_fact(),
+        Fact("Platform", "config:platform", platform.platform()),
+        Fact("C library", "config:libc", f"{libc} {libc_version}".strip() or "unknown"),
+        Fact("C compiler", "compiler:c:command", compiler),
+        Fact(
+            "Native memory hooks",
+            "option:native-hooks",
+            "yes" if reason is None else "no",
+            "" if reason is None else reason,
+        ),
+    ]

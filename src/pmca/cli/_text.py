@@ -50,6 +50,8 @@ class View:
     #: A count of failures at the end, pointing at ``--show-failed``.
     summary: bool = False
     selected_only: bool = False
+    #: Lines asked for by ``--path``, ``--arch``, ``-c/--config``, ``--hostname``.
+    facts: tuple[Fact, ...] = ()
 
 
 class Emitter(Protocol):
@@ -75,6 +77,8 @@ def render(report: Report, view: View, space: ParamSpace, emitter: Emitter) -> N
     if view.header:
         for fact in header(space):
             emitter.fact(fact)
+    for fact in view.facts:
+        emitter.fact(fact)
     failed: list[str] = []
     if view.components or view.failures:
         for listing in report.listings(view.selectors, selected_only=view.selected_only):
@@ -94,7 +98,7 @@ def render(report: Report, view: View, space: ParamSpace, emitter: Emitter) -> N
             view.selectors, view.shown, selected_only=view.selected_only
         ):
             emitter.group(group)
-    if view.summary and failed and not view.failures:
+    if (view.summary and failed and not view.failures) or (view.failures and not failed):
         emitter.summary(failed)
 
 
@@ -188,6 +192,9 @@ class Readable:
                 self._more(*rest)
 
     def summary(self, failed: Sequence[str]) -> None:
+        if not failed:
+            self._out("Failed to load", "none: every framework and component loaded")
+            return
         self._out(
             "Failed to load",
             f"{len(failed)} ({', '.join(failed)}); 'pmca info --show-failed' shows why",

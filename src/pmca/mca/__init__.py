@@ -6,6 +6,7 @@ from ._component import Component, Query
 from ._context import ComponentContext, ComponentParams, FrameworkParams
 from ._errors import (
     ComponentError,
+    ComponentWarning,
     FrameworkError,
     LibraryError,
     NotAvailable,
@@ -29,6 +30,7 @@ __all__ = [
     "ComponentInfo",
     "ComponentParams",
     "ComponentRef",
+    "ComponentWarning",
     "Framework",
     "FrameworkBase",
     "FrameworkError",

@@ -7,6 +7,10 @@ one rank out of many.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
 
 class PmcaError(Exception):
     """Base class of every error pmca raises on purpose."""
@@ -38,3 +42,22 @@ class StaleReferenceError(PmcaError):
 
 class LibraryError(PmcaError):
     """A native library could not be loaded or unloaded through pmca's loader."""
+
+
+class ComponentWarning(UserWarning):
+    """Something about the installed components deserves attention (a shadowed duplicate)."""
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def warn_user(warning: Warning) -> None:
+    """Warn, attributed to the first caller outside pmca (the user's code)."""
+    frame = sys._getframe(1)
+    level = 2
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        _PACKAGE_DIR
+    ):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(warning, stacklevel=level)

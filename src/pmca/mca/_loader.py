@@ -29,6 +29,56 @@ LoadMode = Literal["static", "dso"]
 UnloadGuard = Callable[[], str | None]
 
 
+#: What ``mca_base_component_dso`` and ``mca_base_component_static`` accept.
+LOAD_LIST_VALID = (
+    "'all', 'none', or a comma-separated list of framework names ('memory') and "
+    "framework-component pairs ('memory-patcher')"
+)
+
+_BOOLEAN_WORDS = frozenset(
+    {"1", "0", "yes", "no", "y", "n", "true", "false", "t", "f", "enabled", "disabled"}
+)
+
+
+def load_list_item_problem(item: str) -> str | None:
+    """Why ``item`` is not a ``fw`` or ``fw-comp`` item of a load-mode list, or ``None``."""
+    from ._names import COMPONENT_NAME, FRAMEWORK_NAME
+
+    if item.lower() in ("all", "none"):
+        if item in ("all", "none"):
+            return f"{item!r} must be the whole value, not an item of a list"
+        return f"{item!r} is not a keyword; did you mean {item.lower()!r}?"
+    if item.lower() in _BOOLEAN_WORDS:
+        return f"{item!r} is not a framework name (this is not a boolean: use 'all' or 'none')"
+    for separator in ("/", ":", "."):
+        framework, found, component = item.partition(separator)
+        if found:
+            return f"{item!r} uses {separator!r}; a component is named '{framework}-{component}'"
+    framework, dash, component = item.partition("-")
+    if dash and (
+        not FRAMEWORK_NAME.fullmatch(framework) or not COMPONENT_NAME.fullmatch(component)
+    ):
+        return f"{item!r} is not a 'framework-component' pair"
+    if not dash and not FRAMEWORK_NAME.fullmatch(item):
+        head, underscore, tail = item.partition("_")
+        if underscore and FRAMEWORK_NAME.fullmatch(head) and COMPONENT_NAME.fullmatch(tail):
+            return f"{item!r} is not a framework name; did you mean '{head}-{tail}'?"
+        return f"{item!r} is not a framework name (framework names match [a-z][a-z0-9]*)"
+    return None
+
+
+def load_list_problem(text: str) -> str | None:
+    """Why ``text`` is not a valid load-mode list, or ``None``."""
+    text = text.strip()
+    if text in ("", "none", "all"):
+        return None
+    for item in (part.strip() for part in text.split(",")):
+        problem = "empty item" if not item else load_list_item_problem(item)
+        if problem is not None:
+            return f"invalid item {item!r}: {problem}"
+    return None
+
+
 @define(frozen=True)
 class LoadModeSpec:
     """A parsed ``mca_base_component_dso`` or ``mca_base_component_static`` value."""
@@ -39,6 +89,7 @@ class LoadModeSpec:
 
     @classmethod
     def parse(cls, value: object, *, parameter: str) -> LoadModeSpec:
+        """Parse a load-mode list; a malformed one raises :class:`SelectionError`."""
         if isinstance(value, (list, tuple)):
             value = ",".join(str(v) for v in value)
         text = str(value or "").strip()
@@ -46,20 +97,24 @@ class LoadModeSpec:
             return cls()
         if text == "all":
             return cls(everything=True)
+        problem = load_list_problem(text)
+        if problem is not None:
+            raise SelectionError(
+                f"parameter {parameter!r} = {text!r}: {problem} (valid values: {LOAD_LIST_VALID})"
+            )
         frameworks: set[str] = set()
         components: set[tuple[str, str]] = set()
         for item in (part.strip() for part in text.split(",")):
             framework, dash, component = item.partition("-")
-            if not item or not framework or (dash and not component) or item in ("all", "none"):
-                raise SelectionError(
-                    f"parameter {parameter!r} = {text!r}: invalid item {item!r} "
-                    f"(expected 'all', 'none', or a list of 'fw' and 'fw-comp')"
-                )
             if dash:
                 components.add((framework, component))
             else:
                 frameworks.add(framework)
         return cls(False, frozenset(frameworks), frozenset(components))
+
+    def names(self) -> tuple[set[str], set[tuple[str, str]]]:
+        """The frameworks and ``(framework, component)`` pairs the list names."""
+        return set(self.frameworks), set(self.components)
 
 
 def choose_load_mode(

@@ -3,9 +3,10 @@
 pmca never configures logging globally. Each framework gets its own
 structlog logger, filtered by ``<framework>_base_verbose`` (Open MPI's
 verbosity scale) and written where ``mca_base_verbose`` says: ``stderr``
-(default, like Open MPI's ``opal_output``), ``stdout``, or ``logging`` to hand
-records to the standard library logger ``pmca.<framework>`` and let the
-application decide.
+(default, like Open MPI's ``opal_output``), ``stdout``, ``syslog`` (with
+Open MPI's ``syslogpri:<notice|info|debug>`` and ``syslogid:<str>``), or
+``logging`` to hand records to the standard library logger ``pmca.<framework>``
+and let the application decide.
 """
 
 from __future__ import annotations
@@ -16,7 +17,48 @@ from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import structlog
+from attrs import frozen
 from structlog.typing import FilteringBoundLogger
+
+#: What ``mca_base_verbose`` accepts.
+DESTINATION_VALID = (
+    "a comma-separated list of: stderr, stdout, syslog, syslogpri:<notice|info|debug>, "
+    "syslogid:<str>, logging (the standard library logger pmca.<framework>)"
+)
+_STREAMS = ("stderr", "stdout", "syslog", "logging")
+_SYSLOG_PRIORITIES = ("notice", "info", "debug")
+
+
+@frozen
+class Destination:
+    """A parsed ``mca_base_verbose`` value."""
+
+    target: str = "stderr"
+    syslog_priority: str = "info"
+    syslog_ident: str = "pmca"
+
+    @classmethod
+    def parse(cls, text: str) -> Destination:
+        """Parse ``mca_base_verbose``; raise :class:`ValueError` naming the bad item."""
+        target, priority, ident = "stderr", "info", "pmca"
+        targets: list[str] = []
+        for item in (part.strip() for part in text.split(",")):
+            key, colon, argument = item.partition(":")
+            if item in _STREAMS:
+                targets.append(item)
+            elif key == "syslogpri" and colon and argument in _SYSLOG_PRIORITIES:
+                priority = argument
+            elif key == "syslogid" and colon and argument:
+                ident = argument
+            elif key in ("file", "fileappend", "level"):
+                raise ValueError(f"{item!r}: Open MPI's {key!r} is not supported by pmca")
+            else:
+                raise ValueError(f"{item!r} is not a destination")
+        if len(targets) > 1:
+            raise ValueError(f"more than one destination ({', '.join(targets)})")
+        if targets:
+            target = targets[0]
+        return cls(target, priority, ident)
 
 
 def level_for_verbosity(verbosity: int) -> int:
@@ -57,6 +99,23 @@ class _StreamLogger:
     log = debug = info = warning = warn = error = critical = exception = msg
 
 
+class _SyslogLogger:
+    """Sends rendered lines to the system log, as Open MPI's ``syslog`` output does."""
+
+    def __init__(self, destination: Destination) -> None:
+        import syslog
+
+        self._syslog = syslog
+        self._priority = getattr(syslog, f"LOG_{destination.syslog_priority.upper()}")
+        self._ident = destination.syslog_ident
+
+    def msg(self, message: str) -> None:
+        self._syslog.openlog(self._ident, self._syslog.LOG_PID, self._syslog.LOG_USER)
+        self._syslog.syslog(self._priority, message)
+
+    log = debug = info = warning = warn = error = critical = exception = msg
+
+
 def framework_logger(
     framework: str, verbosity: int | Callable[[], int], destination: str = "stderr"
 ) -> FilteringBoundLogger:
@@ -66,10 +125,13 @@ def framework_logger(
     change of ``<framework>_base_verbose`` takes effect at once.
     """
     sink: object
-    if destination == "logging":
+    where = Destination.parse(destination)
+    if where.target == "logging":
         sink = logging.getLogger(f"pmca.{framework}")
+    elif where.target == "syslog":
+        sink = _SyslogLogger(where)
     else:
-        sink = _StreamLogger("stdout" if destination == "stdout" else "stderr")
+        sink = _StreamLogger(where.target)
     if callable(verbosity):
         current = verbosity
 

@@ -21,14 +21,21 @@ from attrs import define, frozen
 from ._component import Component, Query, check_api, make_component
 from ._context import ComponentContext, FrameworkHost, FrameworkParams
 from ._discovery import Candidate, Discovered, EntryPointIndex, discover_components
-from ._errors import FrameworkError, NotAvailable
+from ._errors import ComponentWarning, FrameworkError, NotAvailable, warn_user
 from ._failures import ComponentFailure, show_load_errors_matches
 from ._framework import Framework, FrameworkBase
 from ._lifecycle import ComponentLifecycle
 from ._loader import LoadMode, LoadModeSpec, choose_load_mode, purge_modules
 from ._logging import framework_logger
 from ._markers import PROJECT
-from ._selection import Selection, check_included_exist, parse_selection, resolve_aliases
+from ._selection import (
+    Selection,
+    check_excluded_exist,
+    check_included_exist,
+    parse_selection,
+    resolve_aliases,
+)
+from .params import ParamValueError, Source
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -82,6 +89,20 @@ class ComponentInfo:
     selected: bool
 
 
+def _warn_shadowed(used: Candidate, ignored: Candidate) -> None:
+    """Two places offer one component name: say which one is used.
+
+    Python's default warning filter shows it once per calling line.
+    """
+    warn_user(
+        ComponentWarning(
+            f"component {used.framework}/{used.name} is offered twice: using {used.location}; "
+            f"ignoring {ignored.location} (precedence: built-in, then entry points in "
+            f"sys.path order, then drop-ins in mca_base_component_path order)"
+        )
+    )
+
+
 class OpenFramework:
     """The live state of one framework between its first open and last close."""
 
@@ -98,6 +119,14 @@ class OpenFramework:
         self.failures: list[ComponentFailure] = []
         #: Components that said they cannot work here, with their reason.
         self.not_available: dict[str, str] = {}
+        #: Every component whose ``register`` ran, with the parameter names it registered.
+        self.registered: dict[str, set[str]] = {}
+        #: Every component found, by name (imported or not).
+        self.found: set[str] = set()
+        #: The components the selection parameter names explicitly (include lists).
+        self.requested: tuple[str, ...] = ()
+        #: Requested components that dropped out (not available, or declined), with why.
+        self.declined: dict[str, str] = {}
         self.log: FilteringBoundLogger = framework_logger(self.name, 0)
         self.base: FrameworkBase | None = None
 
@@ -200,7 +229,7 @@ class OpenFramework:
             self.framework, self.host.component_path(), self.host.entry_points()
         )
         for shadowed in discovered.shadowed:
-            self.log.info("component shadowed", component=shadowed.name, ignored=shadowed.location)
+            _warn_shadowed(discovered.candidates[shadowed.name], shadowed)
         check_included_exist(
             selection,
             discovered.candidates,
@@ -208,6 +237,15 @@ class OpenFramework:
             framework=self.name,
             source=source,
         )
+        check_excluded_exist(
+            selection,
+            discovered.candidates,
+            self.framework.aliases,
+            framework=self.name,
+            source=source,
+        )
+        self.found = set(discovered.candidates)
+        self.requested = () if selection.exclude else selection.names
         return selection, discovered
 
     def _logger(self) -> FilteringBoundLogger:
@@ -291,9 +329,21 @@ class OpenFramework:
         self.loaded.append(loaded)
         try:
             self._call(loaded, "register", params=context.params)
+        except ParamValueError as exc:
+            self._unload(loaded)
+            if exc.origin.source is Source.DEFAULT:
+                self._fail(candidate, "register", exc)  # the component's own default
+                return
+            raise  # the user's value: an error naming it, never a dropped component
         except Exception as exc:
             self._fail(candidate, "register", exc)
             self._unload(loaded)
+            return
+        self.registered[candidate.name] = {
+            name
+            for param in self.host.params.params(self.name, candidate.name)
+            for name in (param.full_name, *(s.name for s in param.synonyms))
+        }
 
     def _load_failed(
         self, candidate: Candidate, hook: str, error: Exception, purge_root: str | None
@@ -314,6 +364,7 @@ class OpenFramework:
             self._unload(loaded)
             return
         if result is False:
+            self._declined(loaded.candidate.name, f"not available: {reason}")
             self.not_available[loaded.candidate.name] = reason
             self._unload(loaded)
 
@@ -331,7 +382,7 @@ class OpenFramework:
                 self._close_component(loaded)
                 continue
             if offer is None or offer.module is None:
-                loaded.context.log.debug("declined selection")
+                self._declined(loaded.candidate.name, "query returned None (declined selection)")
                 self._close_component(loaded)
                 continue
             loaded.priority, loaded.module = offer.priority, offer.module
@@ -342,6 +393,28 @@ class OpenFramework:
             self.log.debug("not selected", component=loser.component.name, priority=loser.priority)
             self._close_component(loser)
         self.loaded = keep
+        self._report_declined()
+
+    def _declined(self, name: str, why: str) -> None:
+        """A component drops out: remembered when the user asked for it by name."""
+        if name in self.requested:
+            self.declined[name] = why
+        self.log.debug("component not used", component=name, reason=why)
+
+    def _report_declined(self) -> None:
+        """The user named components and none is used: say which dropped out, and why.
+
+        (A failed one is already reported as a failure.) When some requested
+        component is used, the others are shown at ``warn`` verbosity only.
+        """
+        report = self.log.warning if self.loaded else self.log.error
+        for name, why in self.declined.items():
+            report(
+                "requested component is not used",
+                component=name,
+                reason=why,
+                requested=f"{self.name}={','.join(self.requested)}",
+            )
 
     # -- close --------------------------------------------------------------
 

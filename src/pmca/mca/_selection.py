@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 
 from attrs import frozen
 
-from ._errors import SelectionError
+from ._errors import SelectionError, warn_user
 from ._framework import Alias
 
 
@@ -102,4 +103,36 @@ def check_included_exist(
             f"framework {framework!r}: requested component(s) {', '.join(missing)} "
             f"not found (selection {str(selection)!r} from {source}); available: {listing}"
             + (f"; aliases: {alias_text}" if alias_text else "")
+        )
+
+
+def check_excluded_exist(
+    selection: Selection,
+    available: Iterable[str],
+    aliases: Mapping[str, Alias],
+    *,
+    framework: str,
+    source: str,
+) -> None:
+    """Warn when an exclude list names a component that does not exist.
+
+    Excluding nothing is harmless (Open MPI ignores it) but almost always a
+    typo that leaves the component meant to be excluded in place.
+    """
+    if not selection.exclude:
+        return
+    known = set(available)
+    missing = [name for name in selection.names if name not in known]
+    if missing:
+        from .params import ParamWarning
+
+        listing = ", ".join(sorted(known)) or "(none)"
+        close = [m for name in missing for m in difflib.get_close_matches(name, known, n=1)]
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        warn_user(
+            ParamWarning(
+                f"framework {framework!r}: excluded component(s) {', '.join(missing)} "
+                f"do not exist (selection {str(selection)!r} from {source}){hint}; "
+                f"available: {listing}"
+            )
         )

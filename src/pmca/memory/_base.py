@@ -68,6 +68,8 @@ class MemoryBase(FrameworkBase):
                 help=help_text,
                 level=9,
                 group="memory_base",
+                # Open MPI 5 moved these from opal_* and kept the old names.
+                deprecated_synonyms=(f"opal_{name}",),
             )
 
     def _setting(self, name: str) -> str:

@@ -63,4 +63,5 @@ def attach(btl: OpenFramework, world: World, timeout: float) -> DataPath:
         bml.close()
         raise
     _tags_in_use.add(tag)
+    p2p.spin = float(btl.host.params.value("btl_base_wait_spin"))
     return DataPath(bml, p2p, tag)

@@ -86,8 +86,8 @@ class P2p:
         self._pending: dict[int, Request] = {}
         self._ids = itertools.count(1)
         self._closed = False
-        #: Seconds a wait keeps polling before it sleeps on the btls' descriptors.
-        self.spin = 0.002
+        #: Seconds a wait keeps polling before it sleeps (``btl_base_wait_spin``).
+        self.spin = 0.05
         self._registered: list[Any] = []
         try:
             for module in bml.modules:

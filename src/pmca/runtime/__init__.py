@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._domains import CleanupFailure, FinalizeDomain
+from ._handle import FrameworkHandle
 from ._inventory import ComponentEntry, FrameworkEntry, inventory
 from ._runtime import RUNTIME, Runtime
 from ._session import Session
@@ -13,6 +14,7 @@ __all__ = [
     "ComponentEntry",
     "FinalizeDomain",
     "FrameworkEntry",
+    "FrameworkHandle",
     "Runtime",
     "Session",
     "inventory",

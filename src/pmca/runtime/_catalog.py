@@ -1,4 +1,13 @@
-"""The installed frameworks: pmca's own plus those of ``pmca.frameworks``."""
+"""The installed frameworks: pmca's own plus those of ``pmca.frameworks``.
+
+A broken declaration stays with the frameworks it concerns: one that fails
+to load, declares a name already taken, depends on a framework that is not
+installed or sits on a dependency cycle is *disabled* (recorded in
+:attr:`Catalog.failures`, shown by ``pmca info`` and ``pmca doctor``), as
+is everything that depends on it; every other framework works. pmca's own
+frameworks win a name over any third party's; two third-party frameworks
+with the same name are both disabled, since neither is the obvious one.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +18,7 @@ from attrs import define, field, frozen
 from ..mca._discovery import EntryPointIndex
 from ..mca._errors import FrameworkError
 from ..mca._framework import Framework
+from ..mca.params import ParamSpace
 
 #: pmca's own frameworks, ``module:attribute`` of their declaration.
 BUILTIN_FRAMEWORKS: tuple[str, ...] = (
@@ -31,9 +41,12 @@ class FrameworkFailure:
         return f"framework {self.name} from {self.location}: {self.reason}"
 
 
-def _load_target(target: str) -> object:
+def load_builtin(target: str) -> Framework:
+    """One of :data:`BUILTIN_FRAMEWORKS`, imported."""
     module_name, _, attribute = target.partition(":")
-    return getattr(importlib.import_module(module_name), attribute)
+    framework = getattr(importlib.import_module(module_name), attribute)
+    assert isinstance(framework, Framework)
+    return framework
 
 
 @define
@@ -49,11 +62,14 @@ class Catalog:
     def discover(cls) -> Catalog:
         catalog = cls(EntryPointIndex.scan())
         for target in BUILTIN_FRAMEWORKS:
-            framework = _load_target(target)
-            assert isinstance(framework, Framework)
-            catalog._add(framework, f"built-in ({target})")
+            catalog._add(load_builtin(target), f"built-in ({target})")
+        builtin = set(catalog.frameworks)
+        third_party: dict[str, list[tuple[Framework, str]]] = {}
         for entry_point in catalog.entry_points.group("pmca.frameworks"):
             location = f"entry point pmca.frameworks:{entry_point.name} = {entry_point.value}"
+            dist = getattr(entry_point, "dist", None)
+            if dist is not None:
+                location += f" (distribution {dist.name} {dist.version})"
             try:
                 framework = entry_point.load()
                 if not isinstance(framework, Framework):
@@ -62,7 +78,7 @@ class Catalog:
                     raise FrameworkError(
                         f"declares name {framework.name!r}, entry point says {entry_point.name!r}"
                     )
-                if framework.name in catalog.frameworks:
+                if framework.name in builtin:
                     raise FrameworkError(
                         f"name already taken by {catalog.locations[framework.name]}"
                     )
@@ -71,39 +87,131 @@ class Catalog:
                     FrameworkFailure(entry_point.name, location, f"{type(exc).__name__}: {exc}")
                 )
                 continue
-            catalog._add(framework, location)
+            third_party.setdefault(framework.name, []).append((framework, location))
+        for name, offers in third_party.items():
+            if len(offers) == 1:
+                catalog._add(*offers[0])
+                continue
+            for _, location in offers:
+                others = "; ".join(where for _, where in offers if where != location)
+                catalog.failures.append(
+                    FrameworkFailure(
+                        name, location, f"FrameworkError: duplicate framework name, also {others}"
+                    )
+                )
+        catalog._disable_broken_dependencies()
         return catalog
+
+    def _disable_broken_dependencies(self) -> None:
+        """Move frameworks with a missing dependency or a cycle to :attr:`failures`."""
+        broken: dict[str, str] = {}
+        for name, framework in self.frameworks.items():
+            for dependency in framework.depends:
+                if dependency not in self.frameworks:
+                    why = (
+                        "is disabled"
+                        if any(f.name == dependency for f in self.failures)
+                        else "is not installed"
+                    )
+                    broken[name] = f"depends on framework {dependency!r}, which {why}"
+        for cycle in self._cycles():
+            text = " -> ".join([*cycle, cycle[0]])
+            for name in cycle:
+                broken.setdefault(name, f"framework dependency cycle: {text}")
+        # Whatever depends on a disabled framework cannot open either.
+        changed = True
+        while changed:
+            changed = False
+            for name, framework in self.frameworks.items():
+                if name in broken:
+                    continue
+                bad = [d for d in framework.depends if d in broken]
+                if bad:
+                    broken[name] = f"depends on framework {bad[0]!r}, which is disabled"
+                    changed = True
+        for name, reason in broken.items():
+            self.failures.append(
+                FrameworkFailure(name, self.locations[name], f"FrameworkError: {reason}")
+            )
+            del self.frameworks[name]
+
+    def _cycles(self) -> list[list[str]]:
+        """Every dependency cycle among the installed frameworks, each listed once."""
+        cycles: list[list[str]] = []
+        seen: set[frozenset[str]] = set()
+        done: set[str] = set()
+
+        def visit(name: str, path: list[str]) -> None:
+            if name in path:
+                cycle = path[path.index(name) :]
+                if frozenset(cycle) not in seen:
+                    seen.add(frozenset(cycle))
+                    cycles.append(cycle)
+                return
+            if name in done or name not in self.frameworks:
+                return
+            path.append(name)
+            for dependency in self.frameworks[name].depends:
+                visit(dependency, path)
+            path.pop()
+            done.add(name)
+
+        for name in list(self.frameworks):
+            visit(name, [])
+        return cycles
+
+    def check_names(self, space: ParamSpace) -> None:
+        """Refuse parameter values naming frameworks or components that are not installed.
+
+        Also warns about drop-in directories that do not exist.
+        """
+        from ._core_params import check_installed_names, warn_missing_directories
+
+        warn_missing_directories(space)
+        check_installed_names(
+            space,
+            self.frameworks,
+            [failure.name for failure in self.failures],
+            self.entry_points,
+        )
 
     def _add(self, framework: Framework, location: str) -> None:
         self.frameworks[framework.name] = framework
         self.locations[framework.name] = location
 
-    def get(self, name: str) -> Framework:
+    def get(self, name: str, *, needed_by: str | None = None) -> Framework:
         try:
             return self.frameworks[name]
         except KeyError:
-            installed = ", ".join(self.frameworks) or "(none)"
+            pass
+        who = f" (needed by framework {needed_by!r})" if needed_by else ""
+        failed = [str(f) for f in self.failures if f.name == name]
+        if failed:
             raise FrameworkError(
-                f"unknown framework {name!r}; installed frameworks: {installed}"
+                f"framework {name!r}{who} is disabled: " + "; ".join(failed)
             ) from None
+        installed = ", ".join(self.frameworks) or "(none)"
+        raise FrameworkError(
+            f"unknown framework {name!r}{who}; installed frameworks: {installed}"
+        ) from None
 
     def dependency_order(self, names: list[str]) -> list[str]:
         """``names`` and their dependencies, each after what it depends on."""
         ordered: list[str] = []
         visiting: list[str] = []
 
-        def visit(name: str) -> None:
+        def visit(name: str, needed_by: str | None) -> None:
             if name in ordered:
                 return
             if name in visiting:
                 cycle = " -> ".join([*visiting[visiting.index(name) :], name])
                 raise FrameworkError(f"framework dependency cycle: {cycle}")
             visiting.append(name)
-            for dependency in self.get(name).depends:
-                visit(dependency)
+            for dependency in self.get(name, needed_by=needed_by).depends:
+                visit(dependency, name)
             visiting.pop()
             ordered.append(name)
 
         for name in names:
-            visit(name)
+            visit(name, None)
         return ordered

@@ -1,8 +1,58 @@
-"""The ``mca_base_*`` parameters of the component architecture itself."""
+"""The ``mca_base_*`` parameters of the component architecture itself.
+
+Their grammar is checked where the value is read (a wrong value is a
+:class:`~pmca.mca.params.ParamValueError` naming the value and its source);
+the framework and component names they mention are checked against what is
+installed by :func:`check_installed_names` once the frameworks are known.
+"""
 
 from __future__ import annotations
 
-from ..mca.params import Enumeration, ParamSpace
+import difflib
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from ..mca._discovery import EntryPointIndex, discover_components
+from ..mca._errors import warn_user
+from ..mca._failures import (
+    SHOW_LOAD_ERRORS_VALID,
+    show_load_errors_items,
+    show_load_errors_problem,
+)
+from ..mca._framework import Framework
+from ..mca._loader import LOAD_LIST_VALID, LoadModeSpec, load_list_problem
+from ..mca._logging import DESTINATION_VALID, Destination
+from ..mca.params import (
+    Enumeration,
+    InvalidValue,
+    Param,
+    ParamSpace,
+    ParamValueError,
+    ParamWarning,
+)
+
+LOAD_LISTS = ("mca_base_component_dso", "mca_base_component_static")
+SHOW_LOAD_ERRORS = "mca_base_component_show_load_errors"
+
+
+def _check_load_list(value: Any) -> None:
+    problem = load_list_problem(str(value))
+    if problem is not None:
+        raise InvalidValue(problem)
+
+
+def _check_show_load_errors(value: Any) -> None:
+    problem = show_load_errors_problem(str(value))
+    if problem is not None:
+        raise InvalidValue(problem)
+
+
+def _check_destination(value: Any) -> None:
+    try:
+        Destination.parse(str(value))
+    except ValueError as exc:
+        raise InvalidValue(str(exc)) from None
 
 #: ``mca_base_component_stale_check``: what a stale reference to a closed
 #: component does at the last finalize.
@@ -30,6 +80,8 @@ def register_core_params(space: ParamSpace) -> None:
         help="Components loaded dynamically: imported afresh at framework open and "
         "unloaded at the last close ('all', 'none', or a list of fw and fw-comp)",
         level=9,
+        check=_check_load_list,
+        valid=LOAD_LIST_VALID,
     )
     space.register(
         "mca",
@@ -40,6 +92,19 @@ def register_core_params(space: ParamSpace) -> None:
         help="Components loaded statically, resident for the whole process ('all', 'none', "
         "or a list of fw and fw-comp; beats mca_base_component_dso at the same level)",
         level=9,
+        check=_check_load_list,
+        valid=LOAD_LIST_VALID,
+    )
+    space.register(
+        "mca",
+        "base",
+        "component_default_load_mode",
+        type=str,
+        default="static",
+        help="The load mode of a component neither mca_base_component_dso nor "
+        "mca_base_component_static names (static, as in Open MPI 5)",
+        level=9,
+        informational=True,
     )
     space.register(
         "mca",
@@ -51,6 +116,8 @@ def register_core_params(space: ParamSpace) -> None:
         "or a comma-delimited list of fw and fw/comp items, negated by a leading '^'",
         level=9,
         deprecated_synonyms=("mca_component_show_load_errors",),
+        check=_check_show_load_errors,
+        valid=SHOW_LOAD_ERRORS_VALID,
     )
     space.register(
         "mca",
@@ -58,9 +125,13 @@ def register_core_params(space: ParamSpace) -> None:
         "verbose",
         type=str,
         default="stderr",
-        help="Where verbose output goes: 'stderr', 'stdout', or 'logging' (the standard "
-        "library logger pmca.<framework>)",
+        help="Where verbose output goes: 'stderr', 'stdout', 'syslog' (with "
+        "'syslogpri:<notice|info|debug>' and 'syslogid:<str>'), or 'logging' (the "
+        "standard library logger pmca.<framework>)",
         level=9,
+        deprecated_synonyms=("mca_verbose",),
+        check=_check_destination,
+        valid=DESTINATION_VALID,
     )
     space.register(
         "mca",
@@ -95,3 +166,101 @@ def register_core_params(space: ParamSpace) -> None:
         "before failing with an error naming the peers that never answered",
         level=4,
     )
+
+
+def check_installed_names(
+    space: ParamSpace,
+    frameworks: dict[str, Framework],
+    other_names: Iterable[str],
+    index: EntryPointIndex,
+) -> None:
+    """Refuse load-mode and show-load-errors lists naming what is not installed.
+
+    ``other_names`` are frameworks that exist but could not be used (failed
+    to load, or disabled by a broken declaration): naming them is no mistake.
+    Raises :class:`ParamValueError` naming the parameter, the value, its
+    source and what is installed.
+    """
+    known = set(frameworks) | set(other_names)
+    path = [p for p in str(space.value("mca_base_component_path") or "").split(":") if p]
+    components: dict[str, set[str]] = {}
+
+    def components_of(name: str) -> set[str]:
+        if name not in components:
+            framework = frameworks.get(name)
+            found: set[str] = set()
+            if framework is not None:
+                found = set(discover_components(framework, path, index).candidates)
+                found.update(framework.aliases)
+            components[name] = found
+        return components[name]
+
+    def check(param: Param, pairs: Iterable[tuple[str, str | None]], separator: str) -> None:
+        for framework, component in pairs:
+            if framework not in known:
+                _refuse(
+                    param,
+                    f"no installed framework is called {framework!r}",
+                    framework,
+                    sorted(known),
+                    "installed frameworks",
+                )
+            elif component is not None and framework in frameworks:
+                available = components_of(framework)
+                if component not in available:
+                    _refuse(
+                        param,
+                        f"framework {framework!r} has no component {component!r}",
+                        component,
+                        sorted(available),
+                        f"{framework} components",
+                        prefix=f"{framework}{separator}",
+                    )
+
+    for name in LOAD_LISTS:
+        param = space.get(name)
+        spec = LoadModeSpec.parse(param.value, parameter=name)
+        fws, comps = spec.names()
+        check(param, [*((fw, None) for fw in sorted(fws)), *sorted(comps)], "-")
+    param = space.get(SHOW_LOAD_ERRORS)
+    parsed = show_load_errors_items(str(param.value))
+    if parsed is not None:
+        pairs: list[tuple[str, str | None]] = []
+        for item in parsed[1]:
+            framework, slash, component = item.partition("/")
+            pairs.append((framework, component if slash else None))
+        check(param, pairs, "/")
+
+
+def _refuse(
+    param: Param,
+    problem: str,
+    wrong: str,
+    known: list[str],
+    what: str,
+    *,
+    prefix: str = "",
+) -> None:
+    close = difflib.get_close_matches(wrong, known, n=1)
+    hint = f"; did you mean {prefix + close[0]!r}?" if close else ""
+    raise ParamValueError(
+        param.full_name,
+        param.value,
+        param.origin,
+        param.valid_values(),
+        f"{problem}{hint} ({what}: {', '.join(known) or '(none)'})",
+    )
+
+
+def warn_missing_directories(space: ParamSpace) -> None:
+    """A ``mca_base_component_path`` directory that does not exist is most likely a typo."""
+    param = space.get("mca_base_component_path")
+    for directory in (p for p in str(param.value or "").split(":") if p):
+        if not os.path.isdir(os.path.expanduser(directory)):
+            warn_user(
+                ParamWarning(
+                    f"MCA parameter {param.full_name!r} (from {param.origin}) names "
+                    f"{directory!r}, which is not a directory; no drop-in components "
+                    f"are found there"
+                )
+            )

@@ -14,16 +14,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..mca._discovery import EntryPointIndex
-from ..mca._errors import FrameworkError, SessionError, StaleReferenceError
+from ..mca._errors import FrameworkError, SessionError, StaleReferenceError, warn_user
 from ..mca._failures import ComponentFailure
 from ..mca._loader import LoadModeSpec
 from ..mca._logging import framework_logger
 from ..mca._open import OpenFramework
 from ..mca._stale import find_stale_references, package_of
-from ..mca.params import ParamSpace
+from ..mca.params import ParamSpace, ParamWarning
 from ._catalog import Catalog
 from ._core_params import register_core_params
 from ._domains import CleanupFailure, FinalizeDomain
+from ._unknown import Namespace, unknown_name_messages
 
 
 class Runtime:
@@ -49,6 +50,8 @@ class Runtime:
         self.scanned_packages: set[str] = {"pmca"}
         #: ``mca_base_component_stale_check`` as of the last init.
         self.stale_check = "error"
+        #: Unknown parameter names already warned about, for the space of this epoch.
+        self._warned_unknown: tuple[ParamSpace | None, set[str]] = (None, set())
 
     # -- services for open frameworks and components -------------------------
 
@@ -113,7 +116,9 @@ class Runtime:
             if name in self._opening:
                 cycle = " -> ".join([*self._opening, name])
                 raise FrameworkError(f"framework {name!r} opened while opening itself: {cycle}")
-            framework = self.catalog.get(name)
+            framework = self.catalog.get(
+                name, needed_by=self._opening[-1] if self._opening else None
+            )
             opened_dependencies: list[str] = []
             self._opening.append(name)
             try:
@@ -178,6 +183,30 @@ class Runtime:
             for dependency in reversed(state.framework.depends):
                 self.close_framework(dependency)
 
+    def warn_unknown_names(self) -> None:
+        """Warn once per epoch about given names no open framework has (typos)."""
+        with self.lock:
+            space = self.params
+            namespaces = {
+                name: Namespace(
+                    frozenset(p.full_name for p in space.params(name, "base")),
+                    frozenset(state.found),
+                    {c: frozenset(names) for c, names in state.registered.items()},
+                )
+                for name, state in self.frameworks.items()
+            }
+            disabled = [f.name for f in self.catalog.failures]
+            disabled.extend(n for n in self.catalog.frameworks if n not in self.frameworks)
+            complete = set(self.catalog.frameworks) <= set(self.frameworks)
+            messages = unknown_name_messages(space, namespaces, disabled, complete=complete)
+            if self._warned_unknown[0] is not space:  # a new epoch: warn afresh
+                self._warned_unknown = (space, set())
+            warned = self._warned_unknown[1]
+            for name, message in messages.items():
+                if name not in warned:
+                    warned.add(name)
+                    warn_user(ParamWarning(message))
+
     # -- session support -----------------------------------------------------
 
     def attach(self, mca: Mapping[str, Any]) -> None:
@@ -206,9 +235,11 @@ class Runtime:
     def _build(self, mca: Mapping[str, Any]) -> None:
         space = ParamSpace(api=dict(mca))
         register_core_params(space)
+        catalog = Catalog.discover()
+        catalog.check_names(space)
         self._space = space
+        self._catalog = catalog
         self.stale_check = space.get("mca_base_component_stale_check").value_string()
-        self._catalog = Catalog.discover()
         self.history = []
         self.close_failures = []
         self.cleanup_failures = []

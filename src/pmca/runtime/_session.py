@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..mca._errors import FrameworkError, SessionError
 from ..mca._open import ComponentInfo, OpenFramework
+from ..mca.params import ParamError
 from ._domains import FinalizeDomain
+from ._handle import FrameworkHandle
 from ._runtime import RUNTIME, Runtime
 
 if TYPE_CHECKING:
@@ -19,6 +21,42 @@ if TYPE_CHECKING:
     from ..p2p import P2p
     from ..p2p._attach import DataPath
     from ..world import World
+
+
+def _checked_mca(mca: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``Session(mca=...)`` as a dict; names must be parameter names (strings)."""
+    from ..mca.params._paramfile import KEY
+
+    if mca is None:
+        return {}
+    if not isinstance(mca, Mapping):
+        raise TypeError(
+            f"Session(mca=...) takes a mapping of parameter names to values, "
+            f"not {type(mca).__name__}"
+        )
+    for name in mca:
+        if not isinstance(name, str) or not KEY.fullmatch(name):
+            raise ParamError(
+                f"Session(mca=...): {name!r} is not an MCA parameter name "
+                f"(names are strings matching [A-Za-z_][A-Za-z0-9_]*, like 'memory')"
+            )
+    return dict(mca)
+
+
+def _checked_frameworks(frameworks: Sequence[str] | None) -> list[str] | None:
+    """``Session(frameworks=...)`` as a list of names; a lone string is a mistake."""
+    if frameworks is None:
+        return None
+    if isinstance(frameworks, str):
+        raise TypeError(
+            f"Session(frameworks=...) takes a list of framework names, not a string; "
+            f"did you mean frameworks=[{frameworks!r}]?"
+        )
+    names = list(frameworks)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"Session(frameworks=...): {name!r} is not a framework name (a string)")
+    return names
 
 
 class _State(enum.Enum):
@@ -49,8 +87,8 @@ class Session:
         world: World | None = None,
         _runtime: Runtime | None = None,
     ) -> None:
-        self._mca = dict(mca or {})
-        self._requested = None if frameworks is None else list(frameworks)
+        self._mca = _checked_mca(mca)
+        self._requested = _checked_frameworks(frameworks)
         self._runtime = _runtime or RUNTIME
         self._state = _State.NEW
         self._opened: list[str] = []
@@ -76,6 +114,7 @@ class Session:
                 for name in runtime.catalog.dependency_order(names):
                     runtime.open_framework(name)
                     self._opened.append(name)
+                runtime.warn_unknown_names()
                 self._data = self._attach_data_path()
             except BaseException:
                 self._close_data_path()
@@ -166,6 +205,11 @@ class Session:
         if state is None:
             raise FrameworkError(f"framework {name!r} is not open")
         return state
+
+    def framework(self, name: str) -> FrameworkHandle:
+        """An open framework: its own hooks (``.hook``), modules and components."""
+        state = self._framework(name)
+        return FrameworkHandle(state, lambda: self._framework(name))
 
     def modules(self, framework: str) -> list[object]:
         """The selected modules of ``framework``, best first."""

@@ -71,11 +71,29 @@ def _text(data: str | bytes | None) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else data
 
 
+def builtin_selections() -> dict[str, str]:
+    """``PMCA_MCA_<fw>`` selecting only pmca's own components, for each built-in framework.
+
+    A scenario demonstrates pmca's machinery: a third-party component that
+    happens to be installed (and would win selection) must not take its place.
+    """
+    from ..runtime._catalog import BUILTIN_FRAMEWORKS, load_builtin
+
+    selections: dict[str, str] = {}
+    for target in BUILTIN_FRAMEWORKS:
+        framework = load_builtin(target)
+        names = ",".join(ref.name for ref in framework.static_components)
+        if names:
+            selections[f"PMCA_MCA_{framework.name}"] = names
+    return selections
+
+
 def _child_environment(extra: Mapping[str, str] | None, inherit_mca: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if inherit_mca or not k.startswith("PMCA_MCA_")}
     env.update({k: os.environ[k] for k in LOAD_MODE_VARIABLES if k in os.environ})
-    if not inherit_mca:  # nor a parameter file of the user's
+    if not inherit_mca:  # nor a parameter file of the user's, nor a third party's component
         env["PMCA_MCA_mca_base_param_files"] = "none"
+        env.update(builtin_selections())
     # The child must import this very pmca, wherever it was imported from.
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))

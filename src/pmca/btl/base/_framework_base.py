@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...mca._context import FrameworkParams
 from ...mca._failures import ComponentFailure
 from ...mca._framework import FrameworkBase
 from .._interface import BtlModule
@@ -13,6 +14,18 @@ class BtlBase(FrameworkBase):
     A module whose finalize raises is reported like any failing component
     and the others still finalize.
     """
+
+    def register_params(self, params: FrameworkParams) -> None:
+        params.register(
+            "wait_spin",
+            type=float,
+            default=0.05,
+            level=5,
+            settable=True,
+            help="Seconds a blocking p2p wait keeps polling the btls before it sleeps on "
+            "their file descriptors (Open MPI's ranks poll forever: lowest latency, one "
+            "busy core per waiting rank; 0 sleeps at once, for oversubscribed hosts)",
+        )
 
     def modules(self) -> list[BtlModule]:
         return [m for m in self.framework.modules if isinstance(m, BtlModule)]

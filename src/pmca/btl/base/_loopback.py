@@ -8,6 +8,7 @@ compares checksums and times the round trips. Used by ``pmca doctor``.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 import subprocess
@@ -55,23 +56,31 @@ def _echo(p2p: Any, rank: int) -> tuple[float, float]:
     return 0.0, 0.0
 
 
-def run_side(btl: str, fd: int, rank: int, timeout: float) -> tuple[float, float]:
-    """One side of the check (rank 0 returns latency in s and bandwidth in B/s)."""
+def run_side(
+    btl: str, fd: int, rank: int, timeout: float, mca: dict[str, Any] | None = None
+) -> tuple[float, float, int]:
+    """One side of the check.
+
+    Rank 0 returns the latency in s, the bandwidth in B/s and how many sends
+    its btl made zero-copy.
+    """
     from ...runtime import Session
     from ...world import PairWorld
 
     sock = socket.socket(fileno=fd)
-    mca = {"btl": f"self,{btl}", "pmca_base_modex_timeout": timeout}
-    with Session(mca=mca, frameworks=["btl"], world=PairWorld(sock, rank)) as session:
+    settings = {**(mca or {}), "btl": f"self,{btl}", "pmca_base_modex_timeout": timeout}
+    with Session(mca=settings, frameworks=["btl"], world=PairWorld(sock, rank)) as session:
         reach = session.reach(1 - rank)
         if not reach or reach[0] != btl:
             raise AssertionError(f"rank {rank} reaches its peer through {reach}, not {btl}")
-        return _echo(session.p2p, rank)
+        latency, bandwidth = _echo(session.p2p, rank)
+        zerocopy = sum(int(getattr(m, "zerocopy_sends", 0)) for m in session.modules("btl"))
+        return latency, bandwidth, zerocopy
 
 
 def _child_main() -> None:
-    btl, fd, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-    run_side(btl, fd, 1, timeout)
+    btl, fd, timeout, mca = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+    run_side(btl, fd, 1, timeout, json.loads(mca))
 
 
 def check_self() -> LoopbackResult:
@@ -94,11 +103,12 @@ def check_self() -> LoopbackResult:
     return LoopbackResult("self", True, "0 B, 8 B and 8 MiB messages to itself, checksums equal")
 
 
-def check(btl: str, timeout: float = 60.0) -> LoopbackResult:
+def check(btl: str, timeout: float = 60.0, mca: dict[str, Any] | None = None) -> LoopbackResult:
     """Run the two-process check of ``btl``; never raises."""
     parent, child_end = socket.socketpair()
     code = "from pmca.btl.base._loopback import _child_main; _child_main()"
     args = [sys.executable, "-c", code, btl, str(child_end.fileno()), str(timeout)]
+    args.append(json.dumps(mca or {}))
     try:
         child = subprocess.Popen(
             args, pass_fds=[child_end.fileno()], stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -107,7 +117,7 @@ def check(btl: str, timeout: float = 60.0) -> LoopbackResult:
         return LoopbackResult(btl, False, f"cannot start the child: {exc}")
     child_end.close()
     try:
-        latency, bandwidth = run_side(btl, parent.detach(), 0, timeout)
+        latency, bandwidth, zerocopy = run_side(btl, parent.detach(), 0, timeout, mca)
     except Exception as exc:
         child.kill()
         _, err = child.communicate(timeout=timeout)
@@ -125,7 +135,8 @@ def check(btl: str, timeout: float = 60.0) -> LoopbackResult:
         btl,
         True,
         f"8 B latency {latency * 1e6:.1f} us, {_LARGE >> 20} MiB bandwidth "
-        f"{bandwidth / 1e6:.0f} MB/s, checksums equal",
+        f"{bandwidth / 1e6:.0f} MB/s, checksums equal"
+        + (f", {zerocopy} zero-copy sends" if zerocopy else ""),
         latency * 1e6,
         bandwidth / 1e6,
     )

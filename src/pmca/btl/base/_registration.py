@@ -85,7 +85,7 @@ class Registrations:
         self._cache: Any = None
         if cached:
             try:
-                from ... import rcache  # type: ignore[attr-defined,unused-ignore]
+                from ... import rcache
 
                 self._cache = rcache.create("grdma", backend)
             except Exception as exc:

@@ -88,6 +88,12 @@ class TcpComponent(Component):
                 f"{param.full_name} = {zerocopy!r} ({param.origin}): expected true, false or auto"
             )
         leave_pinned, why = leave_pinned_wanted(ctx.host.params)
+        if leave_pinned:
+            # Registrations stay cached in grdma (Open MPI's btl opens rcache too).
+            try:
+                ctx.open_framework("rcache")
+            except Exception as exc:
+                leave_pinned, why = False, f"the rcache framework did not open: {exc}"
         ctx.log.debug("registration", leave_pinned=leave_pinned, why=why)
         settings = TcpSettings(
             interfaces=self._interfaces,

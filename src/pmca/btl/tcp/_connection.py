@@ -67,7 +67,8 @@ class Connection:
         self.closed: BaseException | None = None
         self.zerocopy = zerocopy and self._enable_zerocopy()
         self.zerocopy_pending = 0
-        self._zerocopy_sent = 0
+        #: Sends that went out with MSG_ZEROCOPY (for reports and tests).
+        self.zerocopy_sends = 0
 
     @property
     def rank_name(self) -> str:
@@ -116,6 +117,7 @@ class Connection:
                 return done
             if flags:
                 self.zerocopy_pending += 1
+                self.zerocopy_sends += 1
             while sent:
                 head = buffers[0]
                 if sent >= head.nbytes:

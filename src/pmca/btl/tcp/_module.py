@@ -408,6 +408,11 @@ class TcpModule(ModuleBase):
                 connection.reap_zerocopy()
         return done
 
+    @property
+    def zerocopy_sends(self) -> int:
+        """How many sends went out with MSG_ZEROCOPY on the open connections."""
+        return sum(c.zerocopy_sends for c in self._connections.values())
+
     def wait_fds(self) -> list[int] | None:
         live = [c for c in self._connections.values() if c.closed is None]
         if any(c.queue or c.in_bulk() for c in live):

@@ -37,16 +37,19 @@ def format_readable(param: Param, *, name: str | None = None) -> list[str]:
     elif param.synonyms:
         extras.append("synonyms: " + ", ".join(s.name for s in param.synonyms))
     level = param.level
+    kind = "informational" if param.informational else "parameter"
     head = (
-        f'parameter "{shown}" (current value: "{param.value_string()}", '
+        f'{kind} "{shown}" (current value: "{param.value_string()}", '
         f"data source: {param.origin}, level: {int(level)} {level.label}, "
         f"type: {param.type.type_name}" + "".join(f", {extra}" for extra in extras) + ")"
     )
     lines = [head]
     if param.help:
         lines.extend(param.help.splitlines())
-    if _enumerators(param) is not None:
-        lines.append(f"Valid values: {param.valid_values()}")
+    enumeration = _enumerators(param)
+    if enumeration is not None:
+        # Open MPI's form, which scrapers of ompi_info output parse.
+        lines.append(f"Valid values: {enumeration.listing()}")
     return lines
 
 

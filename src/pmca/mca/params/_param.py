@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -57,6 +57,13 @@ class Definition:
     #: Sources a value may come from besides the default (core parameters
     #: that choose the files cannot themselves come from a file).
     sources: frozenset[Source]
+    #: Checks a converted value beyond its type (a grammar, a set of words);
+    #: raises :class:`InvalidValue` with the reason.
+    check: Callable[[Any], None] | None = None
+    #: What ``check`` accepts, shown as the valid values.
+    valid: str | None = None
+    #: Read-only information (Open MPI's ``DEFAULT_ONLY``): only the default counts.
+    informational: bool = False
 
 
 class Param:
@@ -142,6 +149,12 @@ class Param:
         return self._definition.internal
 
     @property
+    def informational(self) -> bool:
+        """Read-only information: its value is always the default (``ompi_info``'s
+        "informational" variables)."""
+        return self._definition.informational
+
+    @property
     def synonyms(self) -> tuple[Synonym, ...]:
         return self._definition.synonyms
 
@@ -181,6 +194,8 @@ class Param:
         """Why :meth:`ParamSpace.set` would refuse, or ``None`` if it would not."""
         if self._override_lock is not None:
             return self._override_lock
+        if self._definition.informational:
+            return "the parameter is informational (read-only): its value is always the default"
         if not self._definition.settable:
             return "the parameter is read-only (not registered as settable)"
         return self._framework_lock
@@ -196,6 +211,8 @@ class Param:
 
     def valid_values(self) -> str:
         """A description of the values this parameter accepts."""
+        if self._definition.valid is not None:
+            return self._definition.valid
         return describe_valid(self.type, self.enumeration)
 
     def __repr__(self) -> str:
@@ -234,6 +251,9 @@ def make_definition(
     deprecated_synonyms: Sequence[str],
     group: str | None,
     sources: frozenset[Source],
+    check: Callable[[Any], None] | None = None,
+    valid: str | None = None,
+    informational: bool = False,
 ) -> Definition:
     """Validate and normalize what ``register`` was given (the default is parsed)."""
     where = f"MCA parameter {full_name!r}"
@@ -254,9 +274,15 @@ def make_definition(
     else:
         try:
             typed_default = convert(ptype, enumeration, default)
+            if check is not None:
+                check(typed_default)
         except InvalidValue as exc:
             raise ParamValueError(
-                full_name, default, DEFAULT_ORIGIN, describe_valid(ptype, enumeration), str(exc)
+                full_name,
+                default,
+                DEFAULT_ORIGIN,
+                valid or describe_valid(ptype, enumeration),
+                str(exc),
             ) from None
     all_synonyms = tuple(Synonym(s, False) for s in synonyms) + tuple(
         Synonym(s, True) for s in deprecated_synonyms
@@ -284,6 +310,9 @@ def make_definition(
         synonyms=all_synonyms,
         group=group,
         sources=sources,
+        check=check,
+        valid=valid,
+        informational=bool(informational),
     )
 
 

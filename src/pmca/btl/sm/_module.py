@@ -1,0 +1,451 @@
+"""The sm module: active messages through shared-memory FIFOs, put/get with CMA.
+
+Each process publishes the memfd of its segment (and the write end of its
+wake pipe) as ``(pid, fd)`` pairs; a peer on the same host, in the same pid
+namespace, opens them with ``pidfd_getfd`` (or ``/proc/<pid>/fd/<n>``) and
+maps the segment.  Sends copy into a fragment of the sender's own segment
+and queue its address in the receiver's FIFO; put/get are one
+``process_vm_writev``/``process_vm_readv``.  Where the kernel refuses CMA
+(probed at add_procs, or met at first use) put/get are *emulated*: the
+owner of the memory streams it through the FIFOs (:mod:`._emulated`).
+With ``btl_sm_single_copy_mechanism=none`` the module offers no PUT/GET
+and the message layer streams large messages itself.  Both are
+copy-in/copy-out through the segments.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from attrs import frozen
+
+from .._interface import (
+    BtlError,
+    Buffer,
+    Completion,
+    Endpoint,
+    Flags,
+    Limits,
+    MemoryHandle,
+    ModexError,
+    PeerFailed,
+    Proc,
+)
+from ..base import ModuleBase, NoPinBackend, Registrations, host_id
+from ._emulated import INTERNAL_TAGS, Emulation
+from ._transport import SegmentAddress, Transport, TransportError, buffer_address
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
+DEFAULTS = Limits(
+    exclusivity=65535,  # below self (65536), far above tcp (100)
+    latency=1,
+    bandwidth=20_000,
+    eager_limit=4 * 1024,
+    rndv_eager_limit=32 * 1024,
+    max_send_size=32 * 1024,
+    flags=Flags.SEND | Flags.SEND_INPLACE | Flags.RDMA | Flags.SINGLE_COPY,
+    put_limit=1 << 62,
+    get_limit=1 << 62,
+)
+#: Single-copy mechanisms (``btl_sm_single_copy_mechanism``).
+MECHANISMS = ("none", "cma", "emulated")
+_FLAGS = {
+    "cma": DEFAULTS.flags,
+    # put/get through the FIFOs: still RDMA for the message layer
+    "emulated": Flags.SEND | Flags.SEND_INPLACE | Flags.RDMA,
+    # sends only: the message layer pipelines large messages itself
+    "none": Flags.SEND | Flags.SEND_INPLACE,
+}
+
+_MAGIC = b"PMSM"
+_VERSION = 1
+# magic, version, reserved, pid, memfd, wake fd, segment size, segment base, pid namespace
+_ADDRESS = struct.Struct("<4sHHiiiQQQ")
+# registration key, base, size
+_KEY = struct.Struct("<QQQ")
+
+
+def _limits_for(limits: Limits, mechanism: str) -> Limits:
+    rdma = mechanism != "none"
+    return attrs.evolve(
+        limits,
+        flags=_FLAGS[mechanism],
+        put_limit=DEFAULTS.put_limit if rdma else 0,
+        get_limit=DEFAULTS.get_limit if rdma else 0,
+    )
+
+
+@frozen
+class SmEndpoint:
+    rank: int
+    pid: int
+
+
+def pack_address(address: SegmentAddress, namespace: int) -> bytes:
+    """What a process publishes in the modex for its sm segment."""
+    a = address
+    return _ADDRESS.pack(_MAGIC, _VERSION, 0, a.pid, a.fd, a.wake_fd, a.size, a.base, namespace)
+
+
+def pid_namespace() -> int:
+    """The inode of this process's pid namespace (pids mean the same only inside one)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+@attrs.define(eq=False)
+class _Queued:
+    """A send waiting for a free fragment or FIFO slot (its parts are not copied)."""
+
+    tag: int
+    head: bytes
+    body: Any
+    callback: Completion | None
+
+
+class SmModule(ModuleBase):
+    """Shared memory to every peer on this host."""
+
+    def __init__(
+        self,
+        limits: Limits,
+        transport: Transport,
+        log: FilteringBoundLogger,
+        *,
+        mechanism: str,
+        allow_getfd: bool,
+    ) -> None:
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"btl sm: unknown single-copy mechanism {mechanism!r}")
+        super().__init__("sm", _limits_for(limits, mechanism), log)
+        self.transport = transport
+        #: ``cma``, ``emulated`` or ``none`` (see the module docstring).
+        self.mechanism = mechanism
+        self._allow_getfd = allow_getfd
+        self._host = host_id()
+        self._namespace = pid_namespace()
+        self._endpoints: dict[int, SmEndpoint] = {}
+        self._queues: dict[int, deque[_Queued]] = {}
+        self._queued = 0  # sends waiting in _queues, so progress skips them cheaply
+        self._armed = False
+        self._registrations = Registrations("sm", NoPinBackend(), cached=False, log=log)
+        self._emulation = Emulation(
+            self._send_internal, self._registrations.check, limits.max_send_size
+        )
+        #: How each peer's segment was opened (``pidfd_getfd`` or ``/proc``).
+        self.attached_via: dict[int, str] = {}
+
+    # -- modex -------------------------------------------------------------
+
+    def address(self) -> bytes:
+        return pack_address(self.transport.address, self._namespace)
+
+    def _parse(self, proc: Proc) -> tuple[SegmentAddress, int]:
+        raw = proc.address or b""
+        try:
+            magic, version, _, pid, fd, wake_fd, size, base, namespace = _ADDRESS.unpack(raw)
+        except struct.error:
+            raise ModexError(
+                f"btl sm: rank {proc.rank} published a {len(raw)}-byte address, "
+                f"not the {_ADDRESS.size}-byte sm address ({raw[:16]!r})"
+            ) from None
+        if magic != _MAGIC or version != _VERSION:
+            raise ModexError(
+                f"btl sm: rank {proc.rank} published {magic!r} version {version}, "
+                f"not {_MAGIC!r} version {_VERSION} (another pmca version?)"
+            )
+        if pid != proc.pid:
+            raise ModexError(
+                f"btl sm: rank {proc.rank}'s address names pid {pid}, but the rank is pid "
+                f"{proc.pid}"
+            )
+        return SegmentAddress(pid, fd, wake_fd, size, base), namespace
+
+    def add_procs(self, procs: Sequence[Proc]) -> list[Endpoint | None]:
+        me = next((proc for proc in procs if proc.local), None)
+        if me is None:
+            raise BtlError("btl sm: add_procs was not given this process (local=True)")
+        if not self._endpoints:
+            self.transport.bind(me.rank, max(proc.rank for proc in procs) + 1)
+        endpoints: list[Endpoint | None] = []
+        for proc in procs:
+            endpoints.append(self._add(proc) if not proc.local else None)
+        return endpoints
+
+    def _add(self, proc: Proc) -> SmEndpoint | None:
+        if proc.address is None or proc.host != self._host:
+            return None
+        address, namespace = self._parse(proc)
+        if namespace != self._namespace:
+            self.log.info("peer in another pid namespace; not reachable", rank=proc.rank)
+            return None
+        if proc.rank in self._endpoints:
+            return self._endpoints[proc.rank]
+        try:
+            how = self.transport.attach(proc.rank, address, allow_getfd=self._allow_getfd)
+        except TransportError as exc:
+            if exc.errno == errno.EPROTO:
+                raise ModexError(f"btl sm: rank {proc.rank}: {exc.strerror}") from exc
+            if exc.errno == errno.ESRCH:
+                raise PeerFailed(
+                    f"btl sm: rank {proc.rank} (pid {proc.pid}) exited before add_procs",
+                    rank=proc.rank,
+                ) from exc
+            self.log.info("cannot map peer segment; not reachable", rank=proc.rank, why=str(exc))
+            return None
+        self.attached_via[proc.rank] = how
+        if self.mechanism == "cma":
+            refused = self.transport.cma_refusal(address)
+            if refused:
+                self._emulate(proc.rank, refused)
+        endpoint = SmEndpoint(proc.rank, proc.pid)
+        self._endpoints[proc.rank] = endpoint
+        self._queues[proc.rank] = deque()
+        return endpoint
+
+    @property
+    def single_copy(self) -> bool:
+        return self.mechanism == "cma"
+
+    def _emulate(self, rank: int, code: int) -> None:
+        """CMA was refused: emulate put/get from now on (copy-in/copy-out)."""
+        self.mechanism = "emulated"
+        self.limits = _limits_for(self.limits, "emulated")
+        self.log.warning(
+            "CMA refused; put/get emulated through the segment (copy-in/copy-out)",
+            rank=rank,
+            error=os.strerror(code),
+        )
+
+    def del_procs(self, endpoints: Sequence[Endpoint]) -> None:
+        failure = BtlError("btl sm: the peer was removed (del_procs) with the send queued")
+        for endpoint in endpoints:
+            if self._endpoints.pop(endpoint.rank, None) is None:
+                continue
+            queued = self._queues.pop(endpoint.rank, deque())
+            self.transport.detach(endpoint.rank)
+            self.attached_via.pop(endpoint.rank, None)
+            self._queued -= len(queued)
+            for item in queued:
+                if item.callback is not None:
+                    item.callback(failure)
+            self._emulation.fail(endpoint.rank, failure)
+
+    def endpoint(self, rank: int) -> SmEndpoint | None:
+        """The endpoint of ``rank``, if this module reaches it."""
+        return self._endpoints.get(rank)
+
+    def _endpoint(self, endpoint: Endpoint) -> SmEndpoint:
+        known = self._endpoints.get(endpoint.rank)
+        if known is None:
+            raise PeerFailed(f"btl sm: rank {endpoint.rank} is not reachable", rank=endpoint.rank)
+        return known
+
+    # -- active messages ----------------------------------------------------
+
+    @staticmethod
+    def _split(parts: Sequence[Buffer]) -> tuple[bytes, Any]:
+        if len(parts) == 2 and type(parts[0]) is bytes:
+            return parts[0], parts[1]
+        if len(parts) == 1:
+            only = parts[0]
+            return (only, b"") if type(only) is bytes else (b"", only)
+        return b"", b"".join(parts)
+
+    def sendi(self, endpoint: Endpoint, tag: int, parts: Sequence[Buffer]) -> bool:
+        rank = endpoint.rank
+        if self._queues.get(rank):
+            return False  # keep order behind what is already queued
+        self._endpoint(endpoint)
+        head, body = self._split(parts)
+        return self._send_now(rank, tag, head, body)
+
+    def _send_now(self, rank: int, tag: int, head: bytes, body: Any) -> bool:
+        try:
+            return self.transport.send(rank, tag, head, body)
+        except ValueError as exc:
+            raise BtlError(f"btl sm: send to rank {rank}: {exc}") from exc
+
+    def send(
+        self,
+        endpoint: Endpoint,
+        tag: int,
+        parts: Sequence[Buffer],
+        callback: Completion | None = None,
+    ) -> None:
+        self._endpoint(endpoint)
+        head, body = self._split(parts)
+        queue = self._queues[endpoint.rank]
+        if not queue and self._send_now(endpoint.rank, tag, head, body):
+            if callback is not None:
+                callback(None)
+            return
+        queue.append(_Queued(tag, head, body, callback))
+        self._queued += 1
+
+    def _send_internal(self, rank: int, tag: int, head: bytes, body: Any) -> None:
+        queue = self._queues.get(rank)
+        if queue is None:
+            return  # the peer was removed meanwhile
+        if not queue and self._send_now(rank, tag, head, body):
+            return
+        queue.append(_Queued(tag, head, body, None))
+        self._queued += 1
+
+    def _flush(self) -> int:
+        done = 0
+        for rank, queue in self._queues.items():
+            while queue:
+                item = queue[0]
+                if not self._send_now(rank, item.tag, item.head, item.body):
+                    break
+                queue.popleft()
+                self._queued -= 1
+                done += 1
+                if item.callback is not None:
+                    item.callback(None)
+        return done
+
+    # -- put / get ------------------------------------------------------------
+
+    def register_mem(self, endpoint: Endpoint | None, base: int, size: int) -> MemoryHandle:
+        if self.mechanism == "none":
+            raise BtlError("btl sm: btl_sm_single_copy_mechanism=none offers no put/get")
+        return self._registrations.register(base, size, lambda *key: _KEY.pack(*key))
+
+    def deregister_mem(self, handle: MemoryHandle) -> None:
+        self._registrations.deregister(handle)
+
+    def _rdma(
+        self,
+        write: bool,
+        endpoint: Endpoint,
+        local: memoryview,
+        remote_address: int,
+        remote_handle: bytes,
+        callback: Completion,
+    ) -> None:
+        peer = self._endpoint(endpoint)
+        operation = "put" if write else "get"
+        if self.mechanism == "none":
+            raise BtlError("btl sm: btl_sm_single_copy_mechanism=none offers no put/get")
+        try:
+            key, base, size = _KEY.unpack(remote_handle)
+        except struct.error:
+            raise BtlError(
+                f"btl sm: malformed remote handle from rank {peer.rank}: {remote_handle!r}"
+            ) from None
+        length = local.nbytes
+        if remote_address < base or remote_address + length > base + size:
+            raise BtlError(
+                f"btl sm: {operation} of [{remote_address:#x}, +{length}) on rank {peer.rank} "
+                f"is outside its registration [{base:#x}, +{size})"
+            )
+        if self.mechanism == "emulated":
+            emulate = self._emulation.put if write else self._emulation.get
+            emulate(peer.rank, local, key, remote_address, callback)
+            return
+        address, _, keep = buffer_address(local) if length else (0, 0, None)
+        try:
+            self.transport.cma(
+                peer.pid, write=write, local=address, remote=remote_address, length=length
+            )
+        except TransportError as exc:
+            del keep
+            if exc.errno in (errno.EPERM, errno.EACCES):
+                self._emulate(peer.rank, exc.errno)
+                self._rdma(write, endpoint, local, remote_address, remote_handle, callback)
+                return
+            error: BaseException = exc
+            if exc.errno == errno.ESRCH or not self.transport.alive(peer.rank):
+                error = PeerFailed(
+                    f"btl sm: rank {peer.rank} (pid {peer.pid}) died during {operation}: {exc}",
+                    rank=peer.rank,
+                )
+                self.peer_lost(peer, error)
+            callback(error)
+            return
+        del keep
+        callback(None)
+
+    def put(
+        self,
+        endpoint: Endpoint,
+        local: memoryview,
+        local_handle: MemoryHandle | None,
+        remote_address: int,
+        remote_handle: bytes,
+        callback: Completion,
+    ) -> None:
+        self._rdma(True, endpoint, local, remote_address, remote_handle, callback)
+
+    def get(
+        self,
+        endpoint: Endpoint,
+        local: memoryview,
+        local_handle: MemoryHandle | None,
+        remote_address: int,
+        remote_handle: bytes,
+        callback: Completion,
+    ) -> None:
+        self._rdma(False, endpoint, local, remote_address, remote_handle, callback)
+
+    # -- progress -------------------------------------------------------------
+
+    def progress(self) -> int:
+        transport = self.transport
+        if self._armed:
+            self._armed = False
+            transport.disarm()
+        done = 0
+        endpoints = self._endpoints
+        # Each poll hands back the fragment of the message before it, and
+        # the last (empty) poll the final one: no separate release call.
+        while (message := transport.poll()) is not None:
+            source, tag, data = message
+            endpoint = endpoints.get(source)
+            if endpoint is None:
+                continue
+            if tag in INTERNAL_TAGS:
+                done += self._emulation.handle(source, tag, data)
+            else:
+                self.deliver(endpoint, tag, data)
+                done += 1
+        if self._queued:
+            done += self._flush()
+        return done
+
+    def wait_fds(self) -> list[int]:
+        """Arms the wake pipe: call it right before each sleep (as the p2p engine does)."""
+        if self.transport.closed:
+            return []
+        self._armed = True
+        self.transport.arm()
+        return [self.transport.wake_fd]
+
+    def finalize(self) -> None:
+        failure = BtlError("btl sm was finalized with the send queued")
+        queues, self._queues = self._queues, {}
+        self._queued = 0
+        for queue in queues.values():
+            for item in queue:
+                if item.callback is not None:
+                    item.callback(failure)
+        self._emulation.fail(None, failure)
+        self._endpoints.clear()
+        self.attached_via.clear()
+        self._registrations.release_all()
+        self.transport.close()
+
+
+__all__ = ["DEFAULTS", "MECHANISMS", "SmEndpoint", "SmModule"]

@@ -1,0 +1,382 @@
+"""Typed view of libpmca_btl_sm.so: one process's segment and its peers.
+
+The library is opened by the component loader (so that a dso-mode ``sm``
+really unloads it); this wrapper only receives the handle.  Operations on
+the process-local context are called with the GIL held (``PYFUNCTYPE``),
+which serialises them without a lock; ``wait`` and the CMA copies release
+it, since they may block or move many bytes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+LIBRARY_NAME = "libpmca_btl_sm.so"
+ABI = 1
+FRAGMENT_HEADER_BYTES = 64
+
+_VIA = {1: "pidfd_getfd", 2: "/proc/<pid>/fd"}
+
+
+def library_path() -> Path:
+    """Where the transport library is installed: next to this module."""
+    return Path(__file__).with_name(LIBRARY_NAME)
+
+
+class TransportError(OSError):
+    """A transport operation failed; the message names the peer and the call."""
+
+
+@attrs.frozen
+class SegmentAddress:
+    """What a process publishes so that local peers can map its segment."""
+
+    pid: int
+    fd: int  # the segment's memfd in the owner
+    wake_fd: int  # the owner's wake pipe (write end), written when it sleeps in select()
+    size: int
+    base: int  # where the owner maps it (CMA probes read the magic there)
+
+
+@attrs.frozen
+class TransportConfig:
+    """Sizes of one process's segment."""
+
+    fifo_capacity: int = 1024
+    eager_size: int = 4096
+    eager_count: int = 64
+    max_size: int = 32768
+    max_count: int = 32
+
+    def __attrs_post_init__(self) -> None:
+        if self.fifo_capacity < 2 or self.fifo_capacity & (self.fifo_capacity - 1):
+            raise ValueError(f"fifo_capacity must be a power of two >= 2, not {self.fifo_capacity}")
+        if not 0 < self.eager_size <= self.max_size:
+            raise ValueError(
+                f"need 0 < eager_size <= max_size, got {self.eager_size} and {self.max_size}"
+            )
+        if self.eager_count < 1 or self.max_count < 1:
+            raise ValueError("each fragment pool needs at least one fragment")
+
+
+class _Config(ctypes.Structure):
+    _fields_ = (
+        ("fifo_capacity", ctypes.c_uint32),
+        ("eager_size", ctypes.c_uint32),
+        ("eager_count", ctypes.c_uint32),
+        ("max_size", ctypes.c_uint32),
+        ("max_count", ctypes.c_uint32),
+    )
+
+
+class _Delivery(ctypes.Structure):
+    _fields_ = (
+        ("source", ctypes.c_uint32),
+        ("tag", ctypes.c_uint32),
+        ("length", ctypes.c_uint64),
+        ("offset", ctypes.c_uint64),
+    )
+
+
+_STAT_NAMES = ("sent", "received", "fifo_full", "no_fragment", "wakeups", "dropped")
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = tuple((name, ctypes.c_uint64) for name in _STAT_NAMES)
+
+
+_u32, _u64, _i32, _i64 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32, ctypes.c_int64
+_ptr = ctypes.c_void_p
+_int = ctypes.c_int
+
+# name: (restype, argtypes, keeps the GIL)
+_PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...], bool]] = {
+    "pmca_sm_abi": (_u32, (), True),
+    "pmca_sm_config_size": (_u32, (), True),
+    "pmca_sm_delivery_size": (_u32, (), True),
+    "pmca_sm_fragment_header_size": (_u32, (), True),
+    "pmca_sm_create": (_ptr, (_ptr, ctypes.POINTER(_int)), True),
+    "pmca_sm_destroy": (None, (_ptr,), True),
+    "pmca_sm_bind": (_int, (_ptr, _u32, _u32), True),
+    "pmca_sm_memfd": (_int, (_ptr,), True),
+    "pmca_sm_wake_read_fd": (_int, (_ptr,), True),
+    "pmca_sm_wake_write_fd": (_int, (_ptr,), True),
+    "pmca_sm_arm": (_int, (_ptr,), True),
+    "pmca_sm_disarm": (None, (_ptr,), True),
+    "pmca_sm_segment_size": (_u64, (_ptr,), True),
+    "pmca_sm_segment_base": (_u64, (_ptr, _u32), True),
+    "pmca_sm_attach": (
+        _int,
+        (_ptr, _u32, _i32, _i32, _i32, _u64, _int, ctypes.POINTER(_int)),
+        True,
+    ),
+    "pmca_sm_detach": (_int, (_ptr, _u32), True),
+    "pmca_sm_peer_alive": (_int, (_ptr, _u32), True),
+    "pmca_sm_send": (_int, (_ptr, _u32, _u32, _ptr, _u64, _ptr, _u64), True),
+    "pmca_sm_poll": (_int, (_ptr, _ptr), True),
+    "pmca_sm_release": (None, (_ptr,), True),
+    "pmca_sm_pending": (_int, (_ptr,), True),
+    "pmca_sm_wait": (_int, (_ptr, _i64, _u32), False),
+    "pmca_sm_interrupt": (None, (_ptr,), True),
+    "pmca_sm_stats": (None, (_ptr, _ptr), True),
+    "pmca_sm_cma": (_i64, (_i32, _int, _u64, _u64, _u64), False),
+}
+
+
+class _Functions:
+    """The library's entry points, each bound with the right GIL policy."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        for name, (restype, argtypes, keep_gil) in _PROTOTYPES.items():
+            factory = ctypes.PYFUNCTYPE if keep_gil else ctypes.CFUNCTYPE
+            prototype = factory(restype, *argtypes)
+            setattr(self, name.removeprefix("pmca_sm_"), prototype((name, lib)))
+        if (
+            self.abi() != ABI
+            or self.config_size() != ctypes.sizeof(_Config)
+            or self.delivery_size() != ctypes.sizeof(_Delivery)
+            or self.fragment_header_size() != FRAGMENT_HEADER_BYTES
+        ):
+            raise TransportError(
+                errno.EPROTO, f"{LIBRARY_NAME} does not match this pmca version; rebuild it"
+            )
+
+    def __getattr__(self, name: str) -> Any:  # typed access to the bound functions
+        raise AttributeError(name)
+
+
+def _error(code: int, what: str) -> TransportError:
+    return TransportError(code, f"{what}: {os.strerror(code)}")
+
+
+def buffer_pointer(data: Any) -> tuple[Any, int]:
+    """A ctypes-passable pointer to ``data``'s bytes and their count.
+
+    bytes pass as they are; writable buffers (bytearray, numpy arrays,
+    memoryviews of them) without a copy; other read-only buffers are
+    copied once.  The returned object keeps the memory alive.
+    """
+    if type(data) is bytes:
+        return data, len(data)
+    view = data if type(data) is memoryview else memoryview(data)
+    if not view.c_contiguous:
+        raise ValueError("sm sends contiguous buffers only")
+    size = view.nbytes
+    if size == 0:
+        return None, 0
+    if view.readonly:
+        return view.tobytes(), size
+    return (ctypes.c_char * size).from_buffer(view), size
+
+
+def buffer_address(data: Any) -> tuple[int, int, Any]:
+    """``(address, nbytes, keepalive)`` of a contiguous buffer (for CMA)."""
+    pointer, size = buffer_pointer(data)
+    if size == 0:
+        return 0, 0, pointer
+    if type(pointer) is bytes:
+        address = ctypes.cast(ctypes.c_char_p(pointer), ctypes.c_void_p).value
+    else:
+        address = ctypes.addressof(pointer)
+    return int(address or 0), size, pointer
+
+
+class Transport:
+    """This process's segment and its mappings of the peers' segments.
+
+    The segment exists (and its :attr:`address` can be published) from
+    construction on; :meth:`bind` names this process among its peers (its
+    rank) before any :meth:`attach`.
+    """
+
+    def __init__(self, lib: ctypes.CDLL, config: TransportConfig | None = None) -> None:
+        self.config = config or TransportConfig()
+        self.ident = 0
+        self._fn: Any = _Functions(lib)
+        raw = _Config(
+            self.config.fifo_capacity,
+            self.config.eager_size,
+            self.config.eager_count,
+            self.config.max_size,
+            self.config.max_count,
+        )
+        error = ctypes.c_int(0)
+        handle = self._fn.create(ctypes.byref(raw), ctypes.byref(error))
+        if not handle:
+            raise _error(error.value, "cannot create the sm segment")
+        self._ctx: int | None = handle
+        self._delivery = _Delivery()
+        self._delivery_ref = ctypes.byref(self._delivery)
+        self._size = int(self._fn.segment_size(handle))
+        self._base = int(self._fn.segment_base(handle, 0))
+        self._sizes: dict[int, int] = {}
+        self._views: dict[int, memoryview] = {}
+        self._magic = bytes(self._view(self._base, self._size)[:8])
+        self.max_payload = self.config.max_size
+
+    @staticmethod
+    def _view(base: int, size: int) -> memoryview:
+        return memoryview((ctypes.c_ubyte * size).from_address(base)).cast("B")
+
+    def bind(self, ident: int, slots: int) -> None:
+        """Be ``ident`` (the rank) among ``slots`` processes; no peer may be attached."""
+        status = self._fn.bind(self._ctx, ident, slots)
+        if status != 0:
+            raise _error(-status, f"cannot bind the sm segment as {ident} of {slots}")
+        self.ident = ident
+        self._sizes = {ident: self._size}
+        self._views = {ident: self._view(self._base, self._size)}
+
+    @property
+    def address(self) -> SegmentAddress:
+        return SegmentAddress(
+            os.getpid(),
+            int(self._fn.memfd(self._ctx)),
+            int(self._fn.wake_write_fd(self._ctx)),
+            self._size,
+            self._base,
+        )
+
+    @property
+    def closed(self) -> bool:
+        return self._ctx is None
+
+    def attach(self, ident: int, address: SegmentAddress, *, allow_getfd: bool = True) -> str:
+        """Map peer ``ident``'s segment; returns how its memfd was opened."""
+        how = ctypes.c_int(0)
+        status = self._fn.attach(
+            self._ctx,
+            ident,
+            address.pid,
+            address.fd,
+            address.wake_fd,
+            address.size,
+            int(allow_getfd),
+            ctypes.byref(how),
+        )
+        if status != 0:
+            code = -status
+            reason = (
+                "what is mapped there is not a pmca sm segment of this version"
+                if code == errno.EPROTO
+                else os.strerror(code)
+            )
+            raise TransportError(
+                code,
+                f"cannot map the sm segment of peer {ident} "
+                f"(pid {address.pid}, fd {address.fd}, {address.size} bytes): {reason}",
+            )
+        self._sizes[ident] = address.size
+        self._views[ident] = self._view(int(self._fn.segment_base(self._ctx, ident)), address.size)
+        return _VIA[how.value]
+
+    def cma_refusal(self, address: SegmentAddress) -> int:
+        """0 if CMA reads from that peer work (its magic reads back), else an errno."""
+        here = ctypes.c_uint64(0)
+        moved = int(self._fn.cma(address.pid, 0, ctypes.addressof(here), address.base, 8))
+        if moved < 0:
+            return -moved
+        return 0 if here.value == int.from_bytes(self._magic, "little") else errno.EIO
+
+    def detach(self, ident: int) -> None:
+        self._views.pop(ident, None)
+        self._sizes.pop(ident, None)
+        status = self._fn.detach(self._ctx, ident)
+        if status != 0 and status != -errno.ENOENT:
+            raise _error(-status, f"cannot detach sm peer {ident}")
+
+    def attached(self, ident: int) -> bool:
+        return ident in self._views
+
+    def alive(self, ident: int) -> bool:
+        return bool(self._fn.peer_alive(self._ctx, ident))
+
+    def send(self, ident: int, tag: int, head: bytes, body: Any = b"") -> bool:
+        """Queue one message; False when no fragment or FIFO slot is free yet."""
+        pointer, size = buffer_pointer(body)
+        status = self._fn.send(self._ctx, ident, tag, head, len(head), pointer, size)
+        if status == 0:
+            return True
+        if status == -errno.EAGAIN:
+            return False
+        if status == -errno.EMSGSIZE:
+            raise ValueError(
+                f"sm message of {len(head) + size} bytes exceeds max_send_size {self.max_payload}"
+            )
+        raise _error(-status, f"sm send to peer {ident}")
+
+    def poll(self) -> tuple[int, int, memoryview] | None:
+        """Next message ``(source, tag, payload)``, valid until the next poll/release."""
+        status = self._fn.poll(self._ctx, self._delivery_ref)
+        if status == 1:
+            d = self._delivery
+            return d.source, d.tag, self._views[d.source][d.offset : d.offset + d.length]
+        if status == 0:
+            return None
+        raise _error(-status, "sm receive FIFO holds an entry that names no peer fragment")
+
+    def release(self) -> None:
+        self._fn.release(self._ctx)
+
+    def pending(self) -> bool:
+        return bool(self._fn.pending(self._ctx))
+
+    def wait(self, timeout: float | None, spins: int = 2000) -> bool:
+        """Block (spin briefly, then futex) until a message waits or ``timeout`` s pass."""
+        nanoseconds = -1 if timeout is None else max(0, int(timeout * 1e9))
+        return bool(self._fn.wait(self._ctx, nanoseconds, spins))
+
+    @property
+    def wake_fd(self) -> int:
+        """Readable while armed and a message has arrived (for select())."""
+        return int(self._fn.wake_read_fd(self._ctx))
+
+    def arm(self) -> bool:
+        """About to sleep on :attr:`wake_fd`; True if a message already waits."""
+        return bool(self._fn.arm(self._ctx))
+
+    def disarm(self) -> None:
+        """Awake: senders stop writing :attr:`wake_fd`, and it is emptied."""
+        self._fn.disarm(self._ctx)
+
+    def interrupt(self) -> None:
+        self._fn.interrupt(self._ctx)
+
+    def stats(self) -> dict[str, int]:
+        raw = _Stats()
+        self._fn.stats(self._ctx, ctypes.byref(raw))
+        return {name: int(getattr(raw, name)) for name in _STAT_NAMES}
+
+    def cma(self, pid: int, *, write: bool, local: int, remote: int, length: int) -> None:
+        """Copy ``length`` bytes between ``local`` here and ``remote`` in ``pid``."""
+        moved = int(self._fn.cma(pid, int(write), local, remote, length))
+        if moved != length:
+            code = -moved if moved < 0 else errno.EIO
+            verb = "process_vm_writev to" if write else "process_vm_readv from"
+            raise _error(code, f"{verb} pid {pid} ({length} bytes at {remote:#x})")
+
+    def close(self) -> None:
+        """Unmap every segment and close the memfd (idempotent)."""
+        if self._ctx is None:
+            return
+        self._views.clear()
+        self._fn.destroy(self._ctx)
+        self._ctx = None
+
+
+__all__ = [
+    "LIBRARY_NAME",
+    "SegmentAddress",
+    "Transport",
+    "TransportConfig",
+    "TransportError",
+    "buffer_address",
+    "buffer_pointer",
+    "library_path",
+]

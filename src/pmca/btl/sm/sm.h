@@ -1,0 +1,167 @@
+/*
+ * btl/sm transport: memfd segments, one multi-producer receive FIFO per
+ * process, fixed-size fragments, futex wake-up and single-copy CMA.
+ * (segment.c: segments and peers; queue.c: messages; cma.c: single copy.)
+ *
+ * Every process owns one segment (a memfd, never a file in /dev/shm, so
+ * nothing outlives the processes that map it, even after SIGKILL):
+ *
+ *   header | receive FIFO (bounded array of cells) | fragment pools
+ *
+ * A sender takes a free fragment from one of *its own* pools, copies the
+ * message into it and pushes the fragment's encoded address (owner id +
+ * offset) into the *receiver's* FIFO.  The receiver reads the fragment in
+ * place through its mapping of the sender's segment and marks it free when
+ * done; the owner finds it free again on its next allocation.  Producers
+ * never touch another producer's memory, so a FIFO cell is the only shared
+ * word they contend on (one CAS per message), and nothing on the send or
+ * receive path takes a lock or makes a system call unless the receiver is
+ * asleep.
+ *
+ * Process-local state (the context) is not thread-safe by itself: the
+ * Python side calls every context operation with the GIL held, which
+ * serialises them.  The operations that may block or copy a lot (wait, CMA)
+ * touch no mutable context state and run with the GIL released.
+ */
+#ifndef PMCA_BTL_SM_H
+#define PMCA_BTL_SM_H
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+#define SM_MAGIC 0x316d735f61636d70ULL /* "pmca_sm1" little-endian */
+#define SM_ABI 1
+#define CACHE_LINE 64
+#define HEADER_BYTES 4096
+#define FRAG_HEADER_BYTES 64
+#define POOLS 2
+#define OFFSET_BITS 40
+#define OFFSET_MASK ((UINT64_C(1) << OFFSET_BITS) - 1)
+#define MAX_ID ((UINT32_C(1) << 23) - 1)
+
+enum frag_state { FRAG_FREE = 0, FRAG_BUSY = 1 };
+
+/* Shared layout.  Both sides of a pair run the same library version (the
+ * magic and ABI number are checked at attach). */
+struct sm_fifo_cell {
+    _Atomic uint64_t sequence;
+    uint64_t value; /* encoded fragment address */
+};
+
+struct sm_pool_desc {
+    uint64_t offset;    /* first fragment, from the segment base */
+    uint32_t stride;    /* bytes per fragment, header included */
+    uint32_t count;
+};
+
+struct sm_header {
+    uint64_t magic;
+    uint32_t abi;
+    uint32_t owner_id;
+    uint64_t segment_size;
+    int32_t owner_pid;
+    uint32_t fifo_capacity; /* power of two */
+    uint64_t fifo_offset;
+    struct sm_pool_desc pools[POOLS];
+    _Alignas(CACHE_LINE) _Atomic uint64_t enqueue_position; /* producers */
+    _Alignas(CACHE_LINE) uint64_t dequeue_position;         /* owner only */
+    _Alignas(CACHE_LINE) _Atomic uint32_t wake_sequence;    /* futex word */
+    _Atomic uint32_t sleepers;
+    _Atomic uint32_t closing;
+    _Atomic uint32_t armed; /* the owner sleeps in select() on its wake pipe */
+};
+
+struct sm_frag {
+    _Atomic uint32_t state;
+    uint32_t source;  /* sender's id */
+    uint32_t tag;
+    uint32_t pool;
+    uint64_t length;  /* payload bytes */
+    uint32_t destination; /* the receiver's id (to reclaim from a dead one) */
+    uint32_t reserved1;
+    uint64_t reserved[4];
+};
+
+_Static_assert(sizeof(struct sm_header) <= HEADER_BYTES, "header fits its page");
+_Static_assert(sizeof(struct sm_frag) == FRAG_HEADER_BYTES, "fragment header size");
+
+/* Process-local. */
+struct sm_peer {
+    struct sm_header *segment;
+    uint64_t size;
+    int pidfd;
+    int wake_fd; /* the peer's wake pipe, or -1 */
+    int32_t pid;
+};
+
+struct sm_pool {
+    struct sm_pool_desc desc;
+    uint32_t cursor;
+};
+
+struct sm_ctx {
+    struct sm_header *self;
+    uint64_t self_size;
+    int memfd;
+    int wake_pipe[2]; /* [0] we select() on; [1] peers write (published) */
+    uint32_t id;
+    uint32_t slots; /* peers[] length: ids are < slots */
+    struct sm_peer *peers;
+    struct sm_pool pools[POOLS];
+    struct sm_frag *delivered; /* handed to the caller by the last poll */
+    uint64_t sent, received, fifo_full, no_fragment, wakeups, dropped;
+};
+
+/* Caller-visible structures (ctypes mirrors them). */
+struct pmca_sm_config {
+    uint32_t fifo_capacity;
+    uint32_t eager_size; /* payload bytes of a small fragment */
+    uint32_t eager_count;
+    uint32_t max_size; /* payload bytes of a large fragment */
+    uint32_t max_count;
+};
+
+struct pmca_sm_delivery {
+    uint32_t source;
+    uint32_t tag;
+    uint64_t length;
+    uint64_t offset; /* payload position in the source's segment */
+};
+
+struct pmca_sm_stats {
+    uint64_t sent, received, fifo_full, no_fragment, wakeups, dropped;
+};
+
+static inline uint64_t encode(uint32_t owner, uint64_t offset)
+{
+    return ((uint64_t)(owner + 1) << OFFSET_BITS) | offset;
+}
+
+static inline int futex(_Atomic uint32_t *word, int op, uint32_t value, const struct timespec *timeout)
+{
+    /* Not FUTEX_PRIVATE: the word lives in memory shared between processes. */
+    return (int)syscall(SYS_futex, (uint32_t *)word, op, value, timeout, NULL, 0);
+}
+
+static inline uint64_t round_up(uint64_t value, uint64_t to) { return (value + to - 1) / to * to; }
+/* queue.c: 1 if a message waits in the FIFO of segment `h`. */
+int pmca_sm_fifo_ready(struct sm_header *h);
+
+#endif

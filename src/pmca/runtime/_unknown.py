@@ -1,0 +1,107 @@
+"""Warnings for parameter names that no parameter has: typos, mostly.
+
+Parameters register lazily (a component's when its framework opens, and an
+unselected component's never), so a name is only called unknown when pmca
+can tell: it lies in pmca's namespace (``mca_*`` or an installed framework's
+``<fw>_*``) and the framework, or the component the name points into, has
+registered its parameters. A name in a component that was never imported
+(excluded by the selection) may be right: nothing is said. Elsewhere a name
+is only reported when it is close to a registered one, or when every
+installed framework has registered its parameters (``pmca info``, or a
+session that opened them all).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+
+from attrs import frozen
+
+from ..mca.params import Origin, ParamSpace
+
+CORE = "mca"
+
+
+@frozen
+class Namespace:
+    """What one framework registered: its own names and each imported component's."""
+
+    own: frozenset[str]
+    found: frozenset[str]
+    registered: Mapping[str, frozenset[str]]
+
+
+def unknown_name_messages(
+    space: ParamSpace,
+    namespaces: Mapping[str, Namespace],
+    disabled: Iterable[str],
+    *,
+    complete: bool,
+) -> dict[str, str]:
+    """``{name: message}`` for every given name pmca can tell no parameter has.
+
+    ``complete``: every installed framework has registered its parameters, so
+    a name outside every framework's namespace is unknown too (otherwise it
+    is only reported when it is close to a registered name).
+    """
+    skip = set(disabled)
+    messages: dict[str, str] = {}
+    known = [p.full_name for p in space.params()]
+    for name, origin in space.unknown_origins().items():
+        framework, _, rest = name.partition("_")
+        if framework in skip:
+            continue
+        if framework == CORE:
+            messages[name] = _message(name, origin, known, "no such pmca parameter")
+            continue
+        namespace = namespaces.get(framework)
+        if namespace is None:
+            close = difflib.get_close_matches(name, known, n=3, cutoff=0.8)
+            if close or complete:
+                messages[name] = _message(
+                    name, origin, close, "no installed framework or component has it"
+                )
+            continue
+        component = _component_of(rest, namespace.found)
+        if component is None:
+            if rest.startswith("base_") or not rest:
+                messages[name] = _message(
+                    name,
+                    origin,
+                    sorted(namespace.own),
+                    f"framework {framework!r} has no such parameter",
+                )
+            else:
+                messages[name] = _message(
+                    name,
+                    origin,
+                    known,
+                    f"framework {framework!r} has no component of that name "
+                    f"(components: {', '.join(sorted(namespace.found)) or '(none)'})",
+                )
+            continue
+        names = namespace.registered.get(component)
+        # A component that registered and then closed (not selected) had the name.
+        if names is not None and name not in names:
+            messages[name] = _message(
+                name,
+                origin,
+                sorted(names),
+                f"component {framework}/{component} has no such parameter",
+            )
+    return messages
+
+
+def _component_of(rest: str, found: Iterable[str]) -> str | None:
+    """The component whose parameters ``<fw>_<rest>`` would be (longest name first)."""
+    for component in sorted(found, key=len, reverse=True):
+        if rest.startswith(component + "_"):
+            return component
+    return None
+
+
+def _message(name: str, origin: Origin, candidates: list[str], problem: str) -> str:
+    close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return f"unknown MCA parameter {name!r} (from {origin}): {problem}, the value is ignored{hint}"

@@ -1,0 +1,96 @@
+"""Fixtures for the sm transport: real child processes driving real segments."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import pickle
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pmca.btl.sm._transport import Transport, TransportConfig, library_path
+
+PEER = Path(__file__).with_name("_peer.py")
+
+
+class Peer:
+    """A child process with its own sm transport, driven by pickled commands."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(PEER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        self.pid = self.process.pid
+
+    def call(self, *command: Any) -> Any:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        pickle.dump(command, self.process.stdin)
+        self.process.stdin.flush()
+        return pickle.load(self.process.stdout)
+
+    def start(self, *command: Any) -> None:
+        """Send a command without waiting for its answer (see :meth:`answer`)."""
+        assert self.process.stdin is not None
+        pickle.dump(command, self.process.stdin)
+        self.process.stdin.flush()
+
+    def answer(self) -> Any:
+        assert self.process.stdout is not None
+        return pickle.load(self.process.stdout)
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(EOFError, BrokenPipeError):
+                self.call("exit")
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.fixture(scope="session")
+def sm_library() -> ctypes.CDLL:
+    return ctypes.CDLL(str(library_path()))
+
+
+@pytest.fixture
+def spawn() -> Iterator[Any]:
+    peers: list[Peer] = []
+
+    def start() -> Peer:
+        peer = Peer()
+        peers.append(peer)
+        return peer
+
+    yield start
+    for peer in peers:
+        peer.stop()
+
+
+@pytest.fixture
+def transport(sm_library: ctypes.CDLL) -> Iterator[Any]:
+    made: list[Transport] = []
+
+    def make(ident: int | None = None, slots: int = 0, **config: Any) -> Transport:
+        created = Transport(sm_library, TransportConfig(**config))
+        if ident is not None:
+            created.bind(ident, slots)
+        made.append(created)
+        return created
+
+    yield make
+    for created in made:
+        created.close()

@@ -1,0 +1,240 @@
+"""The sm transport between real processes: FIFO, fragments, wake-up, CMA."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import random
+import resource
+import select
+import time
+
+import pytest
+
+from pmca.btl.sm._transport import SegmentAddress, TransportError, buffer_address
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/fd"), reason="needs Linux /proc")
+
+
+def connect(transport, spawn, peers=1, *, allow_getfd=True, **config):
+    """Rank 0 here, ranks 1..peers in children, every segment mapped by all."""
+    slots = peers + 1
+    here = transport(**config)
+    children = [spawn() for _ in range(peers)]
+    addresses = {0: here.address}
+    for rank, child in enumerate(children, start=1):
+        addresses[rank] = child.call("create", config)
+    here.bind(0, slots)
+    for rank, child in enumerate(children, start=1):
+        child.call("bind", rank, slots)
+        for other, address in addresses.items():
+            if other != rank:
+                child.call("attach", other, address, allow_getfd)
+        here.attach(rank, addresses[rank], allow_getfd=allow_getfd)
+    return here, children, addresses
+
+
+def exchange(here, destination, messages, timeout=60.0):
+    """Send ``messages`` (tag, payload) and collect as many echoes, interleaved."""
+    received = []
+    pending = list(messages)
+    deadline = time.monotonic() + timeout
+    while pending or len(received) < len(messages):
+        assert time.monotonic() < deadline, f"only {len(received)} of {len(messages)} echoes"
+        if pending and here.send(destination, pending[0][0], b"", pending[0][1]):
+            pending.pop(0)
+            continue
+        message = here.poll()
+        if message is None:
+            here.wait(0.01 if pending else 1.0)
+            continue
+        source, tag, data = message
+        received.append((source, tag, bytes(data)))
+    here.release()
+    return received
+
+
+def test_every_fragment_size_round_trips_with_its_checksum(transport, spawn):
+    here, (child,), _ = connect(transport, spawn)
+    sizes = [0, 1, 7, 8, 63, 64, 4095, 4096, 4097, 16384, 32767, 32768]
+    rng = random.Random(10)
+    messages = [(tag, rng.randbytes(size)) for tag, size in enumerate(sizes * 20)]
+    child.start("echo", len(messages))
+    echoes = exchange(here, 1, messages)
+    assert child.answer() is None
+    assert [(tag, hashlib.sha256(p).digest()) for tag, p in messages] == [
+        (tag, hashlib.sha256(p).digest()) for _, tag, p in echoes
+    ]
+    assert {source for source, _, _ in echoes} == {1}
+
+
+def test_head_and_body_arrive_as_one_message_and_oversize_is_refused(transport, spawn):
+    here, (child,), _ = connect(transport, spawn)
+    child.start("echo", 1)
+    assert here.send(1, 5, b"head:", bytearray(b"body"))
+    deadline = time.monotonic() + 30
+    while (message := here.poll()) is None:
+        assert time.monotonic() < deadline
+        here.wait(1.0)
+    assert message[1] == 5 and bytes(message[2]) == b"head:body"
+    here.release()
+    assert child.answer() is None
+    with pytest.raises(ValueError, match="exceeds max_send_size 32768"):
+        here.send(1, 0, b"h", bytes(32768))
+
+
+def test_many_producers_share_one_fifo_in_order_per_source(transport, spawn):
+    here, children, _ = connect(transport, spawn, peers=3, fifo_capacity=64, eager_count=8)
+    count = 600
+    for rank, child in enumerate(children, start=1):
+        child.start("send", 0, [(rank, i.to_bytes(4, "little") * rank) for i in range(count)])
+    seen = {rank: [] for rank in (1, 2, 3)}
+    deadline = time.monotonic() + 60
+    while sum(map(len, seen.values())) < 3 * count:
+        assert time.monotonic() < deadline, {r: len(s) for r, s in seen.items()}
+        message = here.poll()
+        if message is None:
+            here.wait(1.0)
+            continue
+        source, tag, data = message
+        assert tag == source
+        seen[source].append(int.from_bytes(bytes(data[:4]), "little"))
+    here.release()
+    for child in children:
+        assert child.answer() is None
+    assert all(values == list(range(count)) for values in seen.values())
+    assert here.stats()["received"] == 3 * count
+
+
+@pytest.mark.parametrize("size", [0, 1, 4096, 1 << 20, 64 << 20])
+def test_cma_reads_and_writes_a_peer_buffer_in_one_copy(transport, spawn, size):
+    here, (child,), _ = connect(transport, spawn)
+    remote, digest = child.call("buffer", size, size)
+    local = bytearray(size)
+    address, _, _keep = buffer_address(local)
+    here.cma(child.pid, write=False, local=address, remote=remote, length=size)
+    assert hashlib.sha256(local).hexdigest() == digest
+    rng = random.Random(-size)
+    local[:] = rng.randbytes(size)
+    here.cma(child.pid, write=True, local=address, remote=remote, length=size)
+    assert child.call("digest") == hashlib.sha256(local).hexdigest()
+
+
+def test_cma_names_the_peer_and_range_it_could_not_read(transport, spawn):
+    here, (child,), _ = connect(transport, spawn)
+    local = bytearray(16)
+    address, _, _keep = buffer_address(local)
+    with pytest.raises(TransportError, match=f"process_vm_readv from pid {child.pid}") as info:
+        here.cma(child.pid, write=False, local=address, remote=8, length=16)
+    assert info.value.errno == errno.EFAULT
+
+
+def test_cma_probe_reads_the_peer_magic(transport, spawn):
+    here, _, addresses = connect(transport, spawn)
+    assert here.cma_refusal(addresses[1]) == 0
+
+
+def test_proc_fd_fallback_maps_the_same_segment(transport, spawn):
+    here, (child,), _ = connect(transport, spawn, allow_getfd=False)
+    child.start("echo", 1)
+    assert here.send(1, 9, b"", b"via /proc")
+    deadline = time.monotonic() + 30
+    while (message := here.poll()) is None:
+        assert time.monotonic() < deadline
+        here.wait(1.0)
+    assert bytes(message[2]) == b"via /proc"
+    here.release()
+    assert child.answer() is None
+
+
+def test_attach_rejects_what_is_not_a_segment_of_that_peer(transport, spawn):
+    here = transport(0, 3)
+    child = spawn()
+    address = child.call("create", {})
+    # an fd of the child that is not its segment (its stdin pipe)
+    with pytest.raises(TransportError, match=r"peer 1 .* not a pmca sm segment of this version"):
+        here.attach(1, SegmentAddress(child.pid, 0, address.wake_fd, address.size, 0))
+    # the right segment claimed by another process
+    foreign = SegmentAddress(os.getpid(), address.fd, address.wake_fd, address.size, 0)
+    with pytest.raises(TransportError, match=r"peer 2 \("):
+        here.attach(2, foreign)
+    assert not here.attached(1) and not here.attached(2)
+
+
+def test_a_killed_peer_is_noticed_and_leaves_nothing_in_dev_shm(transport, spawn):
+    before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    here, (child,), addresses = connect(transport, spawn, eager_count=4, max_count=1)
+    assert here.alive(1)
+    child.kill()
+    deadline = time.monotonic() + 30
+    while here.alive(1):
+        assert time.monotonic() < deadline, "a killed peer still looks alive"
+        time.sleep(0.01)
+    # a wait with nobody left to send returns at its timeout instead of hanging
+    assert here.wait(0.05) is False
+    # its segment is still mapped here, so late sends do not fault; they use
+    # up our fragments (4 eager, then the 1 large), which nobody frees
+    assert [here.send(1, 0, b"", b"into the void") for _ in range(6)] == [True] * 5 + [False]
+    here.detach(1)
+    # detaching a dead peer takes its fragments back
+    assert here.send(0, 0, b"", b"to myself")
+    with pytest.raises(TransportError, match="cannot map the sm segment of peer 1"):
+        here.attach(1, addresses[1])
+    after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    assert after <= before
+
+
+def test_a_blocked_receiver_sleeps_and_is_woken(transport, spawn):
+    here, (child,), _ = connect(transport, spawn)
+    start = resource.getrusage(resource.RUSAGE_SELF)
+    assert here.wait(0.5, spins=1000) is False
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (used.ru_utime - start.ru_utime) + (used.ru_stime - start.ru_stime)
+    assert cpu < 0.25, f"an idle wait of 0.5 s burned {cpu:.2f} s of CPU"
+    child.start("send", 0, [(1, b"wake up")])
+    assert here.wait(30.0) is True
+    assert child.answer() is None
+    assert here.poll() is not None
+    here.release()
+
+
+def test_an_armed_receiver_is_woken_through_its_eventfd(transport, spawn):
+    here, (child,), _ = connect(transport, spawn)
+    assert here.arm() is False
+    readable, _, _ = select.select([here.wake_fd], [], [], 0)
+    assert readable == []
+    child.start("send", 0, [(2, b"select me")])
+    readable, _, _ = select.select([here.wake_fd], [], [], 30)
+    assert readable == [here.wake_fd]
+    assert child.answer() is None
+    here.disarm()
+    assert select.select([here.wake_fd], [], [], 0)[0] == []
+    assert here.poll() is not None
+    here.release()
+    # arming with a message already queued reports it at once
+    child.call("send", 0, [(2, b"already here")])
+    assert here.arm() is True
+    assert select.select([here.wake_fd], [], [], 0)[0] == [here.wake_fd]
+    here.disarm()
+
+
+def test_close_unmaps_segments_and_closes_descriptors(transport, spawn):
+    def memfds():
+        found = 0
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                found += "pmca-btl-sm" in os.readlink(f"/proc/self/fd/{fd}")
+        return found
+
+    def mapped():
+        with open("/proc/self/maps") as maps:
+            return sum("pmca-btl-sm" in line for line in maps)
+
+    base_fds, base_maps = memfds(), mapped()
+    here, _, _ = connect(transport, spawn)
+    assert memfds() > base_fds and mapped() >= base_maps + 2
+    here.close()
+    here.close()
+    assert memfds() == base_fds and mapped() == base_maps
