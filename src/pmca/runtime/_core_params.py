@@ -54,6 +54,7 @@ def _check_destination(value: Any) -> None:
     except ValueError as exc:
         raise InvalidValue(str(exc)) from None
 
+
 #: ``mca_base_component_stale_check``: what a stale reference to a closed
 #: component does at the last finalize.
 STALE_CHECK = Enumeration("stale_check", (("none", 0), ("warn", 1), ("error", 2)))
