@@ -32,7 +32,9 @@ run: install
 test: install tools
 	$(BIN)/tox run -e lint,type,$(FACTOR)-static,$(FACTOR)-dso,mpich
 
+# The btl benchmarks compare against mpi4py under Open MPI's mpirun: the mpi extra.
 bench: install
+	$(PY) -m pip install --quiet ".[mpi]"
 	$(PY) benchmarks/run.py
 
 clean:

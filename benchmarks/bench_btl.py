@@ -9,8 +9,10 @@ Jobs (each ``-n 2``, ABBA order, medians over jobs):
   time goes.
 - MPICH (the PyPI ``mpich`` wheel, in a virtual environment this benchmark
   creates under ``benchmarks/.work/``, since it cannot share one with Open MPI):
-  **baseline** mpi4py on MPICH's default (shared-memory) path; **subject**
-  ``pmca`` with ``btl = self,sm`` (and ``self,tcp``) under ``mpiexec``.
+  **baseline** mpi4py on MPICH's default (shared-memory) path, and on its
+  network path (``MPIR_CVAR_NOLOCAL=1``, tcp provider) for the tcp
+  comparison; **subject** ``pmca`` with ``btl = self,sm`` and ``self,tcp``
+  under the same ``mpiexec``.
 
 The shared-memory comparison on Open MPI is ``bench_btl_sm.py``. Sizes,
 iteration counts and the ping-pong loop are that benchmark's, so the numbers
@@ -100,15 +102,16 @@ def _role_pmca(args: dict[str, Any]) -> None:
 
 
 def _mpich_python() -> Path | None:
-    """The MPICH environment's interpreter, created on first use (pip from PyPI)."""
+    """The MPICH environment's interpreter with this working tree's pmca (pip, PyPI)."""
     python = MPICH_VENV / "bin" / "python"
-    if (MPICH_VENV / "bin" / "mpiexec").exists():
-        return python
-    print(f"creating {MPICH_VENV} (mpich, mpi4py, pmca from the working tree)", flush=True)
-    venv.create(MPICH_VENV, with_pip=True)
     install = [str(python), "-m", "pip", "install", "--quiet"]
-    for packages in (["mpich", "mpi4py"], [str(ROOT)]):
-        done = subprocess.run([*install, *packages], capture_output=True, text=True, check=False)
+    steps = [[*install, "--force-reinstall", "--no-deps", str(ROOT)]]
+    if not (MPICH_VENV / "bin" / "mpiexec").exists():
+        print(f"creating {MPICH_VENV} (mpich, mpi4py)", flush=True)
+        venv.create(MPICH_VENV, with_pip=True)
+        steps = [[*install, "mpich", "mpi4py", str(ROOT)]]
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             print(done.stdout[-2000:] + done.stderr[-2000:])
             return None
@@ -120,6 +123,7 @@ def _job(launch: list[str], python: str, role: str, args: dict[str, Any]) -> dic
     for name in [n for n in env if n.startswith(("PMCA_MCA_", "OMPI_MCA_", "PYTHONPATH"))]:
         del env[name]
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env.update(args.get("env", {}))
     script = str(Path(__file__).resolve())
     command = [*launch, python, script, "--child", role, "--child-args", json.dumps(args)]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
@@ -213,12 +217,20 @@ def main() -> None:
         report.notes.append("MPICH part skipped: could not create its environment")
     else:
         launch = [str(mpich.parent / "mpiexec"), "-n", "2"]
+        # MPICH's tcp path for the tcp comparison: no shared memory between
+        # local ranks, its network module on the tcp provider (ofi) or transport (ucx).
+        network = {"MPIR_CVAR_NOLOCAL": "1", "FI_PROVIDER": "tcp", "UCX_TLS": "tcp,self"}
         for btl in ("self,sm", "self,tcp"):
+            baseline_env = network if btl == "self,tcp" else {}
             _compare(
                 report,
                 f"{btl.split(',')[1]} (MPICH)",
                 {
-                    "mpi4py": (launch, str(mpich), {**quick, "role": "mpi4py"}),
+                    "mpi4py": (
+                        launch,
+                        str(mpich),
+                        {**quick, "role": "mpi4py", "env": baseline_env},
+                    ),
                     "pmca": (launch, str(mpich), {**quick, "role": "pmca", "btl": btl}),
                 },
                 rounds,

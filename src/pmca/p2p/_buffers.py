@@ -31,20 +31,29 @@ _release_buffer.restype = None
 _PyBUF_SIMPLE = 0
 
 
-def as_bytes(buffer: Any, *, writable: bool, what: str) -> memoryview:
+def as_bytes(buffer: Any, *, writable: bool, rank: int, tag: int) -> memoryview:
     """A flat byte view of ``buffer``; a clear error for anything unusable."""
     try:
         view = memoryview(buffer)
     except TypeError:
+        what = _what(writable, rank, tag)
         raise TypeError(
             f"{what}: {type(buffer).__name__} does not support the buffer protocol "
             "(pass bytes, bytearray, memoryview, array.array or a numpy array)"
         ) from None
     if not view.c_contiguous:
+        what = _what(writable, rank, tag)
         raise ValueError(f"{what}: the buffer is not C-contiguous (copy it first)")
     if writable and view.readonly:
+        what = _what(writable, rank, tag)
         raise TypeError(f"{what}: the receive buffer is read-only ({type(buffer).__name__})")
     return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+
+
+def _what(writable: bool, rank: int, tag: int) -> str:
+    return (
+        f"p2p recv from rank {rank} tag {tag}" if writable else f"p2p send to rank {rank} tag {tag}"
+    )
 
 
 def address_of(view: memoryview) -> int:

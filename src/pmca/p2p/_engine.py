@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
 _SPINS = 64
+_TAG_MIN, _TAG_MAX = -(1 << 63), (1 << 63) - 1
+_MATCH_SIZE = proto.MATCH.size
 
 
 @define(eq=False)
@@ -118,18 +120,19 @@ class P2p:
         return self.irecv(source, tag, buf).wait(timeout)
 
     def isend(self, dest: int, tag: int, buf: Any) -> Request:
-        view = as_bytes(buf, writable=False, what=f"p2p send to rank {dest} tag {tag}")
+        view = as_bytes(buf, writable=False, rank=dest, tag=tag)
         peer = self._peer(dest, tag)
         request = Request(self, "send", dest, tag, view)
         with self._bml.lock:
-            self._track(request)
             route = self._route(peer)
             seq = self._seq_out[dest]
             self._seq_out[dest] = (seq + 1) & 0xFFFFFFFF
             size = view.nbytes
-            if proto.MATCH.size + size <= route.module.limits.eager_limit:
+            if _MATCH_SIZE + size <= route.module.limits.eager_limit:
                 self._send_eager(request, route, seq, size)
-            elif peer.rdma:
+                return request
+            self._track(request)
+            if peer.rdma:
                 self._send_rget(request, peer, route, seq, size)
             else:
                 send_id = next(self._ids)
@@ -139,7 +142,7 @@ class P2p:
         return request
 
     def irecv(self, source: int, tag: int, buf: Any) -> Request:
-        view = as_bytes(buf, writable=True, what=f"p2p recv from rank {source} tag {tag}")
+        view = as_bytes(buf, writable=True, rank=source, tag=tag)
         peer = self._peer(source, tag)
         request = Request(self, "recv", source, tag, view)
         with self._bml.lock:
@@ -223,7 +226,7 @@ class P2p:
     def _peer(self, rank: int, tag: int) -> BmlPeer:
         if self._closed:
             raise BtlError("p2p is closed (its session was finalized)")
-        if not isinstance(tag, int) or not -(1 << 63) <= tag < (1 << 63):
+        if not isinstance(tag, int) or not _TAG_MIN <= tag <= _TAG_MAX:
             raise ValueError(f"p2p tag {tag!r} must be a 64-bit integer")
         return self._bml.peer(rank)
 
@@ -248,8 +251,9 @@ class P2p:
         header = proto.MATCH.pack(proto.EAGER, 0, seq, request.tag, size)
         module = route.module
         if module.sendi(route.endpoint, self._tag, [header, request.view]):
-            self._finish(request, size)
+            request.complete(size)  # done at once: never tracked
             return
+        self._track(request)
 
         def sent(error: BaseException | None) -> None:
             self._finish(request, size, error)

@@ -58,25 +58,6 @@ class BmlPeer:
         if self.failed is not None:
             raise PeerFailed(f"rank {self.rank} is unreachable: {self.failed}", rank=self.rank)
 
-    def stripes(self, size: int, granule: int = 4096) -> list[tuple[Route, int, int]]:
-        """Split ``size`` bytes over the RDMA routes: ``(route, offset, length)``."""
-        if not self.rdma:
-            return []
-        pieces: list[tuple[Route, int, int]] = []
-        offset = 0
-        for index, (route, weight) in enumerate(self.rdma):
-            limit = route.module.limits.get_limit
-            if index == len(self.rdma) - 1:
-                length = size - offset
-            else:
-                length = int(size * weight) // granule * granule
-            while length > 0:
-                chunk = min(length, limit) if limit else length
-                pieces.append((route, offset, chunk))
-                offset += chunk
-                length -= chunk
-        return pieces
-
 
 def _order(route: Route) -> tuple[int, int]:
     limits = route.module.limits

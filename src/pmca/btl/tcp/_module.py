@@ -434,7 +434,7 @@ class TcpModule(ModuleBase):
         puts, self._puts = self._puts, {}
         for callback in puts.values():
             callback(failure)
-        self._registrations.release_all()
+        self._registrations.close()
         self._listener.close()
 
 
