@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 FACTOR := $(shell $(PYTHON) -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")')
-PLUGINS := ./plugins/pmca-ompi-13021 ./examples/pmca-hello
+PLUGINS := ./plugins/pmca-ompi-13021 ./plugins/pmca-madvise-deadlock ./examples/pmca-hello
 
 .PHONY: run test install tools bench clean
 
@@ -19,7 +19,8 @@ $(PY):
 install: $(PY)
 	$(PY) -m pip install --quiet --force-reinstall --no-deps . && \
 	$(PY) -m pip install --quiet ".[test]" && \
-	$(PY) -m pip install --quiet --no-deps --force-reinstall $(PLUGINS)
+	$(PY) -m pip install --quiet --no-deps --force-reinstall $(PLUGINS) && \
+	$(PY) -m pip install --quiet cmeel-mimalloc
 
 tools: $(PY)
 	$(PY) -m pip install --quiet "tox>=4.20"

@@ -89,6 +89,7 @@ def native_extensions() -> list[Extension]:
             "pmca.native.pmca_probe",
             sources=["src/pmca/native/probe.c"],
             extra_compile_args=CFLAGS,
+            extra_link_args=["-pthread"],
         ),
         Extension(
             "pmca.patcher.overwrite.pmca_patcher_overwrite",

@@ -3,7 +3,10 @@
 Every benchmark compares a subject with a baseline measured in the same run,
 because absolute times on a shared machine mean little. Repetitions of the
 two alternate (ABBA order, so a slow drift of the machine hits both sides
-alike), and medians are reported next to the raw samples.
+alike); each subject sample is divided by the baseline sample of its own
+round, and the median of those paired ratios is reported (a burst of load
+from elsewhere then spoils one pair, not the comparison of two medians
+taken at different moments), next to the raw samples.
 
 Each ``bench_*.py`` ends with one machine-readable line (:data:`RESULT_MARKER`
 followed by JSON) that ``run.py`` collects into its summary table.
@@ -33,9 +36,18 @@ SRC = BENCH_DIR.parent / "src"
 RESULT_MARKER = "PMCA-BENCH-RESULT "
 
 
+def working_tree_usable() -> bool:
+    """Whether ``src/`` can be imported as is: it exists and its native
+    libraries are built there.  They are normally built only into the
+    installed copy (``make bench`` reinstalls the working tree first), and a
+    ``src/`` without them would make every native benchmark fail."""
+    native = SRC / "pmca" / "native"
+    return native.is_dir() and (native / "libpmca_hooks.so").exists()
+
+
 def use_working_tree() -> None:
-    """Make ``import pmca`` pick up the working tree when there is one."""
-    if (SRC / "pmca").is_dir() and str(SRC) not in sys.path:
+    """Make ``import pmca`` pick up the working tree when it is usable."""
+    if working_tree_usable() and str(SRC) not in sys.path:
         sys.path.insert(0, str(SRC))
 
 
@@ -93,6 +105,17 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 
 
+def paired_ratios(subject: Sequence[float], baseline: Sequence[float]) -> list[float]:
+    """``subject[i] / baseline[i]`` for each round measured on both sides (NaN: not measured)."""
+    return [s / b for s, b in zip(subject, baseline, strict=True) if s == s and b == b and b > 0]
+
+
+def paired_ratio(subject: Sequence[float], baseline: Sequence[float]) -> float:
+    """The median of the paired ratios: the figure every benchmark reports."""
+    ratios = paired_ratios(subject, baseline)
+    return statistics.median(ratios) if ratios else float("nan")
+
+
 def format_seconds(seconds: float) -> str:
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if seconds >= scale:
@@ -133,7 +156,7 @@ def work_dir(prefix: str) -> Iterator[Path]:
 def child_env(*paths: Path) -> dict[str, str]:
     """The environment of a child: working-tree sources, then ``paths``, on its path."""
     env = dict(os.environ)
-    entries = [str(SRC)] if (SRC / "pmca").is_dir() else []
+    entries = [str(SRC)] if working_tree_usable() else []
     entries += [str(path) for path in paths]
     if env.get("PYTHONPATH"):
         entries.append(env["PYTHONPATH"])

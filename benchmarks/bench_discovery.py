@@ -149,14 +149,13 @@ def measure_layout(label: str, site: Path, *, quick: bool, report: common.Report
     imported["first session"] = warm["imported"]
 
     for state, samples in (("cold", cold_samples), ("warm", warm["samples"])):
-        scan = common.median(samples["scan"])
-        print(f"\n  [{state}] medians and raw samples (ms):")
+        print(f"\n  [{state}] medians, median of paired ratios, raw samples (ms):")
         for side in SIDES:
             values = [v for v in samples.get(side, []) if v == v]  # NaN: side unavailable
             if not values:
                 print(f"    {side:8} skipped (pmca internals it uses are not there)")
                 continue
-            ratio = common.median(values) / scan
+            ratio = common.paired_ratio(samples[side], samples["scan"])
             print(
                 f"    {side:8} {common.format_seconds(common.median(values)):>10}"
                 f"  ratio {ratio:5.2f}  {common.raw(values)}"

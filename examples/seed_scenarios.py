@@ -4,15 +4,19 @@ Runs, each in fresh child processes with real hooks on libc:
 
 1. open-mpi/ompi#13021: DSO double finalize (the reproduction rows are
    skipped unless the ``pmca-ompi-13021`` plugin is installed);
-2. open-mpi/ompi#13149 / ofiwg/libfabric#10879: the madvise self-deadlock;
+2. open-mpi/ompi#13149 / ofiwg/libfabric#10879: the madvise self-deadlock,
+   under real mimalloc (needs x86_64 and the ``pmca-madvise-deadlock``
+   plugin, which brings ``cmeel-mimalloc``; skipped with the reason
+   otherwise); the reproduction is a race, run until its first hang;
 3. Open MPI's hook activation rules (16 cells) and the release-path self-test;
-4. the stale registration of the 2009 OpenFabrics thread.
+4. the stale registration of the 2009 OpenFabrics thread, with really pinned
+   pages (needs Linux io_uring; skipped with the reason otherwise).
 
 Prints one table; exits 0 when every row shows what it should
 (``reproduced`` for a reproduction, ``prevented`` for pmca's design, or
 ``skipped`` where this machine cannot run it)::
 
-    python examples/seed_scenarios.py            # about 15 s
+    python examples/seed_scenarios.py            # about a minute
     python examples/seed_scenarios.py --quick    # without the slow reproductions
 """
 
@@ -41,9 +45,9 @@ def main() -> int:
         results.append(ScenarioResult("ompi-13021", "all variants", "skipped", "--quick"))
     else:
         results += ompi_13021.run_matrix()
-    results += madvise_deadlock.run(reproduce=not quick)
+    results += madvise_deadlock.run(reproduce=not quick, runs=1 if quick else 3)
     results += activation.run()
-    results += stale_registration.run()
+    results += stale_registration.run(threaded=not quick)
     print(format_table(results))
     ok = all(result.ok for result in results)
     print("seed scenarios:", "OK" if ok else "FAILED")

@@ -54,8 +54,8 @@ def test_a_bad_base_parameter_leaves_no_parameters_behind(pmca_env: dict[str, st
                 keeper.param(name)
 
 
-def test_listener_works_with_a_doorbell_above_fd_setsize() -> None:
-    """MPI ranks hold many descriptors: the listener must wait on fd >= 1024."""
+def test_listener_works_with_descriptors_above_fd_setsize() -> None:
+    """MPI ranks hold many descriptors; the listener waits on a futex, on no fd at all."""
     child = run_python(
         """
         import mmap, os, resource, threading, time
@@ -69,7 +69,6 @@ def test_listener_works_with_a_doorbell_above_fd_setsize() -> None:
                 if kind == "munmap" and length == 1 << 20:
                     got.set()
             handle = pmca.memory.register_release(on_release)
-            assert pmca.native.backend().eventfd() >= 1024, pmca.native.backend().eventfd()
             mmap.mmap(-1, 1 << 20).close()
             delivered = got.wait(30)  # the listener, not drain(), must deliver it
             handle.unregister()

@@ -204,15 +204,16 @@ def test_a_shrinking_brk_is_reported_and_sbrk_stays_consistent(run_python):
         + """
 site = hooks.install("brk")
 # Moving the break is only safe while nothing else can malloc: no listener
-# thread yet.  The events wait in the ring until we subscribe and drain.
+# thread (a dispatcher that only delivers on drain()).
+seen = []
+dispatch = native.ReleaseDispatcher(listen=False)
+subscription = dispatch.subscribe(lambda *e: seen.append(e))
 assert threading.active_count() == 1
 start = c.sbrk(0)
 assert c.sbrk(64 * 1024) == start
 assert c.sbrk(-64 * 1024) == start + 64 * 1024
 assert c.sbrk(0) == start                  # __curbrk kept right by the hook
-seen = []
-subscription = native.dispatcher().subscribe(lambda *e: seen.append(e))
-native.dispatcher().drain()
+dispatch.drain()
 assert (start, 64 * 1024, "brk", True) in seen, seen
 grown = [e for e in seen if e[2] == "brk" and e[0] != start]
 assert not grown, grown                     # growing the break releases nothing

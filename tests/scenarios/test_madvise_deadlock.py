@@ -1,53 +1,52 @@
-"""Seed scenario 2: the madvise self-deadlock, reproduced by the old design, prevented by pmca's."""
+"""Seed scenario 2: the madvise self-deadlock under real mimalloc; pmca runs the same workload.
+
+Each run is a child process with a hard time limit; a hung child is judged
+from its native state (the thread asleep on ``mm_lock`` owns ``mm_lock``).
+The reproduction is a race: ``benchmarks/bench_madvise_deadlock.py``
+measures its rate over 30 runs of 10 s.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-import pmca
 from pmca.scenarios import madvise_deadlock
-from pmca.scenarios._common import run_child
 
-pytestmark = pytest.mark.usefixtures("native_backend")
+pytestmark = [
+    pytest.mark.usefixtures("native_backend"),
+    pytest.mark.skipif(
+        madvise_deadlock.unavailable_reason() is not None,
+        reason=str(madvise_deadlock.unavailable_reason()),
+    ),
+]
 
-
-def test_run_reproduces_then_prevents() -> None:
-    reproduction, prevention = madvise_deadlock.run(timeout=10.0)
-    assert (reproduction.outcome, prevention.outcome) == ("reproduced", "prevented"), (
-        reproduction,
-        prevention,
-    )
-    assert "self-deadlock" in reproduction.detail
+SECONDS = 10.0
 
 
-def test_callback_inside_the_hook_hangs_where_the_lock_is_taken_again() -> None:
-    child = run_child(madvise_deadlock.__name__, "_child", "callback-in-hook", hang_after=5.0)
-    assert child.hung, child.describe_failure()
-    assert child.payload is None
-    # The watchdog's dump: the callback, called from madvise, inside the insert.
-    innermost = [line for line in child.stderr.splitlines() if " in " in line][:4]
-    assert [line.rsplit(" in ", 1)[1] for line in innermost] == [
-        "on_release",
-        "intercepted",
-        "allocate",
-        "insert",
-    ]
+def test_pmca_runs_the_same_workload_to_completion() -> None:
+    results = madvise_deadlock.run_design("pmca", runs=2, seconds=SECONDS / 2)
+    assert [r["outcome"] for r in results] == ["completed", "completed"], results
+    assert all(r["coherent"] and r["phases"] > 0 for r in results), results
 
 
-def test_pmca_delivers_the_madvise_events_of_the_locked_path_later() -> None:
-    child = run_child(madvise_deadlock.__name__, "_child", "pmca", hang_after=120.0)
-    assert child.completed, child.describe_failure()
-    payload = child.payload
-    assert payload is not None
-    assert payload["inserts"] == madvise_deadlock.INSERTS
-    # The real madvise was hooked: the callback saw events for the spare pages...
-    assert payload["madvise_events"] > 0
-    assert payload["support"] & int(pmca.memory.FREE)
-    # ...and only ever from the listener thread or a drain() on the main thread.
-    assert set(payload["threads"]) <= {"pmca-release-listener", "MainThread"}
-
-
-def test_quick_run_skips_only_the_reproduction() -> None:
-    reproduction, prevention = madvise_deadlock.run(reproduce=False)
-    assert reproduction.outcome == "skipped"
-    assert prevention.outcome == "prevented"
+def test_the_reproduction_hangs_only_in_its_own_lock() -> None:
+    results = madvise_deadlock.run_design("ompi", runs=4, seconds=SECONDS, stop_at_first=True)
+    assert not [r for r in results if r["outcome"] == "failed"], results
+    hung = [r for r in results if r["outcome"] == "hung"]
+    # Whatever hangs is the self-deadlock: the owner of mm_lock waits on mm_lock.
+    for result in hung:
+        assert result["self_deadlock"], result
+        assert result["owner"] in result["waiters"], result
+        waiting = next(t for t in result["threads"] if t["tid"] == result["owner"])
+        assert waiting["syscall"] == 202 and waiting["futex"] == result["mm_lock"], waiting
+    if not hung:
+        pytest.xfail(
+            f"the race did not hit in {len(results)} runs of {SECONDS:g} s "
+            "(a rate of about 1 in 10 runs was measured; see bench_madvise_deadlock.py)"
+        )
+    detail = madvise_deadlock.describe_hang(hung[0])
+    assert "whose owner is thread" in detail
+    if hung[0].get("backtrace"):  # gdb installed: the native chain, innermost first
+        frames = madvise_deadlock._frames(hung[0]["backtrace"])
+        assert "import_monitor_notify" in frames and "intercept_madvise" in frames, frames
+        assert frames.index("intercept_madvise") < frames.index("repro_register"), frames

@@ -207,7 +207,7 @@ def _child_coverage() -> None:
     """Child: run every release path with the hooks installed."""
     from .. import native
 
-    emit(native.coverage().as_dict())
+    emit(native.coverage().as_dict() | {"delivery": native.stats().as_dict()})
 
 
 def _native_child(section: Section, label: str, function: str) -> dict[str, Any] | None:
@@ -252,7 +252,24 @@ def coverage_section() -> Section:
         section.add("skip", "not run here", ", ".join(not_run))
     if misses:
         section.add("info", "documented misses", ", ".join(misses))
+    _delivery_line(section, payload.get("delivery"))
     return section
+
+
+def _delivery_line(section: Section, delivery: dict[str, int] | None) -> None:
+    """The ring and dispatcher counters of the coverage run (pmca.native.stats())."""
+    if not delivery:
+        return
+    lost = delivery["dropped"] + delivery["incomplete_drains"] + delivery["callback_errors"]
+    section.add(
+        "warn" if lost else "ok",
+        "event delivery",
+        f"ring of {delivery['capacity']} events: {delivery['published']} published, "
+        f"{delivery['delivered']} delivered, {delivery['dropped']} dropped, "
+        f"{delivery['overflows']} overflow notices, {delivery['incomplete_drains']} incomplete "
+        f"drains, {delivery['wakeups']} listener wake-ups, "
+        f"{delivery['callback_errors']} callback errors",
+    )
 
 
 # -- patches restored byte-exact -----------------------------------------------------------
@@ -343,7 +360,10 @@ def scenarios_section(quick: bool) -> Section:
     section = Section("Seed scenarios")
     runs: list[tuple[str, Callable[[], list[ScenarioResult]]]] = [
         ("1 ompi-13021", lambda: _scenario_1(quick)),
-        ("2 madvise-deadlock", lambda: madvise_deadlock.run(reproduce=not quick)),
+        (
+            "2 madvise-deadlock",
+            lambda: madvise_deadlock.run(reproduce=not quick, runs=1 if quick else 3),
+        ),
         ("3 activation", activation.run),
         ("4 stale-registration", lambda: stale_registration.run(threaded=not quick)),
     ]

@@ -8,7 +8,13 @@ locks.
 
 from __future__ import annotations
 
-from ._base import MemoryBase, MemoryHooksUnavailable, ReleaseCallback, ReleaseHandle
+from ._base import (
+    BatchCallback,
+    MemoryBase,
+    MemoryHooksUnavailable,
+    ReleaseCallback,
+    ReleaseHandle,
+)
 from ._framework import FRAMEWORK
 from ._interface import MemoryModule, Support
 
@@ -31,8 +37,18 @@ def support_level() -> Support:
     return base.support_level() if base is not None else Support.NONE
 
 
-def register_release(callback: ReleaseCallback) -> ReleaseHandle:
+def register_release(
+    callback: ReleaseCallback | BatchCallback, *, batch: bool = False
+) -> ReleaseHandle:
     """Call ``callback(address, length, kind, from_alloc)`` for every release.
+
+    With ``batch=True``, ``callback(batch)`` receives a
+    :class:`pmca.native.ReleaseBatch` of records at a time (columns as
+    memoryviews, no Python object per event; ``batch.overflow`` means "treat
+    everything as released").  Only releases that happen after this call are
+    delivered.  Callbacks of one registration never run concurrently; they
+    must not block on a lock that is held around :func:`drain` (collect the
+    ranges, apply them after ``drain()`` returns).
 
     Installs the hooks first when the leave_pinned matrix says "runtime".
     Raises :class:`MemoryHooksUnavailable` when no hooks can be had, naming
@@ -48,7 +64,7 @@ def register_release(callback: ReleaseCallback) -> ReleaseHandle:
     if any(handle.callback is callback for handle in base.handles):
         raise ValueError(f"release callback {callback!r} is already registered")
     base.activate_for_release()
-    subscription = native.dispatcher().subscribe(callback)
+    subscription = native.dispatcher().subscribe(callback, batch=batch)
 
     def unsubscribe() -> None:
         subscription.unregister()
@@ -61,7 +77,11 @@ def register_release(callback: ReleaseCallback) -> ReleaseHandle:
 
 
 def drain() -> int:
-    """Deliver pending release events now; returns how many were delivered."""
+    """Deliver every release that happened before this call to every callback.
+
+    Returns how many events it took from the native ring.  When it returns,
+    each callback has seen each of those releases, or an overflow notice.
+    """
     from .. import native
 
     if not native.available():
@@ -74,6 +94,7 @@ __all__ = [
     "FRAMEWORK",
     "FREE",
     "MUNMAP",
+    "BatchCallback",
     "MemoryHooksUnavailable",
     "MemoryModule",
     "ReleaseCallback",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..mca._context import FrameworkParams
 from ..mca._errors import PmcaError
@@ -11,7 +12,11 @@ from ..mca._open import OpenFramework
 from ._activation import Decision, decide, setting
 from ._interface import MemoryModule, Support
 
+if TYPE_CHECKING:
+    from ..native import ReleaseBatch
+
 ReleaseCallback = Callable[[int, int, str, bool], object]
+BatchCallback = Callable[["ReleaseBatch"], object]
 
 
 class MemoryHooksUnavailable(PmcaError):
@@ -21,7 +26,7 @@ class MemoryHooksUnavailable(PmcaError):
 class ReleaseHandle:
     """Returned by ``register_release``; ``unregister()`` is idempotent."""
 
-    def __init__(self, callback: ReleaseCallback, unsubscribe: Callable[[], None]) -> None:
+    def __init__(self, callback: Callable[..., Any], unsubscribe: Callable[[], None]) -> None:
         self.callback = callback
         self._unsubscribe: Callable[[], None] | None = unsubscribe
 
@@ -152,6 +157,7 @@ class MemoryBase(FrameworkBase):
     def closing(self) -> None:
         # Open MPI's opal_mem_hooks_finalize: stop delivering before the
         # hooks are restored, so no callback sees a half-closed framework.
+        # Each unregister() first delivers what was released until now.
         handles, self.handles = self.handles, []
         for handle in reversed(handles):
             handle.unregister()

@@ -22,16 +22,6 @@ PROBE_LIBRARY_NAME = "libpmca_probe.so"
 # Index order is the C enum pmca_symbol.
 SYMBOLS: tuple[str, ...] = ("munmap", "madvise", "mremap", "brk", "shmdt", "mmap")
 
-# C enum pmca_kind -> the kind names release callbacks receive.
-KINDS: dict[int, str] = {
-    1: "munmap",
-    2: "madvise",
-    3: "mremap",
-    4: "brk",
-    5: "shmdt",
-    6: "mmap_fixed",
-}
-
 
 class Status(enum.IntEnum):
     """C enum pmca_status."""
@@ -66,6 +56,33 @@ class EventStruct(ctypes.Structure):
         ("length", ctypes.c_uint64),
         ("kind", ctypes.c_uint32),
         ("from_alloc", ctypes.c_uint32),
+    )
+
+
+class DrainResult(ctypes.Structure):
+    """struct pmca_drain_result."""
+
+    _fields_ = (
+        ("first_position", ctypes.c_uint64),
+        ("next_position", ctypes.c_uint64),
+        ("dropped_total", ctypes.c_uint64),
+        ("count", ctypes.c_uint32),
+        ("abandoned", ctypes.c_uint32),
+    )
+
+
+class RingStats(ctypes.Structure):
+    """struct pmca_ring_stats."""
+
+    _fields_ = (
+        ("capacity", ctypes.c_uint64),
+        ("published", ctypes.c_uint64),
+        ("consumed", ctypes.c_uint64),
+        ("dropped", ctypes.c_uint64),
+        ("abandoned", ctypes.c_uint64),
+        ("incomplete_drains", ctypes.c_uint64),
+        ("producer_wakeups", ctypes.c_uint64),
+        ("late_publishes", ctypes.c_uint64),
     )
 
 
@@ -132,18 +149,37 @@ def _declare(lib: ctypes.CDLL) -> None:
         "pmca_hooks_restore": (ctypes.c_int, [ctypes.c_int, report_p]),
         "pmca_hooks_inspect": (ctypes.c_int, [ctypes.c_int, report_p]),
         "pmca_hooks_verify": (ctypes.c_int, [ctypes.c_int]),
+        "pmca_hooks_configure_ring": (ctypes.c_int64, [ctypes.c_uint64]),
+        "pmca_hooks_default_ring_capacity": (ctypes.c_uint32, []),
         "pmca_hooks_drain": (
-            ctypes.c_size_t,
-            [ctypes.POINTER(EventStruct), ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64)],
+            ctypes.c_int,
+            [
+                ctypes.c_void_p,
+                ctypes.c_uint32,
+                ctypes.c_uint64,
+                ctypes.c_uint64,
+                ctypes.POINTER(DrainResult),
+            ],
         ),
-        "pmca_hooks_dropped_total": (ctypes.c_uint64, []),
-        "pmca_hooks_pending": (ctypes.c_uint64, []),
-        "pmca_hooks_capacity": (ctypes.c_uint32, []),
+        "pmca_hooks_snapshot": (ctypes.c_uint64, [ctypes.POINTER(ctypes.c_uint64)]),
+        "pmca_hooks_head_address": (ctypes.c_void_p, []),
+        "pmca_hooks_dropped_address": (ctypes.c_void_p, []),
+        "pmca_hooks_wait": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64]),
+        "pmca_hooks_wake_listeners": (None, []),
+        "pmca_hooks_ring_stats": (None, [ctypes.POINTER(RingStats)]),
+        "pmca_hooks_ring_stats_size": (ctypes.c_uint32, []),
+        "pmca_hooks_drain_result_size": (ctypes.c_uint32, []),
+        "pmca_hooks_publish_synthetic": (
+            ctypes.c_uint64,
+            [ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64],
+        ),
+        "pmca_hooks_publish_stalled": (
+            ctypes.c_int,
+            [ctypes.c_uint64, ctypes.c_uint64, ctypes.POINTER(ctypes.c_int)],
+        ),
         "pmca_hooks_calls": (ctypes.c_uint64, [ctypes.c_int]),
         "pmca_hooks_set_enabled": (None, [ctypes.c_int]),
         "pmca_hooks_enabled": (ctypes.c_int, []),
-        "pmca_hooks_eventfd": (ctypes.c_int, []),
-        "pmca_hooks_rearm": (None, []),
         "pmca_hooks_membarrier_mode": (ctypes.c_char_p, []),
         "pmca_hooks_event_size": (ctypes.c_uint32, []),
         "pmca_hooks_report_size": (ctypes.c_uint32, []),
@@ -176,8 +212,11 @@ def _open() -> ctypes.CDLL:
         _declare(lib)
     except AttributeError as exc:
         raise NativeUnavailable(f"{path} is from another pmca version: {exc}") from exc
-    if lib.pmca_hooks_event_size() != ctypes.sizeof(EventStruct) or (
-        lib.pmca_hooks_report_size() != ctypes.sizeof(SiteReport)
+    if (
+        lib.pmca_hooks_event_size() != ctypes.sizeof(EventStruct)
+        or lib.pmca_hooks_report_size() != ctypes.sizeof(SiteReport)
+        or lib.pmca_hooks_drain_result_size() != ctypes.sizeof(DrainResult)
+        or lib.pmca_hooks_ring_stats_size() != ctypes.sizeof(RingStats)
     ):
         raise NativeUnavailable(f"{path} does not match this pmca version; rebuild it")
     status = lib.pmca_hooks_init()

@@ -1,18 +1,28 @@
-"""The process-wide native hook backend: patch, restore, inspect, drain."""
+"""The process-wide native hook backend: patch, restore, inspect; the ring's consumer side."""
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import threading
-from typing import cast
+from typing import Final, cast
 
 import attrs
 
 from . import _abi
-from ._abi import SYMBOLS, SiteReport, State, Status
+from ._abi import SYMBOLS, DrainResult, RingStats, SiteReport, State, Status
 from ._errors import NativeUnavailable, PatchRefused
-from ._events import END_OF_MEMORY, Drained, ReleaseEvent, ReleaseKind
+from ._events import KIND_NAMES, RECORD_SIZE, Drained, ReleaseEvent, ReleaseKind
+
+#: Pull everything published so far.
+EVERYTHING: Final = 2**64 - 1
+#: How long a pull waits for a producer that claimed a slot but has not
+#: published it yet before giving the slot up (reported as overflow).  The
+#: producer is a few instructions from publishing unless it was preempted;
+#: a 2-core machine under load can keep it off the CPU for several ms, and
+#: giving up costs every consumer its whole cache, so be patient.
+STALL_WAIT_NS: Final = 20_000_000
 
 
 @attrs.frozen(slots=True)
@@ -63,11 +73,41 @@ def _reason(report: SiteReport) -> str:
     return reason
 
 
-def _event(address: int, length: int, kind_code: int, from_alloc: int) -> ReleaseEvent:
-    kind = cast(ReleaseKind, _abi.KINDS.get(kind_code, "munmap"))
-    if kind == "shmdt" and length == 0:
-        length = END_OF_MEMORY - address  # size unknown: to the end of memory
-    return ReleaseEvent(address, length, kind, bool(from_alloc))
+@attrs.frozen(slots=True)
+class Pulled:
+    """Events taken from the ring by one :meth:`HookBackend.pull`.
+
+    ``data`` holds ``count`` records for the consecutive ring positions
+    from ``first``.  ``dropped`` counts events lost since the previous pull
+    (a full ring, a slot given up on, a fork), ``abandoned`` the claimed slots
+    this pull gave up on.
+    """
+
+    data: memoryview
+    first: int
+    count: int
+    dropped: int
+    dropped_total: int
+    abandoned: int
+    next_position: int
+
+
+@attrs.frozen(slots=True)
+class RingState:
+    """Counters of the native ring (cumulative for the process)."""
+
+    capacity: int
+    published: int
+    consumed: int
+    dropped: int
+    abandoned: int
+    incomplete_drains: int
+    producer_wakeups: int
+    late_publishes: int
+
+    @property
+    def pending(self) -> int:
+        return self.published - self.consumed
 
 
 class HookBackend:
@@ -79,19 +119,19 @@ class HookBackend:
 
     def __init__(self, lib: ctypes.CDLL) -> None:
         self._lib = lib
-        self._drain_lock = threading.Lock()
-        self._buffer_size = 0
-        self._buffer: ctypes.Array[_abi.EventStruct] | None = None
+        self._consumer_lock = threading.Lock()
+        self._result = DrainResult()
+        # Live views of the ring's producer position and drop counter: a drain
+        # with nothing to do reads them instead of calling into the library.
+        self.head_word = ctypes.c_uint64.from_address(lib.pmca_hooks_head_address())
+        self.dropped_word = ctypes.c_uint64.from_address(lib.pmca_hooks_dropped_address())
+        self._drops_seen = self.snapshot()[1]
+        self._pulled_to = self.ring_state().consumed
 
     @property
     def symbols(self) -> tuple[str, ...]:
         """The libc functions this backend can hook."""
         return SYMBOLS
-
-    @property
-    def capacity(self) -> int:
-        """How many events the native ring holds before dropping."""
-        return int(self._lib.pmca_hooks_capacity())
 
     @property
     def membarrier_mode(self) -> str:
@@ -168,42 +208,143 @@ class HookBackend:
         """How many times the hook of ``symbol`` ran (whether or not it recorded)."""
         return int(self._lib.pmca_hooks_calls(self._index(symbol)))
 
-    def drain(self, max_events: int = 4096) -> Drained:
-        """Take up to ``max_events`` events from the ring.
+    # -- the ring: configuration and its one consumer ----------------------------
 
-        Events taken here are gone for everyone else: applications should
-        drain through :func:`pmca.native.dispatcher` instead.
+    def configure_ring(self, capacity: int) -> int:
+        """Allocate the ring with ``capacity`` slots unless it already exists.
+
+        Returns the capacity in force: the ring is allocated once per process
+        and never freed (hooks may run at any time), so a later call cannot
+        resize it.  Raises ValueError for a capacity that is not a power of
+        two between 1024 and 2**26.
+        """
+        result = int(self._lib.pmca_hooks_configure_ring(capacity))
+        if result == -errno.EINVAL:
+            raise ValueError(
+                f"ring capacity {capacity} is not a power of two between 1024 and {2**26}"
+            )
+        if result < 0:
+            raise NativeUnavailable(
+                f"cannot allocate the release-event ring: {os.strerror(-result)}"
+            )
+        return result
+
+    @property
+    def default_capacity(self) -> int:
+        return int(self._lib.pmca_hooks_default_ring_capacity())
+
+    def ensure_ring(self) -> int:
+        """Allocate the ring at its default size unless it exists; returns its capacity."""
+        return self.configure_ring(self.default_capacity)
+
+    @property
+    def capacity(self) -> int:
+        """How many events the ring holds before dropping (allocating it if needed)."""
+        return self.ensure_ring()
+
+    def ring_state(self) -> RingState:
+        stats = RingStats()
+        self._lib.pmca_hooks_ring_stats(ctypes.byref(stats))
+        return RingState(*(int(getattr(stats, name)) for name, _ in RingStats._fields_))
+
+    def snapshot(self) -> tuple[int, int]:
+        """(position of the next event to be published, events dropped so far)."""
+        dropped = ctypes.c_uint64(0)
+        head = int(self._lib.pmca_hooks_snapshot(ctypes.byref(dropped)))
+        return head, dropped.value
+
+    @property
+    def pulled_to(self) -> int:
+        """Ring position up to which events were pulled (by this process's consumer)."""
+        return self._pulled_to
+
+    @property
+    def drops_seen(self) -> int:
+        """Drops already reported by a pull."""
+        return self._drops_seen
+
+    def pull(
+        self, until: int = EVERYTHING, max_events: int = 4096, stall_wait_ns: int = STALL_WAIT_NS
+    ) -> Pulled:
+        """Take the events at ring positions before ``until`` (at most ``max_events``).
+
+        The ring has one consumer at a time; concurrent callers queue on a
+        lock.  Events taken here are gone for everyone else: applications
+        drain through :func:`pmca.native.dispatcher`.
         """
         if max_events <= 0:
             raise ValueError("max_events must be positive")
-        dropped = ctypes.c_uint64(0)
-        with self._drain_lock:
-            if self._buffer is None or self._buffer_size < max_events:
-                self._buffer = (_abi.EventStruct * max_events)()
-                self._buffer_size = max_events
-            buffer = self._buffer
-            count = self._lib.pmca_hooks_drain(buffer, max_events, ctypes.byref(dropped))
-            events = tuple(
-                _event(item.address, item.length, item.kind, item.from_alloc)
-                for item in buffer[:count]
+        with self._consumer_lock:
+            wanted = until - self._pulled_to
+            if 0 < wanted < max_events:
+                max_events = wanted
+            buffer = bytearray(max_events * RECORD_SIZE)
+            window = (ctypes.c_char * len(buffer)).from_buffer(buffer)
+            result = self._result
+            status = self._lib.pmca_hooks_drain(
+                ctypes.addressof(window), max_events, until, stall_wait_ns, ctypes.byref(result)
             )
-        return Drained(events=events, overflowed=dropped.value > 0, dropped=dropped.value)
+            del window  # releases the buffer export
+            if status == -errno.EBUSY:
+                raise RuntimeError("another consumer is draining the release-event ring")
+            dropped = result.dropped_total - self._drops_seen
+            self._drops_seen = result.dropped_total
+            self._pulled_to = max(self._pulled_to, result.next_position)
+            count = result.count
+            return Pulled(
+                data=memoryview(buffer)[: count * RECORD_SIZE],
+                first=result.first_position,
+                count=count,
+                dropped=dropped,
+                dropped_total=result.dropped_total,
+                abandoned=result.abandoned,
+                next_position=result.next_position,
+            )
+
+    def drain(self, max_events: int = 4096) -> Drained:
+        """Take up to ``max_events`` events as :class:`ReleaseEvent` objects.
+
+        A diagnostic convenience (one object per event); applications drain
+        through :func:`pmca.native.dispatcher`.
+        """
+        pulled = self.pull(EVERYTHING, max_events)
+        records = memoryview(pulled.data).cast("Q")
+        halves = memoryview(pulled.data).cast("I")
+        events = tuple(
+            ReleaseEvent(
+                records[3 * i],
+                records[3 * i + 1],
+                cast(ReleaseKind, KIND_NAMES[halves[6 * i + 4]]),
+                bool(halves[6 * i + 5]),
+            )
+            for i in range(pulled.count)
+        )
+        return Drained(events=events, overflowed=pulled.dropped > 0, dropped=pulled.dropped)
 
     def dropped_total(self) -> int:
         """Events lost since the library was loaded."""
-        return int(self._lib.pmca_hooks_dropped_total())
+        return self.snapshot()[1]
 
     def pending(self) -> int:
-        """Events in the ring (claimed or published) not yet drained."""
-        return int(self._lib.pmca_hooks_pending())
+        """Events in the ring (claimed or published) not yet pulled."""
+        return self.ring_state().pending
 
-    def eventfd(self) -> int:
-        """The doorbell: readable after an event was pushed while armed."""
-        return int(self._lib.pmca_hooks_eventfd())
+    def wait(self, threshold: int, timeout: float) -> int:
+        """Sleep (without the GIL) until ``threshold`` events are pending or ``timeout`` passes.
 
-    def rearm(self) -> None:
-        """Ask for one more doorbell ring; call before draining, not after."""
-        self._lib.pmca_hooks_rearm()
+        Returns 1 for "threshold reached", 2 for another wake-up, 0 for the timeout.
+        """
+        return int(self._lib.pmca_hooks_wait(max(1, threshold), int(timeout * 1e9)))
+
+    def wake_listeners(self) -> None:
+        """End every :meth:`wait` in progress."""
+        self._lib.pmca_hooks_wake_listeners()
+
+    def publish_synthetic(
+        self, count: int, address: int = 0x1000, length: int = 4096, stride: int = 4096
+    ) -> int:
+        """Publish ``count`` made-up munmap events (tests and benchmarks); returns how many fit."""
+        return int(self._lib.pmca_hooks_publish_synthetic(1, address, length, count, stride))
 
     def set_enabled(self, enabled: bool) -> None:
         """False turns every installed hook into a pure system-call pass-through."""
@@ -234,7 +375,7 @@ def _reset_after_fork() -> None:
     global _singleton_lock
     _singleton_lock = threading.Lock()
     if _singleton is not None:
-        _singleton._drain_lock = threading.Lock()
+        _singleton._consumer_lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)

@@ -2,161 +2,173 @@
 
 Events leave the native ring only here: synchronously in :meth:`drain`
 (the registration cache calls it before every lookup) and from a daemon
-listener thread woken by the ring's eventfd.  Subscribers always run in
-Python, never inside a hook, and never under the dispatcher's lock, so they
-may allocate, free, subscribe and unsubscribe.
+listener thread.  Subscribers always run in Python, never inside a hook and
+never under the dispatcher's lock, so they may allocate, free, subscribe and
+unsubscribe.
 
-Guarantee: when :meth:`ReleaseDispatcher.drain` returns, every event that was
-in the ring when it was called has been delivered to every subscriber, even
-events another thread pulled but has not finished delivering.  Waiting for
-that thread could deadlock (its subscriber may need a lock the caller
-holds), so the caller takes over the rest of the other thread's batch
-instead; the event the other thread is delivering at that moment is
-delivered once more.  Subscribers must therefore be thread-safe and
-tolerate an event twice; invalidating a range is naturally idempotent.
+Guarantees:
+
+* **Complete drains.**  :meth:`ReleaseDispatcher.drain` snapshots the ring's
+  producer position when it begins and returns only after every event
+  published before that point was delivered to every active subscriber, or
+  announced to it by an overflow notice (events lost to a full ring, or a
+  producer stalled mid-publish past the bound, see
+  :data:`~pmca.native._backend.STALL_WAIT_NS`).
+* **Order and serialization.**  One subscriber's callback never runs on two
+  threads at once, and sees events in the order they were published.
+  Concurrent drains never deliver an event twice to a subscriber; each
+  delivers at most what was queued when its own pull ended.
+* **Epochs.**  A subscriber never receives an event published before it
+  subscribed; in particular a new session's subscribers never see what the
+  previous session released.
+* **Nothing silent.**  Unsubscribing, closing and finalizing deliver what is
+  pending first.
+
+The rule that keeps this deadlock-free: **a release callback must not block
+on a lock that a thread may hold while it calls drain(), unregister() or
+close()** (those calls wait for callbacks running on other threads).  A
+registration cache records the released ranges in its callback (a list
+append, or a lock that is never held around ``drain()``) and applies them
+under its own lock after ``drain()`` returns.  ``drain()`` called from inside
+a release callback never waits for another thread's callback: it delivers
+what it can and leaves the rest to the thread already delivering.
+
+Wake-ups: the listener sleeps in a native futex wait (the GIL released) and
+wakes when the ring passes a fill threshold or a short timer fires, never
+once per event; hooks never write to a file descriptor.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import select
 import threading
-import warnings
+import time
 from collections.abc import Callable
 from typing import Final
 
-from ._backend import HookBackend, backend
-from ._events import OVERFLOW_EVENT, ReleaseEvent
+from ._backend import STALL_WAIT_NS, HookBackend, backend
+from ._subscription import (
+    AnyCallback,
+    BatchCallback,
+    Chunk,
+    Counters,
+    ReleaseCallback,
+    Subscription,
+    delivering,
+    mark_listener_thread,
+    report_failure,
+    take_deferred,
+)
 
-ReleaseCallback = Callable[[int, int, str, bool], object]
+HealthCheck = Callable[[], object]
 
-_CHUNK: Final = 4096
-
-# Per thread: how many drain() deliveries are on the stack (callbacks running).
-_delivering = threading.local()
-
-
-def _delivery_depth() -> int:
-    depth: int = getattr(_delivering, "depth", 0)
-    return depth
-
-
-class Subscription:
-    """A registered callback; :meth:`unregister` is idempotent."""
-
-    __slots__ = ("_active", "_callback", "_dispatcher")
-
-    def __init__(self, dispatcher: ReleaseDispatcher, callback: ReleaseCallback) -> None:
-        self._dispatcher = dispatcher
-        self._callback = callback
-        self._active = True
-
-    @property
-    def callback(self) -> ReleaseCallback:
-        return self._callback
-
-    @property
-    def active(self) -> bool:
-        return self._active
-
-    def unregister(self) -> None:
-        """Stop delivering to this callback (a call already under way may finish)."""
-        self._dispatcher._remove(self)
-
-    def __repr__(self) -> str:
-        state = "active" if self._active else "unregistered"
-        return f"<Subscription {self._callback!r} {state}>"
-
-
-class _Delivery:
-    """A batch of events owed to one subscriber, being delivered by one thread.
-
-    ``cursor`` is the event being delivered; ``limit`` may be lowered by a
-    draining thread that takes the rest over (see the module docstring).
-    """
-
-    __slots__ = ("cursor", "events", "limit", "owner", "subscription")
-
-    def __init__(
-        self, events: tuple[ReleaseEvent, ...], subscription: Subscription, owner: int
-    ) -> None:
-        self.events = events
-        self.subscription = subscription
-        self.owner = owner
-        self.cursor = 0
-        self.limit = len(events)
-
-    def take_over(self, owner: int) -> _Delivery | None:
-        """Leave this delivery its current event and hand the rest to ``owner``."""
-        start = self.cursor
-        if start >= self.limit:
-            return None
-        self.limit = start + 1
-        return _Delivery(self.events[start:], self.subscription, owner)
-
-
-def _report_failure(callback: ReleaseCallback, exc: Exception) -> None:
-    warnings.warn(
-        f"pmca release callback {callback!r} raised {type(exc).__name__}: {exc}",
-        RuntimeWarning,
-        stacklevel=3,
-    )
-
-
-def _deliver(delivery: _Delivery) -> None:
-    subscription = delivery.subscription
-    events = delivery.events
-    while delivery.cursor < delivery.limit and subscription.active:
-        event = events[delivery.cursor]
-        try:
-            subscription.callback(event.address, event.length, event.kind, event.from_alloc)
-        except Exception as exc:
-            _report_failure(subscription.callback, exc)
-        delivery.cursor += 1
+#: Events per pull from the ring.
+CHUNK: Final = 4096
+#: The listener's timer: shortest and longest sleep.  It backs off while the
+#: ring stays empty (an idle process is not woken 50 times a second) and
+#: snaps back as soon as a wake-up finds events.
+TIMER_MIN: Final = 0.02
+TIMER_MAX: Final = 0.25
+#: drain() runs the health checks at most this often (the listener runs them
+#: on every wake-up).
+CHECK_PERIOD: Final = 0.1
+#: A subscriber whose backlog falls this many seconds behind the ring gets one
+#: overflow notice instead of the backlog (see Subscription._deliver_until).
+MAX_LAG: Final = 1.0
 
 
 class ReleaseDispatcher:
     """Delivers native release events to Python subscribers.
 
-    Use the process-wide instance from :func:`dispatcher`.
+    Use the process-wide instance from :func:`dispatcher`.  ``listen=False``
+    makes one that never starts a listener thread (benchmarks, tests): its
+    subscribers are served by :meth:`drain` only.
     """
 
-    def __init__(self, hooks: Callable[[], HookBackend] = backend) -> None:
+    def __init__(
+        self,
+        hooks: Callable[[], HookBackend] = backend,
+        *,
+        listen: bool = True,
+        stall_wait_ns: int = STALL_WAIT_NS,
+        max_lag: float = MAX_LAG,
+    ) -> None:
         self._hooks = hooks
+        self._cached_backend: HookBackend | None = None
+        self._max_lag = max_lag
+        self._listen_enabled = listen
+        self._stall_wait_ns = stall_wait_ns
+        self.counters = Counters()
+        self._checks: list[HealthCheck] = []
         self._reset_state()
 
+    def _backend(self) -> HookBackend:
+        hooks = self._cached_backend
+        if hooks is None:
+            hooks = self._cached_backend = self._hooks()
+        return hooks
+
     def _reset_state(self) -> None:
+        # One lock for ring consumption and the subscriber list: a pull and a
+        # subscription never interleave, which is what makes epochs exact.
         self._lock = threading.Lock()
         self._subscriptions: list[Subscription] = []
-        self._in_flight: list[_Delivery] = []
+        # Ring position and drop count up to which events were handed to the
+        # subscribers' queues (written under the lock, after the hand-over).
+        self._offered_to = 0
+        self._drops_offered = -1
         self._listener: threading.Thread | None = None
         self._stop = threading.Event()
+        self._last_check = 0.0
+        self.drains = 0
+        self.listener_wakeups = 0
+        self.listener_errors = 0
+        self.check_errors = 0
 
     # -- subscribing ---------------------------------------------------------------
 
-    def subscribe(self, callback: ReleaseCallback) -> Subscription:
-        """Deliver every release to ``callback(address, length, kind, from_alloc)``.
+    def subscribe(self, callback: AnyCallback, *, batch: bool = False) -> Subscription:
+        """Deliver every release published from now on to ``callback``.
 
-        Starts the listener thread with the first subscriber.  Raises
-        :class:`NativeUnavailable` when there is no native backend.
+        Per event, ``callback(address, length, kind, from_alloc)``; with
+        ``batch=True``, ``callback(batch)`` with a :class:`ReleaseBatch` per
+        chunk of events (no Python object per event).  Starts the listener
+        thread with the first subscriber; if it cannot start, nothing stays
+        subscribed.  Raises :class:`NativeUnavailable` without a native backend.
         """
-        self._hooks()
-        subscription = Subscription(self, callback)
+        hooks = self._backend()
+        hooks.ensure_ring()  # before anyone is stamped with a ring position
         with self._lock:
+            epoch, dropped = hooks.snapshot()
+            subscription = Subscription(
+                self, callback, batch, epoch, dropped, self.counters, self._max_lag
+            )
             self._subscriptions.append(subscription)
-            self._ensure_listener_locked()
+            try:
+                self._ensure_listener_locked()
+            except BaseException:
+                self._subscriptions.remove(subscription)
+                subscription.retire()
+                raise
         return subscription
 
+    def subscribe_batch(self, callback: BatchCallback) -> Subscription:
+        """``subscribe(callback, batch=True)``."""
+        return self.subscribe(callback, batch=True)
+
     def _remove(self, subscription: Subscription) -> None:
+        hooks = self._backend()
         with self._lock:
-            if not subscription._active:
+            if not subscription.active:
                 return
-            subscription._active = False
+            self._pull_locked(hooks)
             self._subscriptions.remove(subscription)
+            ticket = subscription.retire()
             stopping = None if self._subscriptions else self._detach_listener_locked()
+        subscription.pump(ticket, block=not delivering())
         if stopping is not None:
             self._join(stopping)
+        self._raise_deferred()
 
     @property
     def subscriber_count(self) -> int:
@@ -170,143 +182,189 @@ class ReleaseDispatcher:
             return self._listener is not None and self._listener.is_alive()
 
     def close(self) -> None:
-        """Unregister every subscriber and stop the listener (joined unless called from it)."""
+        """Deliver what is pending, unregister every subscriber, stop the listener."""
+        hooks = self._backend()
         with self._lock:
-            for subscription in self._subscriptions:
-                subscription._active = False
+            self._pull_locked(hooks)
+            retiring = [(s, s.retire()) for s in self._subscriptions]
             self._subscriptions.clear()
             stopping = self._detach_listener_locked()
+        block = not delivering()
+        for subscription, ticket in retiring:
+            subscription.pump(ticket, block)
         if stopping is not None:
             self._join(stopping)
+        self._raise_deferred()
+
+    # -- health checks ---------------------------------------------------------------
+
+    def add_check(self, check: HealthCheck) -> Callable[[], None]:
+        """Run ``check()`` periodically: on every listener wake-up, and from
+        drain() at most every :data:`CHECK_PERIOD` seconds.
+
+        For event sources that must verify they are still in place (another
+        library re-patching libc, for one).  A check may publish events or
+        raise (reported, counted).  Returns the function that removes it.
+        """
+        with self._lock:
+            self._checks.append(check)
+
+        def remove() -> None:
+            with self._lock:
+                if check in self._checks:
+                    self._checks.remove(check)
+
+        return remove
+
+    def run_checks(self) -> None:
+        with self._lock:
+            checks = list(self._checks)
+            self._last_check = time.monotonic()
+        for check in checks:
+            try:
+                check()
+            except Exception as exc:
+                self.check_errors += 1
+                report_failure(check, exc, "release health check")
 
     # -- draining ------------------------------------------------------------------
 
     def drain(self) -> int:
-        """Pull every pending event and deliver it now; returns how many were pulled.
+        """Deliver everything published before this call; returns how many events it pulled.
 
-        Lost events (full ring, or a fork) are announced first as one
-        ``(0, END_OF_MEMORY, "overflow", True)`` notification.
+        Lost events are announced to per-event subscribers as one
+        ``(0, END_OF_MEMORY, "overflow", True)`` call, and to batch
+        subscribers by ``batch.overflow``.  Called from inside a release
+        callback, it does not wait for other threads' callbacks.
         """
-        hooks = self._hooks()
-        me = threading.get_ident()
+        hooks = self._backend()
+        if (
+            hooks.head_word.value <= self._offered_to
+            and hooks.dropped_word.value == self._drops_offered
+            and (not self._checks or time.monotonic() - self._last_check < CHECK_PERIOD)
+            and all(s.caught_up() for s in tuple(self._subscriptions))  # a copy: atomic
+        ):
+            # Nothing published, lost or queued since the last hand-over: the
+            # common case of a drain before a cache lookup, without the lock.
+            return 0
         with self._lock:
-            if self._subscriptions:
-                self._ensure_listener_locked()  # after a fork, the child has none
-            batch = self._pull_locked(hooks)
-            mine = [_Delivery(batch, subscription, me) for subscription in self._subscriptions]
-            for other in self._in_flight:
-                if other.owner != me:  # our own are up the stack (re-entrant drain)
-                    rest = other.take_over(me)
-                    if rest is not None:
-                        mine.append(rest)
-            self._in_flight.extend(mine)
-        _delivering.depth = _delivery_depth() + 1
-        try:
-            for delivery in mine:
-                _deliver(delivery)
-        finally:
-            _delivering.depth -= 1
-            # Finished deliveries cannot be taken over (cursor == limit), so
-            # they may stay listed until the whole set is done.
-            with self._lock:
-                for delivery in mine:
-                    self._in_flight.remove(delivery)
-        return len(batch)
+            self.drains += 1
+            pulled = self._pull_locked(hooks)
+            tickets = [(s, s.ticket()) for s in self._subscriptions]
+            run_checks = bool(self._checks) and (
+                time.monotonic() - self._last_check >= CHECK_PERIOD
+            )
+        block = not delivering()
+        for subscription, ticket in tickets:
+            subscription.pump(ticket, block)
+        if run_checks and block:
+            self.run_checks()
+        self._raise_deferred()
+        return pulled
 
-    def _pull_locked(self, hooks: HookBackend) -> tuple[ReleaseEvent, ...]:
-        # At most `capacity` events were queued when we started, so pulling
-        # that many bounds the call even while producers keep going.
-        budget = hooks.capacity
-        events: list[ReleaseEvent] = []
-        overflowed = False
-        while budget > 0:
-            request = min(_CHUNK, budget)
-            drained = hooks.drain(request)
-            overflowed = overflowed or drained.overflowed
-            events.extend(drained.events)
-            budget -= len(drained.events)
-            if len(drained.events) < request:
-                break
-        if overflowed:
-            events.insert(0, OVERFLOW_EVENT)
-        return tuple(events)
+    def _pull_locked(self, hooks: HookBackend) -> int:
+        """Move every event published so far into the subscribers' queues.
+
+        Bounded: the producer position is fixed when the call begins, so
+        producers that keep publishing cannot keep it going.
+        """
+        until, dropped = hooks.snapshot()
+        if hooks.pulled_to >= until and dropped == hooks.drops_seen:
+            self._offered_to, self._drops_offered = until, dropped
+            return 0
+        pulled = 0
+        while True:
+            taken = hooks.pull(until, CHUNK, self._stall_wait_ns)
+            if taken.count or taken.dropped:
+                chunk = Chunk(
+                    taken.data, taken.first, taken.count, taken.dropped > 0, taken.dropped_total
+                )
+                for subscription in self._subscriptions:
+                    subscription.offer(chunk)
+            pulled += taken.count
+            if taken.next_position >= until or (taken.count == 0 and taken.abandoned == 0):
+                self._offered_to = max(self._offered_to, taken.next_position)
+                self._drops_offered = taken.dropped_total
+                return pulled
+
+    @staticmethod
+    def _raise_deferred() -> None:
+        if delivering():
+            return
+        pending = take_deferred()
+        if pending is not None:
+            raise pending
 
     # -- listener thread -----------------------------------------------------------
 
     def _ensure_listener_locked(self) -> None:
+        if not self._listen_enabled:
+            return
         if self._listener is not None and self._listener.is_alive():
             return
-        self._stop = threading.Event()
-        self._listener = threading.Thread(
-            target=self._listen,
-            args=(self._stop,),
-            name="pmca-release-listener",
-            daemon=True,
+        stop = threading.Event()
+        listener = threading.Thread(
+            target=self._listen, args=(stop,), name="pmca-release-listener", daemon=True
         )
-        self._listener.start()
+        listener.start()  # may raise: the caller undoes its subscription
+        self._stop, self._listener = stop, listener
 
     def _detach_listener_locked(self) -> threading.Thread | None:
         listener, self._listener = self._listener, None
         if listener is None:
             return None
         self._stop.set()
-        self._ring_doorbell()
+        self._backend().wake_listeners()
         return listener
-
-    def _ring_doorbell(self) -> None:
-        # A saturated counter or a vanished fd: the listener is awake anyway.
-        with contextlib.suppress(OSError):
-            os.write(self._hooks().eventfd(), (1).to_bytes(8, "little"))
 
     @staticmethod
     def _join(listener: threading.Thread) -> None:
-        # From inside a callback, the listener may itself be waiting in a
-        # callback for something this thread holds: let it exit on its own.
-        if listener is threading.current_thread() or _delivery_depth() > 0:
+        # From inside a callback, the listener may itself be waiting for the
+        # callback this thread is in: let it exit on its own.
+        if listener is threading.current_thread() or delivering():
             return
         listener.join()
 
     def _listen(self, stop: threading.Event) -> None:
-        hooks = self._hooks()
-        # poll, not select: MPI ranks often hold more than FD_SETSIZE (1024)
-        # descriptors, and select() cannot wait on a number that high.
-        waiter = select.poll()
-        doorbell = hooks.eventfd()
-        waiter.register(doorbell, select.POLLIN)
+        mark_listener_thread()
+        hooks = self._backend()
+        capacity = hooks.ensure_ring()
+        timer = TIMER_MIN
         while not stop.is_set():
-            hooks.rearm()  # before draining: a later push rings again
             try:
-                self.drain()
-            except Exception as exc:  # keep listening; report like a callback failure
-                warnings.warn(f"pmca release listener: {exc!r}", RuntimeWarning, stacklevel=1)
+                found = self.drain()
+                self.run_checks()
+            except BaseException as exc:  # the listener outlives anything
+                self.listener_errors += 1
+                report_failure(self._listen, exc, "release listener")
+                found = 0
             if stop.is_set():
                 break
-            try:
-                waiter.poll()  # blocks without the GIL
-                os.read(doorbell, 8)
-            except BlockingIOError:
-                pass
-            except Exception:
-                # The fd was replaced under us (fork): wait on the new one.
-                stop.wait(0.05)
-                waiter = select.poll()
-                doorbell = hooks.eventfd()
-                waiter.register(doorbell, select.POLLIN)
+            timer = TIMER_MIN if found else min(timer * 2, TIMER_MAX)
+            # A quarter of the ring: room for four times what arrives while
+            # the listener waits for the GIL after being woken.
+            hooks.wait(capacity // 4, timer)  # the GIL is released
+            self.listener_wakeups += 1
 
     # -- fork ----------------------------------------------------------------------
 
     def _after_fork_in_child(self) -> None:
-        # The listener thread does not exist in the child and the lock may
-        # have been held by a thread that does not either.  Subscribers stay;
-        # a listener starts again at the next subscribe() or drain().
-        subscriptions = [s for s in self._subscriptions if s._active]
+        # Only the forking thread exists in the child: locks held by others
+        # would never be released, and the listener is gone.  Subscribers
+        # and what they have queued stay (the child's memory is a copy of the
+        # parent's, so those releases concern it too).
+        subscriptions = [s for s in self._subscriptions if s.active]
         self._reset_state()
+        self.counters.lock = threading.Lock()
+        for subscription in subscriptions:
+            subscription.reset_after_fork()
         self._subscriptions = subscriptions
         if subscriptions:
-            # Rule 3 holds in the child too: someone listens, so the child's
-            # ring drains instead of overflowing.
-            with self._lock:
-                self._ensure_listener_locked()
+            try:
+                with self._lock:
+                    self._ensure_listener_locked()
+            except RuntimeError:
+                pass  # drain() still delivers; the next subscribe() retries
 
 
 _dispatcher_lock = threading.Lock()
@@ -330,3 +388,12 @@ def _reset_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
+
+__all__ = [
+    "BatchCallback",
+    "HealthCheck",
+    "ReleaseCallback",
+    "ReleaseDispatcher",
+    "Subscription",
+    "dispatcher",
+]

@@ -92,6 +92,11 @@ class Measure:
                 found.append(event.kind)
         return tuple(dict.fromkeys(found))
 
+    def overflowed(self) -> bool:
+        """Whether events were lost since :meth:`begin` (a probe may then be retried)."""
+        self._dispatch.drain()
+        return any(event.kind == OVERFLOW_KIND for event in self._collector.since(self._mark))
+
     def seen_containing(self, addresses: Sequence[int], kinds: Collection[str]) -> tuple[str, ...]:
         """Kinds of the events since :meth:`begin` containing any of ``addresses`` (sorted)."""
         self._dispatch.drain()

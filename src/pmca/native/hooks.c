@@ -2,9 +2,8 @@
  * pmca native hook backend: the hook functions libc's memory-release calls
  * are redirected to, and the exported C API the Python binding drives.
  *
- * A hook does the raw system call itself (the patched libc entry can no
- * longer be called), then, on success, pushes one event into the static ring
- * (ring.c).  Hooks never allocate, lock, log, touch Python or use
+ * A hook pushes one event into the ring (ring.c), then does the raw system
+ * call itself (the patched libc entry can no longer be called).  Hooks never allocate, lock, log, touch Python or use
  * global-dynamic TLS: they run inside malloc with arena locks held and in
  * signal handlers.  This library is linked -z nodelete: hooks, ring and
  * trampolines must outlive every call that may still be executing them.
@@ -83,12 +82,20 @@ static void **libc_curbrk; /* glibc's __curbrk, which its sbrk trusts */
 static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
+/*
+ * Every hook publishes its event *before* the system call (ARCHITECTURE.md
+ * section 6, rule 2).  Once the kernel has released a range, another thread
+ * can map the same addresses and look them up in a registration cache; if the
+ * event were published afterwards, that lookup could drain the ring before
+ * the event exists and hand out a stale registration.  Published first, any
+ * drain that begins after the release sees it.  A spurious event for a call
+ * that then fails only costs a cache miss.
+ */
 PMCA_HOOK static int hook_munmap(void *address, size_t length)
 {
     pmca_ring_count_call(PMCA_SYM_MUNMAP);
+    pmca_ring_record(PMCA_SYM_MUNMAP, PMCA_KIND_MUNMAP, (uintptr_t)address, length, 1);
     long result = pmca_raw_syscall6(SYS_munmap, (long)address, (long)length, 0, 0, 0, 0);
-    if (!pmca_is_error(result))
-        pmca_ring_record(PMCA_SYM_MUNMAP, PMCA_KIND_MUNMAP, (uintptr_t)address, length, 1);
     return (int)finish_call(result);
 }
 
@@ -102,10 +109,10 @@ static int advice_releases_memory(int advice)
 PMCA_HOOK static int hook_madvise(void *address, size_t length, int advice)
 {
     pmca_ring_count_call(PMCA_SYM_MADVISE);
+    if (advice_releases_memory(advice))
+        pmca_ring_record(PMCA_SYM_MADVISE, PMCA_KIND_MADVISE, (uintptr_t)address, length, 1);
     long result =
         pmca_raw_syscall6(SYS_madvise, (long)address, (long)length, advice, 0, 0, 0);
-    if (!pmca_is_error(result) && advice_releases_memory(advice))
-        pmca_ring_record(PMCA_SYM_MADVISE, PMCA_KIND_MADVISE, (uintptr_t)address, length, 1);
     return (int)finish_call(result);
 }
 
@@ -117,18 +124,14 @@ PMCA_HOOK static void *hook_mremap(void *old_address, size_t old_length, size_t 
 {
     pmca_ring_count_call(PMCA_SYM_MREMAP);
     long target = (flags & MREMAP_FIXED) ? (long)new_address : 0;
-    long result = pmca_raw_syscall6(SYS_mremap, (long)old_address, (long)old_length,
-                                    (long)new_length, flags, target, 0);
-    /* The old range is reported whole even when the mapping grew in place:
+    /* The old range is reported whole even when the mapping grows in place:
      * cheap, conservative, and what every consumer of mremap events expects.
      * MREMAP_FIXED also unmaps whatever was at the target, like MAP_FIXED. */
-    if (!pmca_is_error(result)) {
-        pmca_ring_record(PMCA_SYM_MREMAP, PMCA_KIND_MREMAP, (uintptr_t)old_address,
-                         old_length, 1);
-        if (flags & MREMAP_FIXED)
-            pmca_ring_record(PMCA_SYM_MREMAP, PMCA_KIND_MREMAP, (uintptr_t)target,
-                             new_length, 1);
-    }
+    pmca_ring_record(PMCA_SYM_MREMAP, PMCA_KIND_MREMAP, (uintptr_t)old_address, old_length, 1);
+    if (flags & MREMAP_FIXED)
+        pmca_ring_record(PMCA_SYM_MREMAP, PMCA_KIND_MREMAP, (uintptr_t)target, new_length, 1);
+    long result = pmca_raw_syscall6(SYS_mremap, (long)old_address, (long)old_length,
+                                    (long)new_length, flags, target, 0);
     return (void *)finish_call(result);
 }
 
@@ -137,12 +140,17 @@ PMCA_HOOK static void *hook_mremap(void *old_address, size_t old_length, size_t 
  * malloc) trusts.  The store is skipped when the break did not move: that is
  * the same value, and skipping it keeps a concurrent brk(0) probe from
  * writing back a break that another thread's sbrk has just moved.
+ * A shrink releases [address, current break): both are known before the
+ * call, so it is published first like every other release.
  */
 PMCA_HOOK static int hook_brk(void *address)
 {
     pmca_ring_count_call(PMCA_SYM_BRK);
     void **curbrk = libc_curbrk;
     uintptr_t previous = curbrk ? (uintptr_t)__atomic_load_n(curbrk, __ATOMIC_RELAXED) : 0;
+    if (previous != 0 && (uintptr_t)address != 0 && (uintptr_t)address < previous)
+        pmca_ring_record(PMCA_SYM_BRK, PMCA_KIND_BRK, (uintptr_t)address,
+                         previous - (uintptr_t)address, 1);
     long result = pmca_raw_syscall6(SYS_brk, (long)address, 0, 0, 0, 0, 0);
     if (curbrk && (uintptr_t)result != previous)
         __atomic_store_n(curbrk, (void *)result, __ATOMIC_RELAXED);
@@ -150,21 +158,17 @@ PMCA_HOOK static int hook_brk(void *address)
         errno = ENOMEM;
         return -1;
     }
-    if (previous != 0 && (uintptr_t)result < previous)
-        pmca_ring_record(PMCA_SYM_BRK, PMCA_KIND_BRK, (uintptr_t)result,
-                         previous - (uintptr_t)result, 1);
     return 0;
 }
 
-/* The segment size is unknown once detached and finding it beforehand
- * would need /proc parsing in the hook: length 0 means "from address to the
- * end of memory".  from_alloc = 0 as in Open MPI: no allocator detaches. */
+/* The segment size is unknown here and finding it would need /proc parsing
+ * in the hook: length 0 means "from address to the end of memory".
+ * from_alloc = 0 as in Open MPI: no allocator detaches. */
 PMCA_HOOK static int hook_shmdt(const void *address)
 {
     pmca_ring_count_call(PMCA_SYM_SHMDT);
+    pmca_ring_record(PMCA_SYM_SHMDT, PMCA_KIND_SHMDT, (uintptr_t)address, 0, 0);
     long result = pmca_raw_syscall6(SYS_shmdt, (long)address, 0, 0, 0, 0, 0);
-    if (!pmca_is_error(result))
-        pmca_ring_record(PMCA_SYM_SHMDT, PMCA_KIND_SHMDT, (uintptr_t)address, 0, 0);
     return (int)finish_call(result);
 }
 
@@ -174,10 +178,10 @@ PMCA_HOOK static void *hook_mmap(void *address, size_t length, int protection, i
                                  int fd, off_t offset)
 {
     pmca_ring_count_call(PMCA_SYM_MMAP);
+    if (flags & MAP_FIXED)
+        pmca_ring_record(PMCA_SYM_MMAP, PMCA_KIND_MMAP_FIXED, (uintptr_t)address, length, 1);
     long result = pmca_raw_syscall6(SYS_mmap, (long)address, (long)length, protection, flags,
                                     fd, (long)offset);
-    if (!pmca_is_error(result) && (flags & MAP_FIXED))
-        pmca_ring_record(PMCA_SYM_MMAP, PMCA_KIND_MMAP_FIXED, (uintptr_t)address, length, 1);
     return (void *)finish_call(result);
 }
 
@@ -248,12 +252,6 @@ static void initialise(void)
         symbol_addresses[i] = (uintptr_t)dlsym(libc, symbol_names[i]);
     libc_curbrk = (void **)dlsym(libc, "__curbrk");
 
-    int doorbell = pmca_ring_init_doorbell();
-    if (doorbell < 0) {
-        set_init_error("eventfd() failed", strerror(-doorbell));
-        init_status = PMCA_UNSUPPORTED;
-        return;
-    }
     (void)pmca_patch_membarrier_init();
     if (pthread_atfork(atfork_prepare, atfork_parent, atfork_child) != 0) {
         set_init_error("pthread_atfork() failed", NULL);
@@ -326,6 +324,12 @@ PMCA_EXPORT int pmca_hooks_patch(int symbol, struct pmca_site_report *report)
     int status = check_symbol(symbol, report);
     if (status != PMCA_OK)
         return status;
+    if (pmca_ring_ensure_configured() != 0) {
+        report->status = PMCA_UNSUPPORTED;
+        (void)snprintf(report->reason, sizeof report->reason,
+                       "cannot allocate the release-event ring");
+        return PMCA_UNSUPPORTED;
+    }
     pthread_mutex_lock(&patch_lock);
     status = pmca_patch_install(symbol, symbol_addresses[symbol], report);
     pthread_mutex_unlock(&patch_lock);

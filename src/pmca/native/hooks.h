@@ -92,11 +92,20 @@ struct pmca_site_report {
 };
 
 /* ring.c */
+/* Publish one release event from any native source of this library (a hook,
+ * or another translation unit that learns of releases some other way).
+ * Call it *before* the memory is released.  Never blocks, allocates or
+ * touches errno; async-signal-safe.  A full ring counts a drop, which every
+ * consumer sees as an overflow. */
+void pmca_ring_publish(uint32_t kind, uintptr_t address, uintptr_t length, uint32_t from_alloc);
+/* pmca_ring_publish for a hook: records nothing while the hooks are disabled
+ * or `symbol` is not active. */
 void pmca_ring_record(int symbol, uint32_t kind, uintptr_t address, uintptr_t length,
                       uint32_t from_alloc);
 void pmca_ring_count_call(int symbol);
 void pmca_ring_reset_after_fork(void);
-int pmca_ring_init_doorbell(void);
+/* Allocate the ring at its default size unless configured; 0 or -errno. */
+int pmca_ring_ensure_configured(void);
 
 /* syscall.c helpers shared by hooks and the patcher: raw syscalls that never
  * touch errno and never go through a (possibly patched) libc wrapper. */

@@ -64,6 +64,30 @@ def create(name: str, backend: Backend, **options: Any) -> RegistrationCache:
     )
 
 
+def caches() -> list[RegistrationCache]:
+    """Every cache open in this process (empty without a live session)."""
+    from ..runtime import RUNTIME
+
+    state = RUNTIME.frameworks.get(FRAMEWORK.name)
+    if state is None:
+        return []
+    return [
+        cache
+        for module in state.modules
+        if isinstance(module, RcacheModule)
+        for cache in module.caches()
+    ]
+
+
+def describe_stats(stats: CacheStats) -> str:
+    """One line of counters, as ``pmca info`` shows them."""
+    return (
+        f"hits {stats.hits}, misses {stats.misses}, evictions {stats.evictions}, "
+        f"invalidations {stats.invalidations}, pinned {stats.pinned_bytes} bytes "
+        f"in {stats.registrations} registrations ({stats.cached} cached unused)"
+    )
+
+
 __all__ = [
     "FRAMEWORK",
     "Backend",
@@ -75,5 +99,7 @@ __all__ = [
     "RegistrationCache",
     "UnpinnedBackend",
     "UnpinnedHandle",
+    "caches",
     "create",
+    "describe_stats",
 ]

@@ -1,222 +1,181 @@
 """Seed scenario 2: the madvise self-deadlock (open-mpi/ompi#13149, ofiwg/libfabric#10879).
 
-libfabric's registration cache inserted into its tree with ``mm_lock`` held,
-and the insert called ``malloc``.  Under mimalloc, ``malloc`` decommits
-pages with ``madvise(MADV_DONTNEED)``; Open MPI's patcher hook on
-``madvise`` called the release callbacks right there, and libfabric's
-callback (``ofi_import_monitor_notify``) took ``mm_lock`` again: a thread
-waiting for a non-recursive mutex it already holds.
+libfabric 2.5.1's MR cache inserts into its tree with ``mm_lock`` held and
+the insert may ``malloc`` a tree node; under mimalloc, ``malloc`` can give
+memory back with ``madvise``; Open MPI's patched ``madvise`` calls the
+release callbacks right there, and libfabric's callback takes ``mm_lock``:
+the thread waits for a mutex it holds itself.  libfabric's fix (d27cfffdc,
+2.6.0) allocates the node before taking the lock.
 
-Both variants run the same pieces in a fresh, multi-threaded process:
+The reproduction is native and lives in its own distribution,
+``pmca-madvise-deadlock`` (``plugins/``): Open MPI's patched hooks with
+synchronous native callbacks and the 2.5.1 cache, run by a native
+multi-threaded workload under the real mimalloc (``cmeel-mimalloc``,
+preloaded, purging eagerly).  A watchdog outside the process decides what a
+hang is from the stuck process's native state: the thread sleeping in
+``futex`` on ``mm_lock`` is the thread glibc records as ``mm_lock``'s owner
+(``/proc/<pid>/task/*/syscall`` and the mutex read from ``/proc/<pid>/mem``;
+gdb's backtrace too, when gdb is installed).  pmca's design runs the same
+workload: its hooks only publish to the ring, and grdma's release callback
+records ranges without touching the cache's lock.
 
-- a registration cache whose index is guarded by a non-reentrant lock and
-  which allocates while holding it;
-- an allocator that, like mimalloc's ``_mi_prim_decommit``, calls libc's
-  ``madvise(MADV_DONTNEED)`` on its spare pages before handing out memory;
-- a release callback that takes the cache's lock to invalidate.
-
-``callback inside the hook`` emulates the historical design at Python level:
-the callback runs synchronously where ``madvise`` is called, with the lock
-held, and the process hangs (detected by a watchdog, which dumps the stack
-to prove where).  ``pmca hooks`` uses the real patched ``madvise``: the hook
-only pushes the event into the ring and the callback runs later, on the
-listener thread or in ``drain()``, so the insert completes.
+Needs: x86_64 Linux with glibc, the native backend, and the
+``pmca-madvise-deadlock`` distribution (which brings ``cmeel-mimalloc``).
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
+import importlib.util
+import platform
+import re
+from typing import Any
 
-from ._common import emit, run_child, skipped_without_native
+from ._common import skipped_without_native
 from ._result import ScenarioResult
 
 SCENARIO = "madvise-deadlock"
-
-#: How many registrations each variant inserts.
-INSERTS = 200
-_SPARE_PAGES = 16
-
-ReleaseCallback = Callable[[int, int, str, bool], object]
+REPRODUCTION_DISTRIBUTION = "pmca-madvise-deadlock"
+_REPRODUCTION = "Open MPI 5 + libfabric 2.5.1, mimalloc"
+_PREVENTION = "pmca hooks + grdma, mimalloc"
 
 
-class DecommittingAllocator:
-    """Hands out buffers and, like mimalloc, first decommits its spare pages with madvise."""
-
-    def __init__(self, madvise: Callable[[int, int], object]) -> None:
-        from .._libc import PAGE, libc
-
-        self._libc = libc()
-        self.spare_length = _SPARE_PAGES * PAGE
-        self.spare = self._libc.map_anonymous(self.spare_length)
-        self._madvise = madvise
-
-    def allocate(self, size: int) -> bytearray:
-        self._libc.touch(self.spare, self.spare_length)
-        self._madvise(self.spare, self.spare_length)
-        return bytearray(size)
-
-    def close(self) -> None:
-        self._libc.munmap(self.spare, self.spare_length)
+def unavailable_reason() -> str | None:
+    """Why the scenario cannot run here, or None."""
+    if platform.machine() != "x86_64":
+        return (
+            f"the reproduction patches libc like Open MPI on x86_64; this is {platform.machine()}"
+        )
+    if importlib.util.find_spec("pmca_madvise_deadlock") is None:
+        return (
+            f"the {REPRODUCTION_DISTRIBUTION} distribution is not installed "
+            "(pip install plugins/pmca-madvise-deadlock)"
+        )
+    if _plugin().mimalloc_path() is None:
+        return "libmimalloc.so not found (pip install cmeel-mimalloc)"
+    return None
 
 
-class RegistrationCache:
-    """A libfabric-style MR cache: an index under a non-reentrant lock (``mm_lock``)."""
-
-    def __init__(self, allocator: DecommittingAllocator) -> None:
-        self.lock = threading.Lock()
-        self.entries: dict[int, tuple[int, bytearray]] = {}
-        self.allocator = allocator
-        self.released: list[tuple[int, int, str, str]] = []
-
-    def insert(self, address: int, length: int) -> None:
-        """``ofi_rbmap_insert``: allocates a tree node with the lock held."""
-        with self.lock:
-            node = self.allocator.allocate(256)
-            self.entries[address] = (length, node)
-
-    def on_release(self, address: int, length: int, kind: str, from_alloc: bool) -> None:
-        """``ofi_import_monitor_notify``: invalidates overlapping entries under the lock."""
-        with self.lock:
-            self.released.append((address, length, kind, threading.current_thread().name))
-            end = address + length
-            for start in [a for a, (n, _) in self.entries.items() if a < end and address < a + n]:
-                del self.entries[start]
+def _plugin() -> Any:
+    """The reproduction distribution's package (a separate, optional distribution)."""
+    return importlib.import_module("pmca_madvise_deadlock")
 
 
-def _madvise_dontneed(address: int, length: int) -> None:
-    from .._libc import MADV_DONTNEED, libc
-
-    if libc().madvise(address, length, MADV_DONTNEED) != 0:
-        raise OSError("madvise(MADV_DONTNEED) failed")
-
-
-def _hook_calls_callbacks(callbacks: list[ReleaseCallback]) -> Callable[[int, int], None]:
-    """Open MPI's ``_intercept_madvise``: do the call, then run every callback right here."""
-
-    def intercepted(address: int, length: int) -> None:
-        _madvise_dontneed(address, length)
-        for callback in callbacks:  # opal_mem_hooks_release_hook(buf, len, from_alloc=true)
-            callback(address, length, "madvise", True)
-
-    return intercepted
+def _frames(backtrace: str | None) -> list[str]:
+    """Function names of a gdb backtrace, innermost first."""
+    if not backtrace:
+        return []
+    return re.findall(r"^#\d+\s+(?:0x[0-9a-f]+ in )?([\w.@]+) \(", backtrace, re.MULTILINE)
 
 
-def _workload(cache: RegistrationCache, between: Callable[[], object]) -> None:
-    for number in range(INSERTS):
-        between()  # outside the lock, as a registration cache drains before a lookup
-        cache.insert(0x10000 * (number + 1), 4096)
-
-
-def _child_callback_in_hook() -> None:
-    callbacks: list[ReleaseCallback] = []
-    allocator = DecommittingAllocator(_hook_calls_callbacks(callbacks))
-    cache = RegistrationCache(allocator)
-    callbacks.append(cache.on_release)
-    _workload(cache, lambda: None)  # hangs at the first insert
-    emit({"inserts": len(cache.entries), "released": len(cache.released)})
-
-
-def _child_pmca() -> None:
-    from .. import memory
-    from ..runtime import Session
-
-    with Session():
-        allocator = DecommittingAllocator(_madvise_dontneed)  # the real, patched madvise
-        cache = RegistrationCache(allocator)
-        handle = memory.register_release(cache.on_release)
-        support = memory.support_level()
-        _workload(cache, memory.drain)
-        memory.drain()
-        handle.unregister()
-        allocator.close()
-    spare = (allocator.spare, allocator.spare + allocator.spare_length)
-    seen = [
-        (kind, thread)
-        for address, length, kind, thread in cache.released
-        if kind == "madvise" and address < spare[1] and spare[0] < address + length
-    ]
-    emit(
-        {
-            "inserts": INSERTS,
-            "support": int(support),
-            "madvise_events": len(seen),
-            "threads": sorted({thread for _, thread in seen}),
-        }
+def describe_hang(result: dict[str, Any]) -> str:
+    """One line: which thread waits on which lock, and who owns it."""
+    owner = result.get("owner")
+    lock = result.get("mm_lock")
+    where = f"mm_lock at {lock:#x}" if isinstance(lock, int) else "mm_lock"
+    text = (
+        f"thread {owner} sleeps in futex on {where}, whose owner is thread {owner} itself "
+        "(/proc/<pid>/task/*/syscall, mutex owner from /proc/<pid>/mem)"
     )
+    frames = _frames(result.get("backtrace"))
+    if frames:
+        text += "; gdb: " + " <- ".join(frames[:12])
+    return text
 
 
-def _child(variant: str) -> None:
-    """Entry point of a child process."""
-    {"callback-in-hook": _child_callback_in_hook, "pmca": _child_pmca}[variant]()
+def run_design(
+    design: str, *, runs: int, seconds: float, stop_at_first: bool = False
+) -> list[dict[str, Any]]:
+    """``runs`` children of one design under the watchdog (each in its own process)."""
+    run_once = importlib.import_module("pmca_madvise_deadlock.watchdog").run_once
+    from ._common import _child_environment
+
+    # As every scenario child: the load mode, but none of the user's PMCA_MCA_* settings.
+    env = _child_environment(None, inherit_mca=False)
+    results: list[dict[str, Any]] = []
+    for _ in range(runs):
+        with_gdb = not any(r.get("self_deadlock") for r in results)
+        results.append(
+            run_once(design, seconds, grace=max(5.0, seconds), with_gdb=with_gdb, env=env)
+        )
+        if stop_at_first and results[-1].get("self_deadlock"):
+            break
+    return results
 
 
-def _stuck_in_callback(stack_dump: str) -> bool:
-    """Whether a thread's innermost frames are: callback, called from madvise, inside insert."""
-    frames = [line.rsplit(" in ", 1)[-1] for line in stack_dump.splitlines() if " in " in line]
-    for index, frame in enumerate(frames):
-        if frame == "on_release":
-            below = frames[index + 1 : index + 5]
-            return "intercepted" in below and "insert" in below
-    return False
-
-
-_REPRODUCTION = "callback inside the hook"
-
-
-def _reproduction(timeout: float) -> ScenarioResult:
-    variant = _REPRODUCTION
-    child = run_child(__name__, "_child", "callback-in-hook", hang_after=timeout)
-    if child.hung and _stuck_in_callback(child.stderr):
+def _reproduction(runs: int, seconds: float) -> ScenarioResult:
+    results = run_design("ompi", runs=runs, seconds=seconds, stop_at_first=True)
+    deadlocked = [r for r in results if r.get("self_deadlock")]
+    failed = [r for r in results if r["outcome"] == "failed"]
+    if deadlocked:
+        first = next((r for r in deadlocked if r.get("backtrace")), deadlocked[0])
         return ScenarioResult(
             SCENARIO,
-            variant,
+            _REPRODUCTION,
             "reproduced",
-            "self-deadlock: insert holds the lock -> allocate -> madvise -> callback -> "
-            "waits for that same lock (stack dumped by the watchdog)",
+            f"self-deadlock in run {results.index(deadlocked[0]) + 1} of at most {runs} "
+            f"({seconds:g} s each): " + describe_hang(first),
         )
-    if child.completed:
-        return ScenarioResult(
-            SCENARIO, variant, "failed", "completed: the emulated historical design did not hang"
-        )
-    return ScenarioResult(SCENARIO, variant, "failed", child.describe_failure())
-
-
-def _prevention(timeout: float) -> ScenarioResult:
-    variant = "pmca hooks (ring + listener)"
-    child = run_child(__name__, "_child", "pmca", hang_after=timeout)
-    if not child.completed or child.payload is None:
-        return ScenarioResult(SCENARIO, variant, "failed", child.describe_failure())
-    events = int(child.payload["madvise_events"])
-    if events == 0:
+    if failed:
+        return ScenarioResult(SCENARIO, _REPRODUCTION, "failed", f"child failed: {failed[0]}")
+    hung = [r for r in results if r["outcome"] == "hung"]
+    if hung:
         return ScenarioResult(
             SCENARIO,
-            variant,
+            _REPRODUCTION,
             "failed",
-            "completed, but no madvise event reached the callback: the hook did not fire",
+            f"{len(hung)} of {len(results)} runs hung without the self-deadlock signature",
         )
-    threads = ", ".join(child.payload["threads"])
+    # A race that did not hit is not a failure of anything: say so, with the odds.
     return ScenarioResult(
         SCENARIO,
-        variant,
-        "prevented",
-        f"{child.payload['inserts']} inserts with the lock held completed; "
-        f"{events} madvise events delivered later (threads: {threads})",
+        _REPRODUCTION,
+        "skipped",
+        f"the race did not hit in {len(results)} runs of {seconds:g} s (measured: about "
+        "1 run in 10 of 10 s hangs; benchmarks/bench_madvise_deadlock.py measures it)",
     )
 
 
-def run(*, timeout: float = 5.0, reproduce: bool = True) -> list[ScenarioResult]:
-    """Run both variants; ``timeout`` is how long a child may take before it counts as hung.
+def _prevention(runs: int, seconds: float) -> ScenarioResult:
+    results = run_design("pmca", runs=runs, seconds=seconds)
+    completed = [r for r in results if r["outcome"] == "completed"]
+    if completed and not all(r.get("coherent") for r in completed):
+        return ScenarioResult(
+            SCENARIO, _PREVENTION, "failed", "completed, but without pmca's memory hooks"
+        )
+    if len(completed) == len(results):
+        phases = sum(int(r["phases"]) for r in completed)
+        return ScenarioResult(
+            SCENARIO,
+            _PREVENTION,
+            "prevented",
+            f"{len(results)} of {len(results)} runs of the same workload completed "
+            f"({phases} cache lifetimes, {seconds:g} s each)",
+        )
+    bad = next(r for r in results if r["outcome"] != "completed")
+    detail = describe_hang(bad) if bad.get("self_deadlock") else str(bad)
+    return ScenarioResult(SCENARIO, _PREVENTION, "failed", f"{bad['outcome']}: {detail}")
 
-    The reproduction always costs the full ``timeout`` (it is detected by
-    hanging); ``reproduce=False`` skips it.
+
+def run(
+    *, runs: int = 3, seconds: float = 5.0, reproduce: bool = True, timeout: float | None = None
+) -> list[ScenarioResult]:
+    """The reproduction (until its first hang, at most ``runs``) and pmca's design (``runs``).
+
+    Each run is a child process with a hard limit of ``2 * seconds`` (at
+    least ``seconds + 5``); ``reproduce=False`` skips the reproduction.
+    ``timeout``, if given, replaces ``seconds`` (the older signature).
     """
+    if timeout is not None:
+        seconds = timeout
     skipped = skipped_without_native(SCENARIO)
     if skipped is not None:
         return skipped
+    why = unavailable_reason()
+    if why is not None:
+        return [ScenarioResult(SCENARIO, "all variants", "skipped", why)]
     first = (
-        _reproduction(timeout)
+        _reproduction(runs, seconds)
         if reproduce
         else ScenarioResult(SCENARIO, _REPRODUCTION, "skipped", "not run (quick)")
     )
-    return [first, _prevention(timeout)]
+    return [first, _prevention(runs, seconds)]

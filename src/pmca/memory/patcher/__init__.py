@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..._version import __version__
 from ...mca import Component, ComponentContext, NotAvailable, Query, hookimpl
 from ...mca._context import ComponentParams
-from ._module import PatcherMemory
+from ._module import DEFAULT_RING_CAPACITY, PatcherMemory, check_ring_capacity
 
 
 class PatcherMemoryComponent(Component):
@@ -42,6 +42,17 @@ class PatcherMemoryComponent(Component):
             help="Never install memory hooks (like Open MPI's memory_ptmalloc2_disable); "
             "usually given as PMCA_MCA_memory_patcher_disable=1",
         )
+        check_ring_capacity(
+            params.register(
+                "ring_size",
+                type=int,
+                default=DEFAULT_RING_CAPACITY,
+                level=6,
+                help="Slots (32 bytes each) of the release-event ring, a power of two from "
+                "1024 to 67108864; read when the ring is first allocated, which happens "
+                "once per process",
+            )
+        )
 
     @hookimpl
     def open(self, ctx: ComponentContext) -> None:
@@ -60,7 +71,8 @@ class PatcherMemoryComponent(Component):
         if not patcher.modules:
             ctx.log.info("no patcher module selected; declining")
             return None
-        return Query(priority=int(ctx.params["priority"]), module=PatcherMemory(patcher, ctx.log))
+        module = PatcherMemory(patcher, ctx.log, ring_size=ctx.params.param("ring_size"))
+        return Query(priority=int(ctx.params["priority"]), module=module)
 
     @hookimpl
     def close(self, ctx: ComponentContext) -> None:
@@ -70,4 +82,4 @@ class PatcherMemoryComponent(Component):
             ctx.close_framework("patcher")
 
 
-__all__ = ["PatcherMemory", "PatcherMemoryComponent"]
+__all__ = ["DEFAULT_RING_CAPACITY", "PatcherMemory", "PatcherMemoryComponent"]

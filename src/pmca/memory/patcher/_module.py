@@ -11,10 +11,30 @@ if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
     from ...mca._open import OpenFramework
+    from ...mca.params import Param
 
 #: The release paths memory/patcher intercepts, in patch order.
 SYMBOLS = ("munmap", "madvise", "mremap", "brk", "shmdt", "mmap")
 OWNER = "memory/patcher"
+#: The native ring's default size (pmca_hooks_default_ring_capacity()).
+DEFAULT_RING_CAPACITY = 1 << 18
+_RING_LIMITS = (1 << 10, 1 << 26)
+
+
+def check_ring_capacity(param: Param) -> None:
+    """Reject a ring size the native ring cannot have, naming the parameter."""
+    from ...mca.params import ParamValueError
+
+    value = int(param.value)
+    low, high = _RING_LIMITS
+    if not low <= value <= high or value & (value - 1):
+        raise ParamValueError(
+            param.full_name,
+            value,
+            param.origin,
+            f"a power of two from {low} to {high}",
+            "the release-event ring needs a power-of-two number of slots",
+        )
 
 
 class PatcherMemory:
@@ -24,8 +44,11 @@ class PatcherMemory:
     query and dropped by its close), never a patcher module across opens.
     """
 
-    def __init__(self, patcher: OpenFramework, log: FilteringBoundLogger) -> None:
+    def __init__(
+        self, patcher: OpenFramework, log: FilteringBoundLogger, ring_size: Param | None = None
+    ) -> None:
         self._patcher = patcher
+        self._ring_size = ring_size
         self._log = log
         self._support = Support.NONE
         self._installed = False
@@ -35,6 +58,22 @@ class PatcherMemory:
 
     def support_level(self) -> Support:
         return self._support
+
+    def _configure_ring(self) -> None:
+        """Allocate the ring at the configured size before the first hook can fire."""
+        from ... import native
+
+        if self._ring_size is None:
+            return
+        wanted = int(self._ring_size.value)
+        actual = native.backend().configure_ring(wanted)
+        if actual != wanted:
+            self._log.warning(
+                "release-event ring already allocated; size parameter not applied",
+                param=self._ring_size.full_name,
+                wanted=wanted,
+                actual=actual,
+            )
 
     def installed(self) -> bool:
         return self._installed
@@ -52,6 +91,7 @@ class PatcherMemory:
 
         patcher = self._patcher.module()
         assert isinstance(patcher, PatcherModule)
+        self._configure_ring()
         for symbol in SYMBOLS:
             try:
                 patcher.patch_symbol(symbol, owner=OWNER)

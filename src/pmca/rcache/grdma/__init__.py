@@ -30,7 +30,7 @@ class GrdmaComponent(Component):
             "cache_max_bytes",
             type="size",
             default=1 << 30,
-            level=4,
+            level=3,
             help="With mpi_leave_pinned, the most bytes that unused registrations may keep "
             "pinned; the least recently used go first (0: no limit)",
         )

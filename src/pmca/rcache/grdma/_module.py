@@ -95,7 +95,7 @@ def _subscribe(cache: GrdmaCache) -> str | None:
     from ... import memory
 
     try:
-        handle = memory.register_release(cache.releases.record)
+        handle = memory.register_release(cache.releases.record_batch, batch=True)
     except memory.MemoryHooksUnavailable as exc:
         return str(exc)
     cache.subscribed(handle.unregister, drain=memory.drain)

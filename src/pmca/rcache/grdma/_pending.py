@@ -10,7 +10,10 @@ of bytecodes and never while anything else is taken.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ...native import ReleaseBatch
 
 #: Largest address + 1 (a 64-bit address space).
 ADDRESS_LIMIT = 2**64 - 1
@@ -36,17 +39,21 @@ class ReleaseLog:
                 return
             self._ranges.append((address, min(address + length, ADDRESS_LIMIT)))
 
-    def record_batch(self, events: Sequence[tuple[int, int, str, bool]]) -> None:
-        """The batched form: the same, for many events under one acquisition."""
+    def record_batch(self, batch: ReleaseBatch) -> None:
+        """The batched form (``register_release(..., batch=True)``): one lock per batch."""
+        addresses = batch.addresses.tolist()  # copies: the batch dies with the callback
+        lengths = batch.lengths.tolist()
         with self._lock:
             if self._overflow:
                 return
-            for address, length, kind, _ in events:
-                if kind == "overflow" or len(self._ranges) >= self._limit:
-                    self._overflow = True
-                    self._ranges = []
-                    return
-                self._ranges.append((address, min(address + length, ADDRESS_LIMIT)))
+            if batch.overflow or len(self._ranges) + len(addresses) > self._limit:
+                self._overflow = True
+                self._ranges = []
+                return
+            self._ranges.extend(
+                (address, min(address + length, ADDRESS_LIMIT))
+                for address, length in zip(addresses, lengths, strict=True)
+            )
 
     def mark_overflow(self) -> None:
         """Something was lost (an incomplete drain): everything counts as released."""

@@ -1,0 +1,236 @@
+"""grdma's native interval tree at 100 k registrations against ``intervaltree`` and ``ncls``.
+
+All three hold the same 100 000 page-aligned ranges (1 to 64 pages, random
+bases) and answer the same queries, in one process, rounds alternating in
+ABBA order:
+
+* insert: building the index one range at a time (``ncls`` has no insert:
+  its time is a bulk build from arrays, reported for reference);
+* lookup: "a registration covering [a, b)", grdma's question before every
+  registration (``intervaltree``: ``at(a)`` filtered; ``ncls``:
+  ``find_overlap`` filtered);
+* invalidate: "every registration overlapping [a, b)" for ranges that hit
+  about 1, 10, 100 and 1000 registrations: the cost should grow with the
+  hits, not with the size of the index.
+
+Goal: lookup at least 10x faster than ``intervaltree`` (ratio <= 0.1).
+``intervaltree``, ``ncls`` (and numpy) are benchmark-only: this script
+installs them into the running interpreter when they are missing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import random
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import _common as common
+
+common.use_working_tree()
+
+N = 100_000
+QUERIES = 20_000
+PAGE = 4096
+GOAL_LOOKUP_RATIO = 0.1
+
+
+def ensure_baselines() -> None:
+    missing = [name for name in ("intervaltree", "ncls") if _absent(name)]
+    if missing:
+        print(f"installing benchmark-only baselines: {', '.join(missing)}", flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *missing], check=True)
+        importlib.invalidate_caches()
+
+
+def _absent(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return True
+    return False
+
+
+def itree_library() -> ctypes.CDLL:
+    """The installed index library, or one built from the working tree's source."""
+    from pmca.rcache.grdma import _tree
+
+    path = _tree.library_path()
+    if not path.exists():
+        source = path.with_name("itree.c")
+        path = Path(tempfile.mkdtemp(prefix="pmca-bench-")) / _tree.LIBRARY_NAME
+        subprocess.run(
+            [
+                "gcc",
+                "-O2",
+                "-std=gnu11",
+                "-fPIC",
+                "-shared",
+                "-pthread",
+                "-o",
+                str(path),
+                str(source),
+            ],
+            check=True,
+        )
+    return ctypes.CDLL(str(path))
+
+
+def ranges(rng: random.Random) -> list[tuple[int, int]]:
+    span = 1 << 36  # 64 GiB of address space
+    result = []
+    for _ in range(N):
+        base = rng.randrange(0, span // PAGE) * PAGE
+        result.append((base, base + rng.randint(1, 64) * PAGE))
+    return result
+
+
+def main() -> None:
+    args = common.parser(__doc__.splitlines()[0]).parse_args()
+    ensure_baselines()
+    import numpy as np
+    from intervaltree import IntervalTree as PyIntervalTree
+    from ncls import NCLS
+
+    from pmca.rcache.grdma import IntervalTree
+
+    rounds = 3 if args.quick else 7
+    rng = random.Random(42)
+    data = ranges(rng)
+    queries = []
+    for _ in range(QUERIES // (10 if args.quick else 1)):
+        base, bound = data[rng.randrange(N)]
+        low = base + rng.randrange(0, (bound - base) // PAGE) * PAGE
+        queries.append((low, min(bound, low + PAGE)))
+    lib = itree_library()
+
+    def build_pmca() -> IntervalTree:
+        tree = IntervalTree(lib)
+        for key, (base, bound) in enumerate(data):
+            tree.insert(base, bound, key)
+        return tree
+
+    def build_python() -> PyIntervalTree:
+        tree = PyIntervalTree()
+        for key, (base, bound) in enumerate(data):
+            tree.addi(base, bound, key)
+        return tree
+
+    starts = np.array([b for b, _ in data], dtype=np.int64)
+    ends = np.array([e for _, e in data], dtype=np.int64)
+    ids = np.arange(N, dtype=np.int64)
+
+    def build_ncls() -> NCLS:
+        return NCLS(starts, ends, ids)
+
+    common.heading(f"insert {N} ranges, {rounds} rounds")
+    built: dict[str, object] = {}
+
+    def insert_side(name: str, build: object) -> object:
+        def side() -> float:
+            result: list[object] = []
+            seconds = common.timed(lambda: result.append(build()))  # type: ignore[operator]
+            old = built.get(name)
+            if isinstance(old, IntervalTree):
+                old.close()
+            built[name] = result[0]
+            return seconds
+
+        return side
+
+    insert = common.interleave(
+        {
+            "pmca": insert_side("pmca", build_pmca),
+            "intervaltree": insert_side("intervaltree", build_python),
+            "ncls (bulk build)": insert_side("ncls", build_ncls),
+        },
+        repeats=rounds,
+    )
+    for name, samples in insert.items():
+        each = common.format_seconds(common.median(samples) / N)
+        print(f"  {name:20s} {each}/range  raw ms {common.raw(samples)}")
+
+    pmca_tree: IntervalTree = built["pmca"]  # type: ignore[assignment]
+    py_tree: PyIntervalTree = built["intervaltree"]  # type: ignore[assignment]
+    ncls_tree: NCLS = built["ncls"]  # type: ignore[assignment]
+
+    def lookup_pmca() -> None:
+        find = pmca_tree.find_covering
+        for low, high in queries:
+            find(low, high)
+
+    def lookup_python() -> None:
+        for low, high in queries:
+            next((i for i in py_tree.at(low) if i.end >= high), None)
+
+    def lookup_ncls() -> None:
+        for low, high in queries:
+            next(
+                (k for s, e, k in ncls_tree.find_overlap(low, high) if s <= low and e >= high), None
+            )
+
+    # Same answers (a covering range exists for every query), then time.
+    assert all(pmca_tree.find_covering(lo, hi) is not None for lo, hi in queries[:200])
+    common.heading(f"lookup: {len(queries)} covering queries, {rounds} rounds")
+    lookup = common.interleave(
+        {
+            "pmca": lambda: common.timed(lookup_pmca),
+            "intervaltree": lambda: common.timed(lookup_python),
+            "ncls": lambda: common.timed(lookup_ncls),
+        },
+        repeats=rounds,
+    )
+    per = {name: common.median(s) / len(queries) for name, s in lookup.items()}
+    for name, samples in lookup.items():
+        print(
+            f"  {name:20s} {common.format_seconds(per[name])}/lookup  raw ms {common.raw(samples)}"
+        )
+
+    common.heading("invalidate: cost per range against registrations hit")
+    hits_cost = {}
+    for target in (1, 10, 100, 1000):
+        width = max(PAGE, (1 << 36) * target // N)
+        windows = [rng.randrange(0, (1 << 36) - width) for _ in range(200)]
+        found = [len(pmca_tree.overlapping(w, w + width)) for w in windows]
+        seconds = common.median(
+            [
+                common.timed(
+                    lambda w=windows, n=width: [pmca_tree.overlapping(x, x + n) for x in w]
+                )
+                for _ in range(rounds)
+            ]
+        )
+        mean_hits = sum(found) / len(found)
+        hits_cost[target] = (mean_hits, seconds / len(windows))
+        print(f"  ~{mean_hits:8.1f} hits: {common.format_seconds(seconds / len(windows))}/query")
+
+    report = common.Report("bench_rcache")
+    report.ratios["lookup pmca / intervaltree"] = per["pmca"] / per["intervaltree"]
+    report.ratios["lookup pmca / ncls"] = per["pmca"] / per["ncls"]
+    report.ratios["insert pmca / intervaltree"] = common.median(insert["pmca"]) / common.median(
+        insert["intervaltree"]
+    )
+    report.ratios["insert pmca / ncls bulk build"] = common.median(insert["pmca"]) / common.median(
+        insert["ncls (bulk build)"]
+    )
+    report.goals.append(
+        common.Goal(
+            "lookup time vs intervaltree", per["pmca"] / per["intervaltree"], GOAL_LOOKUP_RATIO, "x"
+        )
+    )
+    small, large = hits_cost[1], hits_cost[1000]
+    report.notes.append(
+        f"invalidate: {small[0]:.0f} hits {common.format_seconds(small[1])}, "
+        f"{large[0]:.0f} hits {common.format_seconds(large[1])} "
+        f"({large[1] / max(large[0], 1) * 1e9:.0f} ns per hit at the high end)"
+    )
+    report.notes.append("ncls has no incremental insert: its insert figure is a bulk build")
+    pmca_tree.close()
+    report.emit()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""Open MPI 5 + libfabric 2.5.1's synchronous release callbacks, to reproduce the madvise deadlock.
+
+open-mpi/ompi#13149 and ofiwg/libfabric#10879: libfabric's MR cache inserts
+into its tree with ``mm_lock`` held and the insert may ``malloc``; under
+mimalloc that ``malloc`` can return memory with ``madvise``; Open MPI's
+patched ``madvise`` calls libfabric's monitor callback right there, which
+takes ``mm_lock``: the thread waits for itself.  See ``ompi_ofi.c``.
+
+The same native workload (``workload.c``) runs over two designs:
+
+- ``ompi``: this distribution's native library (patched libc, callbacks
+  inside the hook, the 2.5.1 cache);
+- ``pmca``: a pmca session (hooks that only publish to a ring) and pmca's
+  rcache/grdma, whose release callback never takes the cache's lock.
+
+Run one child with ``python -m pmca_madvise_deadlock DESIGN SECONDS``
+(under mimalloc: see :func:`child_environment`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DesignStruct",
+    "PmcaDesign",
+    "child_environment",
+    "child_main",
+    "library_path",
+    "mimalloc_path",
+    "ompi_design",
+]
+
+LIBRARY_NAME = "libpmca_madvise_deadlock.so"
+
+
+def library_path() -> Path:
+    return Path(__file__).with_name(LIBRARY_NAME)
+
+
+def mimalloc_path() -> Path | None:
+    """libmimalloc.so from the ``cmeel-mimalloc`` distribution, if installed."""
+    for entry in sys.path:
+        candidate = Path(entry) / "cmeel.prefix" / "lib" / "libmimalloc.so"
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def child_environment() -> dict[str, str]:
+    """Preload mimalloc and make it purge at once, so that ``malloc`` may call ``madvise``."""
+    mimalloc = mimalloc_path()
+    if mimalloc is None:
+        raise FileNotFoundError("libmimalloc.so not found: pip install cmeel-mimalloc")
+    return {
+        "LD_PRELOAD": str(mimalloc),
+        "MIMALLOC_PURGE_DELAY": os.environ.get("PMCA_REPRO_PURGE_DELAY", "1"),
+    }
+
+
+_OPEN = ctypes.CFUNCTYPE(ctypes.c_void_p)
+_REG = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+_DEREG = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+_CLOSE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class DesignStruct(ctypes.Structure):
+    """``struct design`` of workload.c: the cache operations the workload calls."""
+
+    _fields_ = (("open", _OPEN), ("reg", _REG), ("dereg", _DEREG), ("close", _CLOSE))
+
+
+def _library() -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(library_path()))
+    lib.repro_install_hooks.restype = ctypes.c_int
+    lib.repro_mm_lock_address.restype = ctypes.c_void_p
+    lib.repro_workload.argtypes = [ctypes.POINTER(DesignStruct), ctypes.c_int, ctypes.c_double]
+    lib.repro_workload.restype = ctypes.c_long
+    return lib
+
+
+def ompi_design(lib: ctypes.CDLL) -> DesignStruct:
+    """Open MPI + libfabric 2.5.1: native functions all the way (ompi_ofi.c)."""
+
+    def native(name: str, kind: Any) -> Any:
+        return ctypes.cast(getattr(lib, name), kind)
+
+    return DesignStruct(
+        native("repro_cache_open", _OPEN),
+        native("repro_register", _REG),
+        native("repro_deregister", _DEREG),
+        native("repro_cache_close", _CLOSE),
+    )
+
+
+class PmcaDesign:
+    """pmca: ring-only hooks, pmca's rcache/grdma (reached from the native workload)."""
+
+    def __init__(self) -> None:
+        import pmca
+
+        self._pmca = pmca
+        self._lock = threading.Lock()
+        self._objects: dict[int, Any] = {}
+        self._next = 1
+        #: Whether every cache heard release events (pmca's hooks were in place).
+        self.coherent = True
+        self.struct = DesignStruct(
+            _OPEN(self._open), _REG(self._reg), _DEREG(self._dereg), _CLOSE(self._close)
+        )
+
+    def _keep(self, obj: Any) -> int:
+        with self._lock:
+            key = self._next
+            self._next += 1
+            self._objects[key] = obj
+        return key
+
+    def _open(self) -> int:
+        cache = self._pmca.rcache.create("grdma", self._pmca.rcache.UnpinnedBackend())
+        self.coherent = self.coherent and cache.coherent
+        return self._keep(cache)
+
+    def _reg(self, cache: int, address: int, length: int) -> int:
+        return self._keep(self._objects[cache].register(address, length))
+
+    def _dereg(self, cache: int, registration: int) -> None:
+        with self._lock:
+            reg = self._objects.pop(registration)
+        self._objects[cache].deregister(reg)
+
+    def _close(self, cache: int) -> None:
+        with self._lock:
+            rc = self._objects.pop(cache)
+        rc.close()
+
+
+def _print(payload: dict[str, Any]) -> None:
+    print(json.dumps(payload), flush=True)
+
+
+def child_main(design: str, seconds: float, threads: int = 4) -> None:
+    """One run: announce what the watchdog needs, run the workload, report."""
+    _print({"pid": os.getpid(), "design": design})
+    lib = _library()
+    if design == "ompi":
+        rc = lib.repro_install_hooks()
+        if rc != 0:
+            raise OSError(-rc, f"patching libc's madvise/munmap failed: {os.strerror(-rc)}")
+        lib.repro_import_monitor()
+        _print({"mm_lock": int(lib.repro_mm_lock_address())})
+        phases = lib.repro_workload(ctypes.byref(ompi_design(lib)), threads, seconds)
+        lib.repro_hook_calls.restype = ctypes.c_long
+        _print({"hook_calls": int(lib.repro_hook_calls())})
+    else:
+        import pmca
+
+        with pmca.Session():
+            chosen = PmcaDesign()
+            phases = lib.repro_workload(ctypes.byref(chosen.struct), threads, seconds)
+        _print({"coherent": chosen.coherent})
+    _print({"completed": True, "phases": int(phases)})
