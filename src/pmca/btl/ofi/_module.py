@@ -12,6 +12,7 @@ any transfer is posted.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import struct
 from collections.abc import Callable, Sequence
@@ -361,36 +362,30 @@ class OfiModule(ModuleBase):
         pointer = self.ffi.from_buffer(local, require_writable=(kind == "get"))
         chunks = range(0, size, RMA_CHUNK)
         transfer = _Transfer(callback, len(chunks))
+        post = self.ep.rma.write if kind == "put" else self.ep.rma.read
+        what = f"fi_{'write' if kind == 'put' else 'read'} with rank {peer.rank}"
         for offset in chunks:
             count = min(RMA_CHUNK, size - offset)
             target = remote_address + offset
             address = target if self._virtual_addresses else target - base
-            operation = self._new_operation(kind, pointer, transfer.done)
-            if kind == "put":
-                call = self._writer(pointer + offset, count, peer, address, key, operation)
-            else:
-                call = self._reader(pointer + offset, count, peer, address, key, operation)
-            while not self._post(operation, call, f"fi_{'write' if kind == 'put' else 'read'}"):
-                self.progress()
+            data = pointer + offset
+            while True:
                 operation = self._new_operation(kind, pointer, transfer.done)
-                if kind == "put":
-                    call = self._writer(pointer + offset, count, peer, address, key, operation)
-                else:
-                    call = self._reader(pointer + offset, count, peer, address, key, operation)
+                call = functools.partial(
+                    post,
+                    self.ep,
+                    data,
+                    count,
+                    self.ffi.NULL,
+                    peer.fi_addr,
+                    address,
+                    key,
+                    operation.context,
+                )
 
-    def _writer(
-        self, data: Any, count: int, peer: OfiEndpoint, address: int, key: int, op: _Operation
-    ) -> Callable[[], int]:
-        return lambda: self.ep.rma.write(
-            self.ep, data, count, self.ffi.NULL, peer.fi_addr, address, key, op.context
-        )
-
-    def _reader(
-        self, data: Any, count: int, peer: OfiEndpoint, address: int, key: int, op: _Operation
-    ) -> Callable[[], int]:
-        return lambda: self.ep.rma.read(
-            self.ep, data, count, self.ffi.NULL, peer.fi_addr, address, key, op.context
-        )
+                if self._post(operation, call, what):
+                    break
+                self.progress()
 
     def put(
         self,
