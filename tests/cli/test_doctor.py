@@ -15,6 +15,7 @@ SECTIONS = [
     "== Environment ==",
     "== Frameworks and components ==",
     "== Native hook coverage ==",
+    "== Native hook coverage with UCX loaded (inside an MPI job) ==",
     "== Patches restored byte-exact ==",
     "== Seed scenarios ==",
     "== Byte transfer layer ==",
@@ -40,6 +41,7 @@ def test_quick_report_has_every_section_and_holds(run_pmca: Callable[..., Result
     assert re.search(r"ok\s+default session\s+selects .*memory=patcher", result.out)
     assert re.search(r"ok\s+release paths\s+\d+ of \d+ caught", result.out)
     assert re.search(r"documented misses\s+.*dlclose", result.out)
+    assert re.search(r"(ok|warn)\s+event delivery\s+ring of \d+ events: \d+ published", result.out)
     assert re.search(r"ok\s+prologues\s+6 functions x 4 sessions", result.out)
     for scenario, variant, outcome in [
         ("madvise-deadlock", "Open MPI 5 + libfabric 2.5.1, mimalloc", "skipped"),  # --quick

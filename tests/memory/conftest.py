@@ -11,6 +11,7 @@ import pmca.native as native
 from pmca.memory.patcher._module import SYMBOLS
 from pmca.runtime import RUNTIME
 from tests.conftest import InstallFramework, component_source
+from tests.native.conftest import run_python  # noqa: F401  (fixture: fresh processes)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

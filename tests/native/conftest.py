@@ -50,13 +50,13 @@ RunPython = Callable[..., subprocess.CompletedProcess[str]]
 def run_python() -> RunPython:
     """Run code in a fresh interpreter (multi-threaded first) and require success."""
     package_root = Path(native.__file__).resolve().parents[2]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(package_root), env.get("PYTHONPATH", "")])
+    base_env = dict(os.environ)
+    base_env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(package_root), base_env.get("PYTHONPATH", "")])
     )
 
     def run(
-        code: str, timeout: float = 60.0, check: bool = True
+        code: str, timeout: float = 60.0, check: bool = True, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
         source = _PRELUDE + textwrap.dedent(code)
         try:
@@ -65,7 +65,7 @@ def run_python() -> RunPython:
                 capture_output=True,
                 text=True,
                 timeout=timeout,
-                env=env,
+                env={**base_env, **(env or {})},
             )
         except subprocess.TimeoutExpired as exc:
             pytest.fail(

@@ -232,6 +232,12 @@ for s in subscriptions:
 for recorder in (first, second):
     counts = collections.Counter(e[0] for e in recorder.events if e[0] >= 0x100000000)
     assert counts and max(counts.values()) == 1, max(counts.values())
+    # In ring order: each publishing call's events arrive in the order published.
+    runs = collections.defaultdict(list)
+    for e in recorder.events:
+        if e[0] >= 0x100000000:
+            runs[e[0] >> 24].append(e[0])
+    assert all(run == sorted(run) for run in runs.values())
     assert recorder.overlaps == 0, recorder.overlaps
     assert not [e for e in recorder.events if e[2] == "overflow"]
 assert len(first.events) == len(second.events)

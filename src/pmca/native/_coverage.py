@@ -21,7 +21,7 @@ from .._libc import MADV_DONTNEED, MREMAP_MAYMOVE, PAGE, Libc, libc
 from ._abi import probe_library_path
 from ._backend import backend
 from ._dispatch import dispatcher
-from ._measure import Measure, hooks_installed, observing
+from ._measure import Measure, describe_sources, hooks_installed, observing, ucm_for_refused
 
 MIB = 1 << 20
 _ANY_RELEASE = ("munmap", "madvise", "mremap", "brk", "mmap_fixed")
@@ -62,6 +62,9 @@ class Coverage:
 
     paths: tuple[PathResult, ...]
     hooks: dict[str, str]
+    #: What delivered the events of this run: ``"own patches"`` and ``"ucm"``,
+    #: each described (paths caught through ucm show the kind ``vm_unmapped``).
+    sources: dict[str, str] = attrs.field(factory=dict)
 
     def __getitem__(self, name: str) -> PathResult:
         for path in self.paths:
@@ -84,6 +87,7 @@ class Coverage:
     def as_dict(self) -> dict[str, Any]:
         return {
             "hooks": dict(self.hooks),
+            "sources": dict(self.sources),
             "paths": {
                 path.name: {
                     "description": path.description,
@@ -103,7 +107,9 @@ class Coverage:
             detail = path.description + (f" ({path.note})" if path.note else "")
             rows.append((path.name, path.outcome, ",".join(path.kinds) or "-", detail))
         widths = [max(len(row[i]) for row in rows) for i in range(3)]
-        lines = ["native hooks:"]
+        lines = ["event sources:"]
+        lines.extend(f"  {source:<12} {state}" for source, state in self.sources.items())
+        lines.append("native hooks:")
         lines.extend(f"  {symbol:<8} {state}" for symbol, state in self.hooks.items())
         lines.append("release paths:")
         for row in rows:
@@ -356,13 +362,20 @@ def coverage() -> Coverage:
     """Run each release path for real and report whether its event arrived.
 
     Hooks not yet installed are installed for the run and restored after;
+    where libc is already patched by UCX's ucm and libucm is loaded, pmca
+    subscribes to ucm's events for the run instead (``sources`` says which
+    delivered what; events from ucm have the kind ``vm_unmapped``);
     events are observed through the dispatcher, so no other subscriber
     loses any.  Raises :class:`NativeUnavailable` without a native backend.
     """
     hooks = backend()
     c = libc()
     results: list[PathResult] = []
-    with hooks_installed(hooks) as status, observing(dispatcher()) as measure:
+    with (
+        hooks_installed(hooks) as status,
+        ucm_for_refused(status) as ucm_state,
+        observing(dispatcher()) as measure,
+    ):
         for name, description, expected, path in _PATHS:
             results.append(_attempt(name, description, expected, partial(path, c, measure)))
         late_description = "a library loaded after install calls munmap()"
@@ -376,4 +389,6 @@ def coverage() -> Coverage:
             results.append(_run("late_library", late_description, True, late))
             results.append(_run("dlclose", unload_description, False, unload))
         hook_status = dict(status)
-    return Coverage(paths=tuple(results), hooks=hook_status)
+    return Coverage(
+        paths=tuple(results), hooks=hook_status, sources=describe_sources(hook_status, ucm_state)
+    )

@@ -59,6 +59,7 @@ from ._subscription import (
     report_failure,
     take_deferred,
 )
+from ._watch import check_overwrites
 
 HealthCheck = Callable[[], object]
 
@@ -238,6 +239,9 @@ class ReleaseDispatcher:
         callback, it does not wait for other threads' callbacks.
         """
         hooks = self._backend()
+        # Before anything else: a hook someone overwrote counts a drop, so
+        # this very drain reports an overflow (the listener's timer drains too).
+        check_overwrites()
         if (
             hooks.head_word.value <= self._offered_to
             and hooks.dropped_word.value == self._drops_offered

@@ -16,8 +16,9 @@ import attrs
 
 from ._backend import HookBackend, PatchSite
 from ._dispatch import ReleaseDispatcher
-from ._errors import PatchRefused
-from ._events import OVERFLOW_KIND
+from ._errors import NativeUnavailable, PatchRefused
+from ._events import OVERFLOW_KIND, UCM_KIND
+from ._ucm import ucm_source
 
 
 @attrs.frozen(slots=True)
@@ -51,6 +52,11 @@ class Collector:
     def since(self, mark: int) -> list[Observed]:
         with self._lock:
             return self._seen[mark:]
+
+
+def _matches(kind: str, kinds: Collection[str]) -> bool:
+    # ucm does not say which call released the range: its event stands for any.
+    return kind in kinds or kind == UCM_KIND
 
 
 class Measure:
@@ -88,7 +94,7 @@ class Measure:
             if event.kind == OVERFLOW_KIND:
                 if accept_overflow:
                     found.append(event.kind)
-            elif event.kind in kinds and any(event.overlaps(s, e) for s, e in wanted):
+            elif _matches(event.kind, kinds) and any(event.overlaps(s, e) for s, e in wanted):
                 found.append(event.kind)
         return tuple(dict.fromkeys(found))
 
@@ -102,7 +108,7 @@ class Measure:
         self._dispatch.drain()
         found: list[str] = []
         for event in self._collector.since(self._mark):
-            if event.kind in kinds:
+            if _matches(event.kind, kinds):
                 first = bisect.bisect_left(addresses, event.address)
                 if first < len(addresses) and addresses[first] < event.address + event.length:
                     found.append(event.kind)
@@ -147,3 +153,38 @@ def hooks_installed(hooks: HookBackend) -> Iterator[dict[str, str]]:
         hooks.set_enabled(was_enabled)
         for site in reversed(installed_here):
             hooks.restore(site)
+
+
+@contextlib.contextmanager
+def ucm_for_refused(status: dict[str, str]) -> Iterator[str]:
+    """Subscribe to UCX's ucm for the block when own patches were refused and ucm is loaded.
+
+    Yields how ucm takes part: a description, or why it does not.
+    """
+    source = ucm_source()
+    state = source.status()
+    if not any(value.startswith("refused") for value in status.values()):
+        yield f"not needed ({state.describe()})"
+        return
+    if not state.loaded:
+        yield f"unavailable ({state.describe()})"
+        return
+    try:
+        path = source.acquire()
+    except NativeUnavailable as exc:
+        yield f"unavailable: {exc}"
+        return
+    try:
+        yield f"subscribed to VM_UNMAPPED of {path}"
+    finally:
+        source.release()
+
+
+def describe_sources(status: dict[str, str], ucm_state: str) -> dict[str, str]:
+    """``coverage().sources``: which functions pmca's own patches hold, and ucm's part."""
+    own = [symbol for symbol, value in status.items() if value.startswith("installed")]
+    refused = [symbol for symbol, value in status.items() if not value.startswith("installed")]
+    text = f"on {', '.join(own)}" if own else "none"
+    if refused:
+        text += f" (refused: {', '.join(refused)})"
+    return {"own patches": text, "ucm": ucm_state}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Literal
 
 from .._libc import PAGE, Libc, libc
 from ._backend import HookBackend, backend
@@ -17,6 +18,9 @@ from ._coverage import (
 )
 from ._dispatch import dispatcher
 from ._measure import Measure, observing
+from ._ucm import ucm_source
+
+Source = Literal["patches", "ucm"]
 
 
 def _reached(hooks: HookBackend, symbol: str, call: Callable[[], object]) -> bool:
@@ -64,6 +68,20 @@ _PROBES: dict[str, Callable[[HookBackend, Libc, Measure], bool]] = {
 }
 
 
+def _ucm_brk_probe(hooks: HookBackend, c: Libc, m: Measure) -> bool:
+    # brk(0) releases nothing, so no VM_UNMAPPED can prove the brk hook:
+    # ask ucm's own test whether its brk hook is reached.
+    return ucm_source().brk_reached()
+
+
+def _ready(hooks: HookBackend, symbol: str, source: Source) -> bool:
+    if not hooks.enabled:
+        return False
+    if source == "ucm":
+        return ucm_source().subscribed
+    return hooks.is_installed(symbol)
+
+
 #: Probes lost to an overflow (other threads filling the ring) are run again
 #: this many times in all before the symbol is reported as not delivering.
 ATTEMPTS = 5
@@ -81,13 +99,18 @@ def _probe(probe: Callable[[], bool], measure: Measure) -> bool:
     return False
 
 
-def self_test(symbols: Iterable[str] | None = None) -> dict[str, bool]:
+def self_test(
+    symbols: Iterable[str] | None = None, *, source: Source = "patches"
+) -> dict[str, bool]:
     """Call each hooked function for real and check that its event arrives.
 
-    A symbol that is not installed (or whose patch was overwritten by
-    someone else) is reported False without being called.  Events are
-    observed through the dispatcher, so no subscriber loses any; other
-    threads' releases cannot make it fail (see :func:`_probe`).
+    ``source="patches"`` tests pmca's own patches: a symbol that is not
+    installed (or whose patch was overwritten by someone else) is reported
+    False without being called.  ``source="ucm"`` runs the same probes with
+    the events coming from UCX's ucm (pmca must be subscribed), except brk,
+    which ucm's own test proves.  Events are observed through the
+    dispatcher, so no subscriber loses any; other threads' releases cannot
+    make it fail (see :func:`_probe`).
     """
     hooks = backend()
     chosen = tuple(hooks.symbols if symbols is None else symbols)
@@ -98,10 +121,10 @@ def self_test(symbols: Iterable[str] | None = None) -> dict[str, bool]:
     results: dict[str, bool] = {}
     with observing(dispatcher(), strict=True) as measure:
         for symbol in chosen:
-            if not hooks.is_installed(symbol) or not hooks.enabled:
+            if not _ready(hooks, symbol, source):
                 results[symbol] = False
                 continue
-            probe = _PROBES[symbol]
+            probe = _ucm_brk_probe if source == "ucm" and symbol == "brk" else _PROBES[symbol]
             try:
                 results[symbol] = _probe(lambda: probe(hooks, c, measure), measure)  # noqa: B023
             except OSError:

@@ -14,6 +14,7 @@ current holder to go on (see :meth:`Subscription.pump`).
 from __future__ import annotations
 
 import collections
+import itertools
 import operator
 import threading
 import time
@@ -22,8 +23,8 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Final, Protocol
 
-from ._events import END_OF_MEMORY, OVERFLOW_KIND, RECORD_SIZE, Columns, ReleaseBatch
-from ._events import decode_columns as _decode
+from ._events import END_OF_MEMORY, OVERFLOW_KIND, RECORD_SIZE, FastColumns, ReleaseBatch
+from ._events import decode_fast as _decode
 
 ReleaseCallback = Callable[[int, int, str, bool], object]
 BatchCallback = Callable[[ReleaseBatch], object]
@@ -75,16 +76,22 @@ class Chunk:
         self.count = count
         self.overflow = overflow
         self.dropped_total = dropped_total
-        self._columns: Columns | None = None
+        self._columns: FastColumns | None = None
 
-    def columns(self, start: int) -> Columns:
+    def columns(self, start: int) -> FastColumns:
         # Decoded once for all per-event subscribers; a race decodes twice, harmlessly.
         columns = self._columns
         if columns is None:
             columns = self._columns = _decode(self.data)
         if start == 0:
             return columns
-        return columns[0][start:], columns[1][start:], columns[2][start:], columns[3][start:]
+        addresses, lengths, kinds, allocs = columns
+        return (
+            addresses[start:],
+            lengths[start:] if isinstance(lengths, list) else lengths,
+            kinds[start:] if isinstance(kinds, list) else kinds,
+            allocs[start:] if isinstance(allocs, list) else allocs,
+        )
 
 
 class Counters:
@@ -337,21 +344,29 @@ class Subscription:
         delivered, failures, complete = self._call_each(chunk.columns(start), deadline)
         return delivered, errors + failures, complete
 
-    def _call_each(self, columns: Columns, deadline: float) -> tuple[int, int, bool]:
+    def _call_each(self, columns: FastColumns, deadline: float) -> tuple[int, int, bool]:
         """One callback call per event, driven by C (map) rather than a Python loop,
         a window at a time; stops early once past ``deadline``."""
         callback = self._callback
         addresses, lengths, kinds, allocs = columns
+        same_length = itertools.repeat(lengths) if isinstance(lengths, int) else None
+        same_kind = itertools.repeat(kinds) if isinstance(kinds, str) else None
+        same_alloc = itertools.repeat(allocs) if isinstance(allocs, bool) else None
         total = len(addresses)
         begin = 0
         errors = 0
         while begin < total:
             end = min(total, begin + WINDOW)
             cursor = iter(addresses[begin:end])
+            calls = map(
+                callback,  # type: ignore[arg-type]
+                cursor,
+                same_length or lengths[begin:end],  # type: ignore[index]
+                same_kind or kinds[begin:end],
+                same_alloc or allocs[begin:end],  # type: ignore[index]
+            )
             try:
-                _exhaust(
-                    map(callback, cursor, lengths[begin:end], kinds[begin:end], allocs[begin:end])  # type: ignore[arg-type]
-                )
+                _exhaust(calls)
                 begin = end
             except BaseException as exc:
                 # map took one address per call made: the failing event is the last taken.

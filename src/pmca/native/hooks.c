@@ -372,6 +372,48 @@ PMCA_EXPORT int pmca_hooks_verify(int symbol)
     return intact;
 }
 
+/*
+ * The cheap overwrite check the dispatcher runs at every drain: bit i set
+ * when site i was installed and someone has written over its jump since the
+ * last call (it is orphaned now), bit PMCA_SYM_COUNT when the prologues
+ * guarded for the ucm subscription changed.  Either means releases may have
+ * gone unseen, so the ring reports an overflow at the next drain.
+ */
+static int overwrite_pending; /* changes reported whose reaction is not over yet */
+
+PMCA_EXPORT uint32_t pmca_hooks_check_overwrites(void)
+{
+    if (pmca_hooks_init() != PMCA_OK)
+        return 0;
+    uint32_t changed = 0;
+    pthread_mutex_lock(&patch_lock);
+    for (int symbol = 0; symbol < PMCA_SYM_COUNT; symbol++)
+        if (pmca_patch_orphan_if_overwritten(symbol))
+            changed |= 1u << symbol;
+    pthread_mutex_unlock(&patch_lock);
+    if (pmca_ucm_guard_changed())
+        changed |= 1u << PMCA_SYM_COUNT;
+    if (changed) {
+        /* Set before the caller learns of the change: a reader that finds
+         * nothing new but this flag set knows a reaction is under way. */
+        __atomic_fetch_add(&overwrite_pending, 1, __ATOMIC_SEQ_CST);
+        pmca_ring_report_loss();
+    }
+    return changed;
+}
+
+/* The word the Python side reads to know whether a reaction is under way. */
+PMCA_EXPORT int *pmca_hooks_overwrite_pending(void) { return &overwrite_pending; }
+
+/* One reaction is over (reset: after a fork, where none can be running). */
+PMCA_EXPORT void pmca_hooks_overwrite_handled(int reset)
+{
+    if (reset)
+        __atomic_store_n(&overwrite_pending, 0, __ATOMIC_SEQ_CST);
+    else
+        __atomic_fetch_sub(&overwrite_pending, 1, __ATOMIC_SEQ_CST);
+}
+
 PMCA_EXPORT uint32_t pmca_hooks_event_size(void) { return (uint32_t)sizeof(struct pmca_event); }
 
 PMCA_EXPORT uint32_t pmca_hooks_report_size(void)

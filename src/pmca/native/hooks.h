@@ -34,6 +34,7 @@ enum pmca_kind {
     PMCA_KIND_BRK = 4,
     PMCA_KIND_SHMDT = 5,
     PMCA_KIND_MMAP_FIXED = 6,
+    PMCA_KIND_UCM_UNMAPPED = 7, /* UCX's ucm said VM_UNMAPPED (any release call) */
 };
 
 /* Layout shared with Python (ctypes): keep field order and sizes stable. */
@@ -103,6 +104,9 @@ void pmca_ring_publish(uint32_t kind, uintptr_t address, uintptr_t length, uint3
 void pmca_ring_record(int symbol, uint32_t kind, uintptr_t address, uintptr_t length,
                       uint32_t from_alloc);
 void pmca_ring_count_call(int symbol);
+/* Events were lost outside the ring (a hook was bypassed): the next drain
+ * reports overflow, so consumers invalidate everything. */
+void pmca_ring_report_loss(void);
 void pmca_ring_reset_after_fork(void);
 /* Allocate the ring at its default size unless configured; 0 or -errno. */
 int pmca_ring_ensure_configured(void);
@@ -121,7 +125,12 @@ int pmca_patch_install(int symbol, uintptr_t function, struct pmca_site_report *
 int pmca_patch_restore(int symbol, struct pmca_site_report *report);
 void pmca_patch_describe(int symbol, struct pmca_site_report *report);
 int pmca_patch_verify(int symbol);
+/* 1 if `symbol` was installed but its jump is gone (now orphaned), else 0. */
+int pmca_patch_orphan_if_overwritten(int symbol);
 int pmca_patch_membarrier_init(void);
+
+/* ucm.c: 1 if the prologues guarded for the ucm subscription changed. */
+int pmca_ucm_guard_changed(void);
 
 /* Per-symbol flag read by the hooks: 1 = record events, 0 = pass-through. */
 extern int pmca_symbol_active[PMCA_SYM_COUNT];

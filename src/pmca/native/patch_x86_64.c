@@ -333,6 +333,18 @@ int pmca_patch_verify(int symbol)
            trampoline_intact(symbol);
 }
 
+int pmca_patch_orphan_if_overwritten(int symbol)
+{
+    struct site *s = &sites[symbol];
+    if (s->state != PMCA_STATE_INSTALLED || pmca_patch_verify(symbol))
+        return 0;
+    /* Someone wrote over our jump: our hook is unreachable, so stop
+     * trusting it; restore will now leave those bytes alone. */
+    s->state = PMCA_STATE_ORPHANED;
+    __atomic_store_n(&pmca_symbol_active[symbol], 0, __ATOMIC_SEQ_CST);
+    return 1;
+}
+
 static int write_padding_jump(int symbol, struct site *s, uintptr_t padding,
                               struct pmca_site_report *report)
 {
@@ -524,6 +536,12 @@ void pmca_patch_describe(int symbol, struct pmca_site_report *report)
 }
 
 int pmca_patch_verify(int symbol)
+{
+    (void)symbol;
+    return 0;
+}
+
+int pmca_patch_orphan_if_overwritten(int symbol)
 {
     (void)symbol;
     return 0;

@@ -246,6 +246,10 @@ void pmca_ring_record(int symbol, uint32_t kind, uintptr_t address, uintptr_t le
     pmca_ring_publish(kind, address, length, from_alloc);
 }
 
+/* Releases went unseen outside the ring (someone wrote over a hook): counted
+ * as a drop, so the next drain reports an overflow. */
+void pmca_ring_report_loss(void) { ring_count_drop(); }
+
 /* Every hook entry is counted, releases or not, so a self-test can tell
  * "hook reached" from "hook bypassed" with calls that release nothing. */
 void pmca_ring_count_call(int symbol)

@@ -24,6 +24,7 @@ class PatcherMemoryComponent(Component):
 
     def __init__(self) -> None:
         self._patcher_open = False
+        self._module: PatcherMemory | None = None
 
     @hookimpl
     def register(self, params: ComponentParams) -> None:
@@ -71,11 +72,14 @@ class PatcherMemoryComponent(Component):
         if not patcher.modules:
             ctx.log.info("no patcher module selected; declining")
             return None
-        module = PatcherMemory(patcher, ctx.log, ring_size=ctx.params.param("ring_size"))
-        return Query(priority=int(ctx.params["priority"]), module=module)
+        self._module = PatcherMemory(patcher, ctx.log, ring_size=ctx.params.param("ring_size"))
+        return Query(priority=int(ctx.params["priority"]), module=self._module)
 
     @hookimpl
     def close(self, ctx: ComponentContext) -> None:
+        module, self._module = self._module, None
+        if module is not None:
+            module.close()
         # The patcher framework restores every patch at its last close.
         if self._patcher_open:
             self._patcher_open = False

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._interface import Support
+from .._sources import UcmDelivery, describe_failures, support_from
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
     from ...mca._open import OpenFramework
     from ...mca.params import Param
+    from ...native import Overwrite
 
 #: The release paths memory/patcher intercepts, in patch order.
 SYMBOLS = ("munmap", "madvise", "mremap", "brk", "shmdt", "mmap")
@@ -55,9 +58,23 @@ class PatcherMemory:
         self.refused: dict[str, str] = {}
         self.self_test: dict[str, bool] = {}
         self._install_lock = threading.Lock()
+        self._ucm = UcmDelivery(log)
+        self._stop_watching: Callable[[], None] | None = None
 
     def support_level(self) -> Support:
+        """What is caught now: an overwritten patch is noticed here, not only at a drain."""
+        if self._installed:
+            from ... import native
+
+            native.check_overwrites(wait=True)
         return self._support
+
+    @property
+    def source(self) -> str:
+        """What delivers the events: ``"own patches"``, ``"ucm"`` or ``"none"``."""
+        if self._ucm.active:
+            return "ucm"
+        return "own patches" if self._support else "none"
 
     def _configure_ring(self) -> None:
         """Allocate the ring at the configured size before the first hook can fire."""
@@ -96,29 +113,30 @@ class PatcherMemory:
             try:
                 patcher.patch_symbol(symbol, owner=OWNER)
             except native.PatchRefused as refused:
-                self.refused[symbol] = str(refused)
-                self._log.warning("cannot hook", symbol=symbol, reason=str(refused))
+                holder = native.foreign_patches(native.backend(), (symbol,)).get(symbol)
+                owner = f" (patched by {holder.owner})" if holder else ""
+                self.refused[symbol] = f"{refused}{owner}"
+                self._log.warning("cannot hook", symbol=symbol, reason=self.refused[symbol])
         hooked = [s for s in SYMBOLS if s not in self.refused]
         self.self_test = native.self_test(hooked) if hooked else {}
-        # Open MPI's rule: FREE needs what allocators release through
-        # (munmap, madvise, mremap, brk); MUNMAP needs a direct munmap.
-        support = Support.NONE
-        if self.self_test.get("munmap"):
-            support |= Support.MUNMAP
-            if all(self.self_test.get(s) for s in ("madvise", "mremap", "brk")):
-                support |= Support.FREE
+        support = support_from(self.self_test)
         if not support:
             # Patches that did go in stay until the patcher framework closes
             # (it restores them all); a later call tries again.
+            foreign = native.foreign_patches(native.backend(), tuple(self.refused))
+            hint = (
+                "; memory=ucm subscribes to UCX's events instead"
+                if any(patch.is_ucm for patch in foreign.values())
+                else ""
+            )
             raise MemoryHooksUnavailable(
                 f"memory hooks could not be installed ({reason}): "
-                + "; ".join(
-                    [f"{s}: {why}" for s, why in self.refused.items()]
-                    + [f"{s}: self-test saw no event" for s, ok in self.self_test.items() if not ok]
-                )
+                + describe_failures(self.refused, self.self_test)
+                + hint
             )
         self._support = support
         self._installed = True
+        self._stop_watching = native.on_overwrite(self._overwritten)
         self._log.info(
             "memory hooks installed",
             reason=reason,
@@ -126,3 +144,38 @@ class PatcherMemory:
             self_test=self.self_test,
         )
         return support
+
+    def _overwritten(self, overwrite: Overwrite) -> None:
+        """Someone wrote over our patches: say so once, then use ucm if it is there."""
+        from ... import native
+
+        lost = [s for s in overwrite.symbols if self.self_test.get(s)]
+        if not lost and not (overwrite.guarded_changed and self._ucm.active):
+            return
+        self._log.error(
+            "memory hooks overwritten; every registration is treated as invalid",
+            what=overwrite.describe(),
+        )
+        if self._ucm.active:
+            self._support = self._ucm.retest("ucm's hooks changed")
+            return
+        for symbol in lost:
+            self.self_test[symbol] = False
+        self._support = support_from(self.self_test)
+        if native.ucm_source().status().loaded:
+            try:
+                self._support = self._ucm.start("pmca's own patches were overwritten")
+            except Exception as why:  # keep what is left; say why ucm did not help
+                self._log.error("cannot switch to UCX's ucm", why=str(why))
+        self._log.error(
+            "memory hooks now",
+            source=self.source,
+            support=repr(self._support),
+        )
+
+    def close(self) -> None:
+        """Stop watching and unsubscribe from ucm; the patcher framework restores patches."""
+        stop, self._stop_watching = self._stop_watching, None
+        if stop is not None:
+            stop()
+        self._ucm.stop()

