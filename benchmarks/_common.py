@@ -350,3 +350,46 @@ class Report:
 
 def heading(text: str) -> None:
     print(f"\n-- {text} --", flush=True)
+
+
+# -- peers installed from PyPI ------------------------------------------------------
+
+#: Where benchmarks keep the virtual environments of their peers (git-ignored).
+VENVS = BENCH_DIR / ".venvs"
+
+
+def peer_venv(name: str, requirements: Sequence[str]) -> Path:
+    """A virtual environment holding ``requirements`` (from PyPI), made on first use.
+
+    Peers get their own environments: Open MPI's and MPICH's wheels both
+    own ``bin/mpiexec`` and cannot share one, and neither belongs in pmca's.
+    Returns the environment's ``bin`` directory.
+    """
+    root = VENVS / name
+    bin_dir = root / "bin"
+    stamp = root / "pmca-bench-requirements.txt"
+    wanted = "\n".join(requirements) + "\n"
+    if stamp.is_file() and stamp.read_text() == wanted:
+        return bin_dir
+    print(f"  installing {' '.join(requirements)} into {root} ...", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(root)], check=True)
+    subprocess.run(
+        [str(bin_dir / "python"), "-m", "pip", "install", "--quiet", *requirements], check=True
+    )
+    stamp.write_text(wanted)
+    return bin_dir
+
+
+def wall_time(command: Sequence[str], env: Mapping[str, str] | None = None) -> float:
+    """Seconds a command takes from start to exit (output discarded); it must succeed."""
+    start = time.perf_counter()
+    completed = subprocess.run(
+        list(command), env=None if env is None else dict(env), capture_output=True, check=False
+    )
+    elapsed = time.perf_counter() - start
+    if completed.returncode != 0:
+        raise ChildFailed(
+            f"{' '.join(command)} exited with {completed.returncode}:\n"
+            + textwrap.indent(completed.stderr.decode(errors="replace")[-2000:], "  | ")
+        )
+    return elapsed

@@ -18,6 +18,7 @@ checks, through ``sys.modules``, that only the selected component was imported.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +45,12 @@ def _subjects(framework: str, pick: str) -> dict[str, Callable[[], object]]:
     import importlib_metadata
 
     import pmca
+
+    # pmca imports its parts at first use: import them now, so that "cold"
+    # keeps meaning "pmca imported, nothing scanned or selected yet".
+    importlib.import_module("pmca.runtime")
+    for framework_name in ("memory", "patcher"):
+        importlib.import_module(f"pmca.{framework_name}._framework")
 
     def scan() -> object:
         return list(importlib_metadata.entry_points(group=f"pmca.{framework}"))

@@ -28,6 +28,8 @@ MODES: dict[str, dict[str, str]] = {
     "dso": {"mca_base_component_dso": "all"},
 }
 GOAL_RSS_MIB = 1.0
+#: A session cycle over the built-in frameworks (memory + patcher), static load mode.
+GOAL_BUILTIN_STATIC_CYCLE_MS = 2.0
 #: The frameworks pmca ships, if its catalog cannot be asked.
 FALLBACK_BUILTINS = ("patcher", "memory")
 
@@ -176,6 +178,10 @@ def measure(
     key = f"{label}, {mode}"
     report.ratios[f"{key}: session/trivial per cycle"] = ratio
     report.goals.append(common.Goal(f"{key}: RSS growth", growth, GOAL_RSS_MIB, " MiB"))
+    if frameworks is None and mode == "static":
+        report.goals.append(
+            common.Goal(f"{key}: session cycle", session * 1e3, GOAL_BUILTIN_STATIC_CYCLE_MS, " ms")
+        )
 
 
 def main() -> int:

@@ -2,32 +2,37 @@
 
 from __future__ import annotations
 
-from . import btl, memory, native, p2p, patcher, rcache, world
+from ._lazy import lazy_attributes
 from ._version import __version__
-from .mca import (
-    Alias,
-    Component,
-    ComponentContext,
-    ComponentError,
-    ComponentFailure,
-    ComponentInfo,
-    ComponentParams,
-    ComponentRef,
-    ComponentWarning,
-    Framework,
-    FrameworkBase,
-    FrameworkError,
-    NotAvailable,
-    PmcaError,
-    Query,
-    SelectionError,
-    SessionError,
-    StaleReferenceError,
-    hookimpl,
-    hookspec,
-)
-from .mca.params import ParamError, ParamWarning, PmcaDeprecationWarning
-from .runtime import FrameworkHandle, Session
+
+#: ``typing.TYPE_CHECKING`` without importing typing (mypy goes by the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from . import btl, memory, native, p2p, patcher, rcache, world
+    from .mca import (
+        Alias,
+        Component,
+        ComponentContext,
+        ComponentError,
+        ComponentFailure,
+        ComponentInfo,
+        ComponentParams,
+        ComponentRef,
+        ComponentWarning,
+        Framework,
+        FrameworkBase,
+        FrameworkError,
+        NotAvailable,
+        PmcaError,
+        Query,
+        SelectionError,
+        SessionError,
+        StaleReferenceError,
+        hookimpl,
+        hookspec,
+    )
+    from .mca.params import ParamError, ParamWarning, PmcaDeprecationWarning
+    from .runtime import FrameworkHandle, Session
 
 __all__ = [
     "Alias",
@@ -64,3 +69,42 @@ __all__ = [
     "rcache",
     "world",
 ]
+
+#: Imported at first use: a component pays for what it touches only.
+_TARGETS = {
+    "btl": ".btl",
+    "p2p": ".p2p",
+    "world": ".world",
+    "memory": ".memory",
+    "native": ".native",
+    "patcher": ".patcher",
+    "rcache": ".rcache",
+    "Alias": ".mca:Alias",
+    "Component": ".mca:Component",
+    "ComponentContext": ".mca:ComponentContext",
+    "ComponentError": ".mca:ComponentError",
+    "ComponentFailure": ".mca:ComponentFailure",
+    "ComponentInfo": ".mca:ComponentInfo",
+    "ComponentParams": ".mca:ComponentParams",
+    "ComponentRef": ".mca:ComponentRef",
+    "ComponentWarning": ".mca:ComponentWarning",
+    "Framework": ".mca:Framework",
+    "FrameworkBase": ".mca:FrameworkBase",
+    "FrameworkError": ".mca:FrameworkError",
+    "NotAvailable": ".mca:NotAvailable",
+    "PmcaError": ".mca:PmcaError",
+    "Query": ".mca:Query",
+    "SelectionError": ".mca:SelectionError",
+    "SessionError": ".mca:SessionError",
+    "StaleReferenceError": ".mca:StaleReferenceError",
+    "hookimpl": ".mca:hookimpl",
+    "hookspec": ".mca:hookspec",
+    "ParamError": ".mca.params:ParamError",
+    "ParamWarning": ".mca.params:ParamWarning",
+    "PmcaDeprecationWarning": ".mca.params:PmcaDeprecationWarning",
+    "FrameworkHandle": ".runtime:FrameworkHandle",
+    "Session": ".runtime:Session",
+}
+
+if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all
+    __getattr__, __dir__ = lazy_attributes(__name__, _TARGETS)

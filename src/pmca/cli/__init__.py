@@ -50,8 +50,12 @@ def _run_doctor(args: argparse.Namespace) -> int:
     return int(run(args))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``pmca`` parser with its ``info`` and ``doctor`` subcommands."""
+def build_parser(*, doctor_options: bool = True) -> argparse.ArgumentParser:
+    """The ``pmca`` parser with its ``info`` and ``doctor`` subcommands.
+
+    ``doctor_options=False`` leaves out the options of ``pmca doctor``, whose
+    module (and the scenarios it runs) need not be imported for ``pmca info``.
+    """
     parser = argparse.ArgumentParser(
         prog="pmca",
         description="Open MPI's Modular Component Architecture on pluggy.",
@@ -68,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser(
         "doctor", help="run the machinery on this machine and report what works"
     )
-    module = _doctor_module()
+    module = _doctor_module() if doctor_options else None
     add_arguments = getattr(module, "add_arguments", None)
     if callable(add_arguments):
         add_arguments(doctor)
@@ -126,7 +130,9 @@ def _fail(prog: str, message: str, code: int) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``pmca`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    subcommand = next((word for word in words if not word.startswith("-")), None)
+    parser = build_parser(doctor_options=subcommand != "info")
     try:
         args, unknown = parser.parse_known_args(argv)
         if unknown:

@@ -101,8 +101,26 @@ def environment_section() -> Section:
         section.add("ok", "native backend", f"loaded; code changes published by {mode}")
     else:
         section.add("warn", "native backend", f"unavailable, memory hooks cannot work: {reason}")
+    _reproduction_needs(section)
     section.data = {"version": __version__, "native_unavailable": reason}
     return section
+
+
+def _reproduction_needs(section: Section) -> None:
+    """What the real seed reproductions need: io_uring (4) and the mimalloc plugin (2)."""
+    from ..rcache.iouring import unavailable_reason as uring_reason
+    from ..scenarios import madvise_deadlock
+
+    uring = uring_reason()
+    if uring is None:
+        section.add("ok", "io_uring", "registered buffers pin pages (rcache backend, scenario 4)")
+    else:
+        section.add("warn", "io_uring", f"{uring}; scenario 4 is skipped")
+    plugin = madvise_deadlock.unavailable_reason()
+    if plugin is None:
+        section.add("ok", "mimalloc", "reproduction plugin and libmimalloc found (scenario 2)")
+    else:
+        section.add("info", "mimalloc", f"scenario 2's reproduction is skipped: {plugin}")
 
 
 # -- frameworks and components -------------------------------------------------------------

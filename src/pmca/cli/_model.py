@@ -9,6 +9,7 @@ decide how to print it.
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 from collections.abc import Iterable, Sequence
@@ -288,6 +289,15 @@ def load_mode_summary(dso: str, static: str) -> str:
     return "mixed (per framework/component)"
 
 
+def platform_name() -> str:
+    """``platform.platform()``'s text, without the ``uname -p`` child process it
+    starts to learn the processor (which Linux reports as unknown anyway)."""
+    system, _, release, _, machine = os.uname()
+    libc, libc_version = platform.libc_ver()
+    parts = [system, release, machine, *(["with", libc + libc_version] if libc else [])]
+    return "-".join(part.replace(" ", "_") for part in parts if part)
+
+
 def header(space: ParamSpace) -> list[Fact]:
     """The lines before the component list: versions, platform, load modes, files."""
     dso = space.get("mca_base_component_dso")
@@ -300,7 +310,7 @@ def header(space: ParamSpace) -> list[Fact]:
             "python:version:full",
             f"{platform.python_version()} ({platform.python_implementation()})",
         ),
-        Fact("Platform", "config:platform", platform.platform()),
+        Fact("Platform", "config:platform", platform_name()),
         Fact("Configured architecture", "config:arch", f"{platform.machine()}-{sys.platform}"),
         Fact("Prefix", "path:prefix", sys.prefix),
         Fact(
@@ -379,7 +389,7 @@ def config_facts() -> list[Fact]:
         Fact("Python implementation", "python:implementation", platform.python_implementation()),
         arch_fact(),
         hostname_fact(),
-        Fact("Platform", "config:platform", platform.platform()),
+        Fact("Platform", "config:platform", platform_name()),
         Fact("C library", "config:libc", f"{libc} {libc_version}".strip() or "unknown"),
         Fact("C compiler", "compiler:c:command", compiler),
         Fact(

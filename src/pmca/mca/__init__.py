@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
-from ._component import Component, Query
-from ._context import ComponentContext, ComponentParams, FrameworkParams
-from ._errors import (
-    ComponentError,
-    ComponentWarning,
-    FrameworkError,
-    LibraryError,
-    NotAvailable,
-    PmcaError,
-    SelectionError,
-    SessionError,
-    StaleReferenceError,
-)
-from ._failures import ComponentFailure
-from ._framework import Alias, ComponentRef, Framework, FrameworkBase
-from ._loader import LoadMode, NativeLibrary
-from ._markers import hookimpl, hookspec
-from ._open import ComponentInfo, OpenFramework
+from .._lazy import lazy_attributes
+
+#: ``typing.TYPE_CHECKING`` without importing typing (mypy goes by the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._component import Component, Query
+    from ._context import ComponentContext, ComponentParams, FrameworkParams
+    from ._errors import (
+        ComponentError,
+        ComponentWarning,
+        FrameworkError,
+        LibraryError,
+        NotAvailable,
+        PmcaError,
+        SelectionError,
+        SessionError,
+        StaleReferenceError,
+    )
+    from ._failures import ComponentFailure
+    from ._framework import Alias, ComponentRef, Framework, FrameworkBase
+    from ._loader import LoadMode, NativeLibrary
+    from ._markers import hookimpl, hookspec
+    from ._open import ComponentInfo, OpenFramework
 
 __all__ = [
     "Alias",
@@ -48,3 +53,35 @@ __all__ = [
     "hookimpl",
     "hookspec",
 ]
+
+#: Imported at first use, like :mod:`pmca`'s own names.
+_TARGETS = {
+    "Component": "._component:Component",
+    "Query": "._component:Query",
+    "ComponentContext": "._context:ComponentContext",
+    "ComponentParams": "._context:ComponentParams",
+    "FrameworkParams": "._context:FrameworkParams",
+    "ComponentError": "._errors:ComponentError",
+    "ComponentWarning": "._errors:ComponentWarning",
+    "FrameworkError": "._errors:FrameworkError",
+    "LibraryError": "._errors:LibraryError",
+    "NotAvailable": "._errors:NotAvailable",
+    "PmcaError": "._errors:PmcaError",
+    "SelectionError": "._errors:SelectionError",
+    "SessionError": "._errors:SessionError",
+    "StaleReferenceError": "._errors:StaleReferenceError",
+    "ComponentFailure": "._failures:ComponentFailure",
+    "Alias": "._framework:Alias",
+    "ComponentRef": "._framework:ComponentRef",
+    "Framework": "._framework:Framework",
+    "FrameworkBase": "._framework:FrameworkBase",
+    "LoadMode": "._loader:LoadMode",
+    "NativeLibrary": "._loader:NativeLibrary",
+    "hookimpl": "._markers:hookimpl",
+    "hookspec": "._markers:hookspec",
+    "ComponentInfo": "._open:ComponentInfo",
+    "OpenFramework": "._open:OpenFramework",
+}
+
+if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all
+    __getattr__, __dir__ = lazy_attributes(__name__, _TARGETS)

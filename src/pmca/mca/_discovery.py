@@ -11,18 +11,22 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import importlib_metadata
 from attrs import define, field
 
 from ._errors import ComponentError
 from ._framework import Framework
 from ._names import COMPONENT_NAME
+
+if TYPE_CHECKING:
+    import importlib_metadata
 
 Origin = Literal["static", "entry point", "drop-in"]
 
@@ -48,9 +52,7 @@ class Candidate:
     def distribution(self) -> str | None:
         """``name version`` of the distribution that provides it, if any."""
         if self._distribution is None and self.entry_point is not None:
-            dist = getattr(self.entry_point, "dist", None)
-            if dist is not None:
-                self._distribution = f"{dist.name} {dist.version}"
+            self._distribution = distribution_label(self.entry_point)
         return self._distribution
 
     @property
@@ -89,6 +91,29 @@ class Candidate:
         for part in attribute.split("."):
             obj = getattr(obj, part)
         return obj
+
+
+def distribution_label(entry_point: importlib_metadata.EntryPoint) -> str | None:
+    """``name version`` of the distribution behind an entry point, if known.
+
+    Read from the metadata's header lines: ``Distribution.name`` parses the
+    whole file with the ``email`` package, which ``pmca info`` would import
+    for this alone.
+    """
+    dist = getattr(entry_point, "dist", None)
+    if dist is None:
+        return None
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the headers end at the first blank line
+        key, colon, value = line.partition(":")
+        if colon and key in ("Name", "Version"):
+            fields.setdefault(key, value.strip())
+    if "Name" in fields and "Version" in fields:
+        return f"{fields['Name']} {fields['Version']}"
+    return f"{dist.name} {dist.version}"
 
 
 def _import_drop_in(module_name: str, path: Path) -> ModuleType:
@@ -143,8 +168,9 @@ class EntryPointIndex:
     """Every ``pmca.*`` entry point, read in one pass over the installed metadata.
 
     ``importlib.metadata`` reads every distribution's entry points on each
-    call, whatever the group, so pmca scans once per runtime epoch (from the
-    first session's init to the last finalize) and answers from memory.
+    call, whatever the group, so pmca scans once and answers from memory
+    until ``sys.path`` changes: another entry, or a directory on it whose
+    modification time moved (a distribution installed or removed there).
     """
 
     def __init__(self, points: Iterable[importlib_metadata.EntryPoint]) -> None:
@@ -155,10 +181,38 @@ class EntryPointIndex:
 
     @classmethod
     def scan(cls) -> EntryPointIndex:
-        return cls(importlib_metadata.entry_points())
+        """The index of the installed metadata, reused while ``sys.path`` is unchanged."""
+        global _scanned
+        key = _path_state()
+        with _scan_lock:
+            if _scanned is not None and _scanned[0] == key:
+                return _scanned[1]
+        import importlib_metadata
+
+        index = cls(importlib_metadata.entry_points())
+        with _scan_lock:
+            _scanned = (key, index)
+        return index
 
     def group(self, name: str) -> list[importlib_metadata.EntryPoint]:
         return list(self._groups.get(name, ()))
+
+
+_PathState = tuple[tuple[str, int], ...]
+_scan_lock = threading.Lock()
+_scanned: tuple[_PathState, EntryPointIndex] | None = None
+
+
+def _path_state() -> _PathState:
+    """``sys.path`` with each entry's modification time (``-1``: not a directory)."""
+    state: list[tuple[str, int]] = []
+    for entry in sys.path:
+        try:
+            mtime = os.stat(entry or ".").st_mtime_ns
+        except (OSError, TypeError, ValueError):
+            mtime = -1
+        state.append((entry, mtime))
+    return tuple(state)
 
 
 def entry_point_candidates(framework: str, index: EntryPointIndex) -> list[Candidate]:

@@ -7,6 +7,10 @@ verbosity scale) and written where ``mca_base_verbose`` says: ``stderr``
 Open MPI's ``syslogpri:<notice|info|debug>`` and ``syslogid:<str>``), or
 ``logging`` to hand records to the standard library logger ``pmca.<framework>``
 and let the application decide.
+
+structlog itself (with the ``asyncio`` its ``stdlib`` module pulls in) is
+imported only when an event passes the verbosity filter: at the default
+verbosity a session never imports it.
 """
 
 from __future__ import annotations
@@ -14,11 +18,12 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-import structlog
 from attrs import frozen
-from structlog.typing import FilteringBoundLogger
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
 
 #: What ``mca_base_verbose`` accepts.
 DESTINATION_VALID = (
@@ -124,38 +129,147 @@ def framework_logger(
     ``verbosity`` may be a callable, read at every call, so that a run-time
     change of ``<framework>_base_verbose`` takes effect at once.
     """
+    where = Destination.parse(destination)  # a bad value is refused now, not at first use
+    if callable(verbosity):
+        current = verbosity
+
+        def threshold() -> int:
+            return level_for_verbosity(current())
+
+    else:
+        level = level_for_verbosity(verbosity)
+
+        def threshold() -> int:
+            return level
+
+    maker = _StructlogMaker(framework, where, threshold)
+    return cast("FilteringBoundLogger", _DeferredLogger(maker, threshold, {"framework": framework}))
+
+
+class _StructlogMaker:
+    """Builds the one structlog logger of a framework, the first time an event passes."""
+
+    def __init__(self, framework: str, where: Destination, threshold: Callable[[], int]) -> None:
+        self._framework = framework
+        self._where = where
+        self._threshold = threshold
+        self._logger: FilteringBoundLogger | None = None
+
+    def __call__(self) -> FilteringBoundLogger:
+        if self._logger is None:
+            self._logger = _structlog_logger(self._framework, self._where, self._threshold)
+        return self._logger
+
+
+def _structlog_logger(
+    framework: str, where: Destination, threshold: Callable[[], int]
+) -> FilteringBoundLogger:
+    import structlog
+
     sink: object
-    where = Destination.parse(destination)
     if where.target == "logging":
         sink = logging.getLogger(f"pmca.{framework}")
     elif where.target == "syslog":
         sink = _SyslogLogger(where)
     else:
         sink = _StreamLogger(where.target)
-    if callable(verbosity):
-        current = verbosity
 
-        def threshold(_logger: object, method: str, event: MutableMapping[str, Any]) -> Any:
-            if _LEVELS.get(method, logging.INFO) < level_for_verbosity(current()):
-                raise structlog.DropEvent
-            return event
+    def drop_below_threshold(_logger: object, method: str, event: MutableMapping[str, Any]) -> Any:
+        if _LEVELS.get(method, logging.INFO) < threshold():
+            raise structlog.DropEvent
+        return event
 
-        logger: FilteringBoundLogger = structlog.wrap_logger(
-            sink,
-            wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
-            processors=[threshold, _render],
-            context_class=dict,
-            cache_logger_on_first_use=False,
-        )
-    else:
-        logger = structlog.wrap_logger(
-            sink,
-            wrapper_class=structlog.make_filtering_bound_logger(level_for_verbosity(verbosity)),
-            processors=[_render],
-            context_class=dict,
-            cache_logger_on_first_use=False,
-        )
-    return logger.bind(framework=framework)
+    logger: FilteringBoundLogger = structlog.wrap_logger(
+        sink,
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+        processors=[drop_below_threshold, _render],
+        context_class=dict,
+        cache_logger_on_first_use=False,
+    )
+    return logger
+
+
+class _DeferredLogger:
+    """A bound logger that filters by level before structlog is even imported.
+
+    Behaves as the structlog ``FilteringBoundLogger`` it stands for: events
+    below the threshold cost one comparison; the first one that passes
+    builds the real logger (shared by everything bound from the same
+    framework logger) and is handed to it with the bound context.
+    """
+
+    __slots__ = ("_context", "_maker", "_threshold")
+
+    def __init__(
+        self,
+        maker: Callable[[], FilteringBoundLogger],
+        threshold: Callable[[], int],
+        context: dict[str, Any],
+    ) -> None:
+        self._maker = maker
+        self._threshold = threshold
+        self._context = context
+
+    def bind(self, **values: Any) -> _DeferredLogger:
+        return _DeferredLogger(self._maker, self._threshold, {**self._context, **values})
+
+    def new(self, **values: Any) -> _DeferredLogger:
+        return _DeferredLogger(self._maker, self._threshold, dict(values))
+
+    def unbind(self, *keys: str) -> _DeferredLogger:
+        missing = [key for key in keys if key not in self._context]
+        if missing:
+            raise KeyError(missing[0])
+        return self.try_unbind(*keys)
+
+    def try_unbind(self, *keys: str) -> _DeferredLogger:
+        kept = {k: v for k, v in self._context.items() if k not in keys}
+        return _DeferredLogger(self._maker, self._threshold, kept)
+
+    def _real(self) -> Any:
+        return self._maker().new(**self._context)
+
+    def _emit(self, method: str, event: str | None, args: tuple[Any, ...], kw: Any) -> Any:
+        if _LEVELS.get(method, logging.INFO) < self._threshold():
+            return None
+        return getattr(self._real(), method)(event, *args, **kw)
+
+    def debug(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        return self._emit("debug", event, args, kw)
+
+    def info(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        return self._emit("info", event, args, kw)
+
+    def msg(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        return self._emit("msg", event, args, kw)
+
+    def warning(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        return self._emit("warning", event, args, kw)
+
+    warn = warning
+
+    def error(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        return self._emit("error", event, args, kw)
+
+    err = error
+
+    def exception(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        return self._emit("exception", event, args, kw)
+
+    def critical(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        return self._emit("critical", event, args, kw)
+
+    fatal = critical
+
+    def is_enabled_for(self, level: int) -> bool:
+        return level >= self._threshold()
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything rarer (async methods, log(level, ...)): the real logger's.
+        return getattr(self._real(), name)
+
+    def __repr__(self) -> str:
+        return f"<pmca logger {self._context!r}>"
 
 
 _LEVELS = {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
@@ -28,6 +29,7 @@ from ._lifecycle import ComponentLifecycle
 from ._loader import LoadMode, LoadModeSpec, choose_load_mode, purge_modules
 from ._logging import framework_logger
 from ._markers import PROJECT
+from ._plugins import ComponentManager
 from ._selection import (
     Selection,
     check_excluded_exist,
@@ -103,6 +105,30 @@ def _warn_shadowed(used: Candidate, ignored: Candidate) -> None:
     )
 
 
+class _ModulesMark:
+    """Which modules an import added, without copying ``sys.modules`` each time.
+
+    ``sys.modules`` keeps insertion order, so what an import adds is its
+    tail. If a module before the mark left meanwhile, the tail is not
+    trustworthy and every name is checked against ``known``, the one
+    snapshot an open takes (kept up to date with what each mark reports).
+    """
+
+    def __init__(self, known: set[str]) -> None:
+        self._known = known
+        self._size = len(sys.modules)
+        self._last = next(reversed(sys.modules)) if sys.modules else None
+
+    def added(self) -> list[str]:
+        size = self._size
+        if size and next(islice(sys.modules, size - 1, None), None) != self._last:
+            added = [name for name in sys.modules if name not in self._known]
+        else:
+            added = [name for name in islice(sys.modules, size, None) if name not in self._known]
+        self._known.update(added)
+        return added
+
+
 class OpenFramework:
     """The live state of one framework between its first open and last close."""
 
@@ -111,7 +137,7 @@ class OpenFramework:
         self.name = framework.name
         self.host = host
         self.refcount = 0
-        self.pm = pluggy.PluginManager(PROJECT)
+        self.pm = ComponentManager(PROJECT)
         self.pm.add_hookspecs(ComponentLifecycle)
         if framework.interface is not None:
             self.pm.add_hookspecs(framework.interface)
@@ -128,6 +154,8 @@ class OpenFramework:
         #: Requested components that dropped out (not available, or declined), with why.
         self.declined: dict[str, str] = {}
         self.log: FilteringBoundLogger = framework_logger(self.name, 0)
+        #: ``sys.modules`` as of this open, for :class:`_ModulesMark`.
+        self._known_modules: set[str] = set()
         self.base: FrameworkBase | None = None
 
     # -- public views -------------------------------------------------------
@@ -215,6 +243,7 @@ class OpenFramework:
     def _prepare(self) -> tuple[Selection, Discovered]:
         """Register the framework's parameters and base; find its components by name."""
         space = self.host.params
+        self._known_modules = set(sys.modules)
         self._register_framework_params()
         self.log = self._logger()
         self.base = self.framework.base(self)
@@ -296,9 +325,9 @@ class OpenFramework:
             or key in _forced_static,
         )
         root = candidate.module_root
-        before = set(sys.modules)
         if mode == "dso":
             purge_modules(root)
+        mark = _ModulesMark(self._known_modules)
         try:
             obj = candidate.load()
         except Exception as exc:
@@ -317,11 +346,7 @@ class OpenFramework:
             with _forced_static_lock:
                 _forced_static.add(key)
             mode = "static"
-        owned = tuple(
-            name
-            for name in sys.modules
-            if name not in before and (name == root or name.startswith(root + "."))
-        )
+        owned = tuple(name for name in mark.added() if name == root or name.startswith(root + "."))
         context = ComponentContext(
             self.host, self.name, candidate.name, mode, self.log.bind(component=candidate.name)
         )
@@ -482,12 +507,11 @@ class OpenFramework:
 
     def _call(self, loaded: LoadedComponent, hook: str, **kwargs: Any) -> Any:
         """Call one component's implementation of a lifecycle hook."""
-        caller = getattr(self.pm.hook, hook)
-        for impl in caller.get_hookimpls():
-            if impl.plugin is loaded.component:
-                function: Callable[..., Any] = impl.function
-                return function(*[kwargs[name] for name in impl.argnames])
-        return None
+        impl = self.pm.implementation(loaded.component, hook)
+        if impl is None:
+            return None
+        function: Callable[..., Any] = impl.function
+        return function(*[kwargs[name] for name in impl.argnames])
 
     def _fail(self, candidate: Candidate, hook: str, error: BaseException) -> None:
         failure = ComponentFailure.capture(

@@ -12,13 +12,11 @@ address quarantine of unloaded libraries is for (:mod:`pmca.mca._loader`).
 
 from __future__ import annotations
 
+import builtins
 import sys
 from collections.abc import Iterable
+from itertools import compress
 from types import MethodType, ModuleType
-
-#: What :func:`find_stale_references` does with what it finds, per
-#: ``mca_base_component_stale_check``.
-STALE_CHECK_ACTIONS = ("error", "warn", "none")
 
 
 def package_of(obj: object) -> str | None:
@@ -47,6 +45,37 @@ def _referent(value: object, ids: set[int]) -> int | None:
     return next((id(c) for c in candidates if id(c) in ids), None)
 
 
+_BUILTINS = vars(builtins)
+_LOOKED_INTO = frozenset({MethodType, dict, list, tuple, set, frozenset})
+
+
+def _may_refer(namespace: dict[str, object], ids: set[int]) -> bool:
+    """Whether any value of ``namespace`` might be reported by :func:`_referent`.
+
+    Looks at everything :func:`_referent` looks at, and more (dunders too),
+    with identity sets and C-level iteration rather than Python code per
+    global: this runs over every scanned module at each finalize. The exact
+    check then runs only for the rare module where it says yes.
+    """
+    values = list(namespace.values())
+    if not ids.isdisjoint(map(id, values)):
+        return True
+    for value in compress(values, map(_LOOKED_INTO.__contains__, map(type, values))):
+        kind = type(value)
+        if kind is MethodType:
+            if id(value.__self__) in ids:  # type: ignore[attr-defined]
+                return True
+        elif kind is dict:
+            if value is _BUILTINS:  # every module's __builtins__: the interpreter's
+                continue
+            keys, items = value.keys(), value.values()  # type: ignore[attr-defined]
+            if not (ids.isdisjoint(map(id, keys)) and ids.isdisjoint(map(id, items))):
+                return True
+        elif not ids.isdisjoint(map(id, value)):  # type: ignore[call-overload]
+            return True
+    return False
+
+
 def find_stale_references(
     objects: Iterable[object], *, packages: Iterable[str] = ("pmca",)
 ) -> list[tuple[str, int]]:
@@ -61,7 +90,7 @@ def find_stale_references(
     for module_name, module in list(sys.modules.items()):
         if module is None or module_name.partition(".")[0] not in roots:
             continue
-        if id(module) in ids:
+        if id(module) in ids or not _may_refer(vars(module), ids):
             continue
         for attribute, value in list(vars(module).items()):
             # Dunders (__builtins__ above all) are the interpreter's, not the package's.

@@ -15,7 +15,7 @@ import importlib
 
 from attrs import define, field, frozen
 
-from ..mca._discovery import EntryPointIndex
+from ..mca._discovery import EntryPointIndex, distribution_label
 from ..mca._errors import FrameworkError
 from ..mca._framework import Framework
 from ..mca.params import ParamSpace
@@ -67,9 +67,9 @@ class Catalog:
         third_party: dict[str, list[tuple[Framework, str]]] = {}
         for entry_point in catalog.entry_points.group("pmca.frameworks"):
             location = f"entry point pmca.frameworks:{entry_point.name} = {entry_point.value}"
-            dist = getattr(entry_point, "dist", None)
+            dist = distribution_label(entry_point)
             if dist is not None:
-                location += f" (distribution {dist.name} {dist.version})"
+                location += f" (distribution {dist})"
             try:
                 framework = entry_point.load()
                 if not isinstance(framework, Framework):

@@ -94,6 +94,7 @@ class Runtime:
         self.scanned_packages.update(p for p in map(package_of, objects) if p is not None)
 
     def _check_departed(self) -> None:
+        """Scan for references to what closed since the last scan: once per finalize."""
         departed, self._departed = self._departed, []
         if not departed or self.stale_check == "none":
             return
@@ -144,8 +145,6 @@ class Runtime:
                 raise
             finally:
                 self._opening.pop()
-                if not self._opening:
-                    self._check_departed()
 
     def _introduce(self, state: OpenFramework) -> None:
         """Let the new framework's base and the others' bases see each other."""
@@ -164,8 +163,6 @@ class Runtime:
                 self._close_framework(name)
             finally:
                 self._closing -= 1
-                if not self._closing:
-                    self._check_departed()
 
     def _close_framework(self, name: str) -> None:
         with self.lock:
@@ -222,6 +219,8 @@ class Runtime:
         """Count a session out; the last one tears everything down."""
         with self.lock:
             self.sessions -= 1
+            # Once per finalize, over what closed since the last one.
+            self._check_departed()
             if self.sessions > 0:
                 return
             self.cleanup_failures.extend(self.core_domain.run())

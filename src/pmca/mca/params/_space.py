@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Container, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -103,6 +103,9 @@ class ParamSpace:
         self._environ = dict(os.environ if environ is None else environ)
         self._params: dict[str, Param] = {}
         self._names: dict[str, Param] = {}
+        # Indexes, so that closing one of many components costs its own parameters only.
+        self._by_group: dict[str, dict[str, Param]] = {}
+        self._by_owner: dict[tuple[str, str | None], dict[str, Param]] = {}
         self._retired: dict[str, Param] = {}
         self._pending: dict[Source, dict[str, _Raw]] = {source: {} for source in _LOOKUP_ORDER}
         self._files_read: list[str] = []
@@ -355,6 +358,8 @@ class ParamSpace:
             param._registered = True
             self._params[full_name] = param
             self._names[full_name] = param
+            self._by_group.setdefault(param.group, {})[full_name] = param
+            self._by_owner.setdefault((param.framework, param.component), {})[full_name] = param
             for synonym in definition.synonyms:
                 self._names[synonym.name] = param
             return param
@@ -483,13 +488,18 @@ class ParamSpace:
         removed, in registration order.
         """
         with self._lock:
-            doomed = [p for p in self._params.values() if _in_group(p.group, framework, component)]
+            if component is not None:
+                doomed = list(self._by_group.get(f"{framework}_{component}", {}).values())
+            else:
+                doomed = [p for p in self._params.values() if _in_group(p.group, framework, None)]
             for param in doomed:
                 self._remove(param)
             return [param.full_name for param in doomed]
 
     def _remove(self, param: Param) -> None:
         del self._params[param.full_name]
+        _unindex(self._by_group, param.group, param.full_name)
+        _unindex(self._by_owner, (param.framework, param.component), param.full_name)
         for name in (param.full_name, *(s.name for s in param.synonyms)):
             self._names.pop(name, None)
         param._registered = False
@@ -528,6 +538,8 @@ class ParamSpace:
         ``pmca info`` lists them under ``<framework> base``.
         """
         with self._lock:
+            if framework is not None and component not in (None, "base"):
+                return list(self._by_owner.get((framework, component), {}).values())
             return [
                 p
                 for p in self._params.values()
@@ -614,6 +626,16 @@ class ParamSpace:
 
     def __repr__(self) -> str:
         return f"<ParamSpace: {len(self._params)} parameters>"
+
+
+_K = TypeVar("_K")
+
+
+def _unindex(index: dict[_K, dict[str, Param]], key: _K, name: str) -> None:
+    members = index[key]
+    del members[name]
+    if not members:
+        del index[key]
 
 
 def _in_group(group: str, framework: str, component: str | None) -> bool:

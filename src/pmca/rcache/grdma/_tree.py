@@ -32,8 +32,8 @@ def bind(cdll: ctypes.CDLL) -> None:
     cdll.pmca_itree_insert.restype = ctypes.c_int
     cdll.pmca_itree_remove.argtypes = [ctypes.c_void_p, _u64, _u64]
     cdll.pmca_itree_remove.restype = ctypes.c_int
-    cdll.pmca_itree_find_covering.argtypes = [ctypes.c_void_p, _u64, _u64, ctypes.c_void_p]
-    cdll.pmca_itree_find_covering.restype = ctypes.c_int
+    cdll.pmca_itree_find_covering.argtypes = [ctypes.c_void_p, _u64, _u64]
+    cdll.pmca_itree_find_covering.restype = ctypes.c_int64
     cdll.pmca_itree_overlapping.argtypes = [
         ctypes.c_void_p,
         _u64,
@@ -49,7 +49,7 @@ def bind(cdll: ctypes.CDLL) -> None:
 
 
 class IntervalTree:
-    """Half-open intervals ``[base, bound)`` with integer keys, in native memory.
+    """Half-open intervals ``[base, bound)`` with integer keys below 2**63, in native memory.
 
     Thread-safe: every call takes the tree's own pthread mutex, under which
     nothing is allocated or freed.  ``(base, key)`` identifies an interval.
@@ -62,8 +62,6 @@ class IntervalTree:
         if not tree:
             raise MemoryError("pmca_itree_create: out of memory")
         self._tree: int | None = tree
-        self._key = _u64()
-        self._key_ref = ctypes.byref(self._key)
         self._find = cdll.pmca_itree_find_covering
         self._overlapping = cdll.pmca_itree_overlapping
 
@@ -85,12 +83,8 @@ class IntervalTree:
 
     def find_covering(self, low: int, high: int) -> int | None:
         """The key of an interval containing ``[low, high)``, if any."""
-        if self._tree is None:
-            raise ValueError("interval tree is closed")
-        # Not thread-safe per instance: the key buffer is shared; callers hold a lock.
-        if self._find(self._tree, low, high, self._key_ref):
-            return self._key.value
-        return None
+        key: int = self._find(self._tree or self._handle(), low, high)
+        return None if key < 0 else key
 
     def overlapping(self, low: int, high: int) -> list[int]:
         """Keys of every interval overlapping ``[low, high)``, in base order."""

@@ -2,9 +2,11 @@
  * The grdma registration index: an interval tree with its own lock.
  *
  * A treap ordered by (base, key) where every node also records the largest
- * bound in its subtree, so "every interval overlapping [lo, hi)" prunes any
- * subtree that ends at or before lo and, going right, any node that starts
- * at or after hi: O(log n + k) expected for k answers.
+ * bound in its subtree.  Insert, remove and "an interval containing
+ * [lo, hi)" walk one path: O(log n) expected.  "Every interval overlapping
+ * [lo, hi)" prunes any subtree that ends at or before lo and, going right,
+ * any node that starts at or after hi: O(log n + k) expected for k answers
+ * (each subtree it enters holds at least one answer or is on the path).
  *
  * Locking rule (the one libfabric 2.5.1 broke, fixed by d27cfffdc): nothing
  * is allocated or freed with the tree's mutex held.  A node is allocated
@@ -138,16 +140,33 @@ static node_t *remove_node(node_t *n, uint64_t base, uint64_t key, node_t **remo
     return n;
 }
 
-static node_t *find_covering(node_t *n, uint64_t lo, uint64_t hi)
+/* Some node of a subtree whose max_bound >= hi with bound >= hi: one path down. */
+static node_t *any_reaching(node_t *n, uint64_t hi)
 {
-    while (n != NULL && n->max_bound >= hi) {
-        node_t *found = find_covering(n->left, lo, hi);
-        if (found != NULL)
-            return found;
-        if (n->base > lo)
-            return NULL; /* everything right of here starts after lo */
+    for (;;) {
         if (n->bound >= hi)
             return n;
+        n = (n->left != NULL && n->left->max_bound >= hi) ? n->left : n->right;
+    }
+}
+
+/*
+ * An interval containing [lo, hi): base <= lo and bound >= hi.  One path:
+ * right of a node whose base exceeds lo nothing qualifies; left of a node
+ * whose base is <= lo every base is <= lo, so any bound reaching hi there
+ * qualifies and max_bound leads straight to one.  O(height).
+ */
+static node_t *find_covering(node_t *n, uint64_t lo, uint64_t hi)
+{
+    while (n != NULL) {
+        if (n->base > lo) {
+            n = n->left;
+            continue;
+        }
+        if (n->bound >= hi)
+            return n;
+        if (n->left != NULL && n->left->max_bound >= hi)
+            return any_reaching(n->left, hi);
         n = n->right;
     }
     return NULL;
@@ -243,15 +262,14 @@ EXPORT int pmca_itree_remove(itree_t *t, uint64_t base, uint64_t key)
     return 0;
 }
 
-/* 1 and *key when an interval contains [lo, hi), else 0. */
-EXPORT int pmca_itree_find_covering(itree_t *t, uint64_t lo, uint64_t hi, uint64_t *key)
+/* The key of an interval containing [lo, hi), or -1 (keys are below 2**63). */
+EXPORT int64_t pmca_itree_find_covering(itree_t *t, uint64_t lo, uint64_t hi)
 {
     pthread_mutex_lock(&t->lock);
     node_t *n = find_covering(t->root, lo, hi);
-    if (n != NULL)
-        *key = n->key;
+    int64_t key = n != NULL ? (int64_t)n->key : -1;
     pthread_mutex_unlock(&t->lock);
-    return n != NULL;
+    return key;
 }
 
 /*

@@ -1,0 +1,151 @@
+"""pluggy's plugin manager, with lookups keyed by component instead of scanned.
+
+pluggy answers ``is_registered``, ``get_name`` and ``get_hookcallers`` by
+walking every registered plugin (and every implementation of every hook),
+and finds a plugin's hook implementations by reading each attribute of the
+instance. With hundreds of components in one framework those walks make an
+open quadratic. This manager keeps, per registered component (by identity,
+as pmca's components are hashed), its name, its hook callers and its
+implementations, and reads the hook markers once per class.
+"""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from types import FunctionType, MethodType, ModuleType
+from typing import Any
+
+import pluggy
+
+_Impls = dict[str, pluggy.HookImpl]
+
+#: Hook markers per class and project, read from the first instance registered.
+_IMPL_MARKERS: weakref.WeakKeyDictionary[type, dict[str, dict[str, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+#: Hook specifications per interface (class or module) and project.
+_SPEC_MARKERS: weakref.WeakKeyDictionary[object, dict[str, dict[str, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _markers_in(kind: type, attribute: str) -> dict[str, Any]:
+    """The hook implementations ``kind`` defines or inherits, with their options.
+
+    What pluggy finds attribute by attribute with :func:`inspect.getattr_static`,
+    read in one walk over the class dictionaries along the MRO (the first
+    definition of a name hides the later ones): each new component class
+    costs its own attributes, not a static lookup per name.
+    """
+    found: dict[str, Any] = {}
+    seen: set[str] = set()
+    for klass in kind.__mro__:
+        for name, value in vars(klass).items():
+            if name in seen:
+                continue
+            seen.add(name)
+            if type(value) is MethodType:
+                value = value.__func__
+            elif not isinstance(value, (FunctionType, staticmethod, classmethod)):
+                continue
+            opts = getattr(value, attribute, None)
+            if opts is None:
+                opts = getattr(getattr(value, "__func__", None), attribute, None)
+            if isinstance(opts, dict):
+                found[name] = opts
+    return found
+
+
+class ComponentManager(pluggy.PluginManager):
+    """A :class:`pluggy.PluginManager` whose per-plugin lookups cost O(1)."""
+
+    def __init__(self, project_name: str) -> None:
+        super().__init__(project_name)
+        #: id(plugin) -> (plugin, name, its hook callers, its implementations by hook).
+        self._by_id: dict[int, tuple[object, str, list[pluggy.HookCaller], _Impls]] = {}
+        #: The plugin being registered and its class's markers (``None``: read it as pluggy does).
+        self._registering: tuple[object, dict[str, Any] | None] = (None, None)
+
+    def _class_markers(self, plugin: object) -> dict[str, Any] | None:
+        """The hook markers of ``plugin``'s class, if the instance adds or hides none."""
+        own = getattr(plugin, "__dict__", None)
+        if isinstance(plugin, (type, ModuleType)) or not isinstance(own, dict):
+            return None
+        if any(inspect.isroutine(value) for value in own.values()):
+            return None  # the instance adds methods of its own: read it as pluggy does
+        kind = type(plugin)
+        projects = _IMPL_MARKERS.setdefault(kind, {})
+        markers = projects.get(self.project_name)
+        if markers is None:
+            markers = projects[self.project_name] = _markers_in(kind, self.project_name + "_impl")
+        return None if own.keys() & markers.keys() else markers
+
+    def parse_hookimpl_opts(self, plugin: object, name: str) -> Any:
+        current, markers = self._registering
+        if current is plugin and markers is not None:
+            return markers.get(name)
+        return super().parse_hookimpl_opts(plugin, name)
+
+    def parse_hookspec_opts(self, module_or_class: Any, name: str) -> Any:
+        try:
+            specs = _SPEC_MARKERS.setdefault(module_or_class, {})
+        except TypeError:  # cannot be weakly referenced
+            return super().parse_hookspec_opts(module_or_class, name)
+        cached = specs.setdefault(self.project_name, {})
+        if name not in cached:
+            cached[name] = super().parse_hookspec_opts(module_or_class, name)
+        return cached[name]
+
+    def register(self, plugin: object, name: str | None = None) -> str | None:
+        known = self._by_id.get(id(plugin))
+        if known is not None and known[0] is plugin:
+            raise ValueError(f"Plugin already registered under the name {known[1]!r}: {plugin}")
+        markers = self._class_markers(plugin)
+        self._registering = (plugin, markers)
+        try:
+            registered = super().register(plugin, name)
+        finally:
+            self._registering = (None, None)
+        if registered is None:
+            return None
+        if markers is None:
+            callers = super().get_hookcallers(plugin) or []
+        else:
+            hooks = dict.fromkeys(opts.get("specname") or attr for attr, opts in markers.items())
+            callers = [getattr(self.hook, hook) for hook in hooks]
+        impls: _Impls = {}
+        for caller in callers:
+            # A new implementation goes near the end of the caller's list.
+            for impl in reversed(caller.get_hookimpls()):
+                if impl.plugin is plugin:
+                    impls[caller.name] = impl
+                    break
+        self._by_id[id(plugin)] = (plugin, registered, callers, impls)
+        return registered
+
+    def unregister(self, plugin: object | None = None, name: str | None = None) -> Any | None:
+        removed = super().unregister(plugin, name)
+        if removed is not None:
+            self._by_id.pop(id(removed), None)
+        return removed
+
+    def _entry(self, plugin: object) -> tuple[object, str, list[pluggy.HookCaller], _Impls] | None:
+        entry = self._by_id.get(id(plugin))
+        return entry if entry is not None and entry[0] is plugin else None
+
+    def is_registered(self, plugin: object) -> bool:
+        return self._entry(plugin) is not None
+
+    def get_name(self, plugin: object) -> str | None:
+        entry = self._entry(plugin)
+        return None if entry is None else entry[1]
+
+    def get_hookcallers(self, plugin: object) -> list[pluggy.HookCaller] | None:
+        entry = self._entry(plugin)
+        return None if entry is None else list(entry[2])
+
+    def implementation(self, plugin: object, hook: str) -> pluggy.HookImpl | None:
+        """``plugin``'s implementation of ``hook``, if it is registered and has one."""
+        entry = self._entry(plugin)
+        return None if entry is None else entry[3].get(hook)
