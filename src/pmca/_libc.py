@@ -11,7 +11,8 @@ import ctypes
 import mmap
 import os
 import platform
-import threading
+
+from ._forksafe import short_lock
 
 PROT_NONE = 0
 PROT_READ = 1
@@ -108,12 +109,19 @@ class Libc:
         return int(result)
 
     def shm_attach_private(self, length: int) -> int:
-        """Attach a fresh private SysV segment, already marked for removal."""
-        segment = int(self._lib.shmget(IPC_PRIVATE, length, IPC_CREAT | 0o600))
-        if segment < 0:
-            raise OSError(ctypes.get_errno(), "shmget failed")
-        address = self._lib.shmat(segment, None, 0)
-        self._lib.shmctl(segment, IPC_RMID, None)
+        """Attach a fresh private SysV segment, already marked for removal.
+
+        Marked right after the attach, with interrupts held back between
+        the two: a segment that is not marked outlives the process.
+        """
+        from ._interrupts import deferred_interrupts
+
+        with deferred_interrupts():
+            segment = int(self._lib.shmget(IPC_PRIVATE, length, IPC_CREAT | 0o600))
+            if segment < 0:
+                raise OSError(ctypes.get_errno(), "shmget failed")
+            address = self._lib.shmat(segment, None, 0)
+            self._lib.shmctl(segment, IPC_RMID, None)
         if address is None or address == MAP_FAILED:
             raise OSError(ctypes.get_errno(), "shmat failed")
         return int(address)
@@ -149,7 +157,7 @@ class Libc:
         ctypes.memset(address, 0x5A, length)
 
 
-_lock = threading.Lock()
+_lock = short_lock()
 _libc: Libc | None = None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import io
 import logging
 import os
 import sys
@@ -123,6 +124,22 @@ def _cli_warnings(prog: str) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _encodable_output() -> Iterator[None]:
+    """Characters stdout cannot encode (an ASCII locale) print as escapes, never fail."""
+    saved: list[tuple[io.TextIOWrapper, str]] = []
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            saved.append((stream, stream.errors))
+            stream.reconfigure(errors="backslashreplace")
+    try:
+        yield
+    finally:
+        for stream, errors in saved:
+            with contextlib.suppress(ValueError):  # closed meanwhile
+                stream.reconfigure(errors=errors)
+
+
 def _fail(prog: str, message: str, code: int) -> int:
     print(f"{prog}: error: {message}", file=sys.stderr)
     return code
@@ -143,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     prog: str = args.prog
     handler: Handler = args.handler
-    with _cli_logging(), _cli_warnings(prog):
+    with _encodable_output(), _cli_logging(), _cli_warnings(prog):
         try:
             return handler(args)
         except (UsageError, ParamError, SelectionError) as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._interrupts import deferred_interrupts
 from ._errors import SessionError
 from ._loader import (
     LoadMode,
@@ -101,8 +102,9 @@ class ComponentContext:
 
     def open_framework(self, name: str) -> Any:
         """Open (or take another reference on) framework ``name``."""
-        handle = self.host.open_framework(name)
-        self._opened.append(name)
+        with deferred_interrupts():  # the reference and its record go together
+            handle = self.host.open_framework(name)
+            self._opened.append(name)
         return handle
 
     def close_framework(self, name: str) -> None:
@@ -112,10 +114,11 @@ class ComponentContext:
                 f"component {self.framework}/{self.component} closes framework {name!r} "
                 f"that it did not open"
             )
-        self._opened.reverse()
-        self._opened.remove(name)
-        self._opened.reverse()
-        self.host.close_framework(name)
+        with deferred_interrupts():
+            self._opened.reverse()
+            self._opened.remove(name)
+            self._opened.reverse()
+            self.host.close_framework(name)
 
     def load_library(
         self, path: str | Path, *, before_unload: UnloadGuard | None = None
@@ -151,7 +154,7 @@ class ComponentContext:
             name = self._opened.pop()
             try:
                 host.close_framework(name)
-            except Exception as exc:
+            except BaseException as exc:  # the caller re-raises it once all is released
                 errors.append(exc)
         guards, self._resident_guards = self._resident_guards, []
         guard_notes, guard_errors = run_unload_guards(guards)
@@ -161,7 +164,7 @@ class ComponentContext:
         for library in reversed(self.libraries):
             try:
                 notes.extend(close_library(library, quarantine=quarantine))
-            except Exception as exc:
+            except BaseException as exc:
                 errors.append(exc)
         self.libraries.clear()
         self._host = None

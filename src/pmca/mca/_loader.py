@@ -14,13 +14,13 @@ import _ctypes
 import ctypes
 import importlib
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 from attrs import define, field
 
+from .._forksafe import short_lock
 from ._errors import LibraryError, SelectionError
 
 LoadMode = Literal["static", "dso"]
@@ -175,7 +175,7 @@ class NativeLibrary:
         return int(self.cdll._handle)
 
 
-_resident_lock = threading.Lock()
+_resident_lock = short_lock()
 _resident: dict[Path, NativeLibrary] = {}
 
 
@@ -202,17 +202,17 @@ def open_library(path: str | Path, *, owner: str, resident: bool) -> NativeLibra
     return library
 
 
-def run_unload_guards(guards: list[UnloadGuard]) -> tuple[list[str], list[Exception]]:
+def run_unload_guards(guards: list[UnloadGuard]) -> tuple[list[str], list[BaseException]]:
     """Run every guard, last added first; one failing never stops the others.
 
     Returns what the guards reported and the errors they raised.
     """
     notes: list[str] = []
-    failures: list[Exception] = []
+    failures: list[BaseException] = []
     for guard in reversed(guards):
         try:
             note = guard()
-        except Exception as exc:
+        except BaseException as exc:  # the caller re-raises a KeyboardInterrupt after
             failures.append(exc)
         else:
             if note:
@@ -235,6 +235,9 @@ def close_library(library: NativeLibrary, *, quarantine: bool = True) -> list[st
     _ctypes.dlclose(library.handle)
     if span is not None and quarantine:
         _QUARANTINE.reserve(*span, library=library.path)
+    for failure in failures:
+        if not isinstance(failure, Exception):
+            raise failure  # KeyboardInterrupt & co. stay what they are
     if failures:
         raise LibraryError(
             f"{library.owner}: unload guard(s) of {library.path} failed: "
@@ -277,7 +280,7 @@ class _Quarantine:
     CAP = 256
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = short_lock()
         self.ranges: list[tuple[int, int, Path]] = []
 
     def reserve(self, start: int, end: int, *, library: Path) -> bool:

@@ -11,7 +11,6 @@ unloaded, and nothing else is disturbed.
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Callable
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pluggy
 from attrs import define, frozen
 
+from .._forksafe import short_lock
 from ._component import Component, Query, check_api, make_component
 from ._context import ComponentContext, FrameworkHost, FrameworkParams
 from ._discovery import Candidate, Discovered, EntryPointIndex, discover_components
@@ -58,7 +58,7 @@ class OpenHost(FrameworkHost, Protocol):
 #: Components known to force static loading, learnt at their first import, so
 #: that a later dso-mode open never purges a resident component's modules.
 _forced_static: set[tuple[str, str]] = set()
-_forced_static_lock = threading.Lock()
+_forced_static_lock = short_lock()
 
 
 @define(eq=False)
@@ -444,12 +444,18 @@ class OpenFramework:
     # -- close --------------------------------------------------------------
 
     def close(self) -> list[ComponentFailure]:
-        """Tear everything down; report failures and keep going."""
+        """Tear everything down; report failures and keep going.
+
+        A hook that raises a ``BaseException`` (``KeyboardInterrupt``,
+        ``SystemExit``) is recorded like any failure; the first such is
+        raised again once everything is closed.
+        """
         failures_before = len(self.failures)
+        fatal: BaseException | None = None
         if self.base is not None:
             try:
                 self.base.closing()
-            except Exception as exc:
+            except BaseException as exc:
                 self.failures.append(
                     ComponentFailure.capture(
                         framework=self.name,
@@ -461,8 +467,12 @@ class OpenFramework:
                     )
                 )
                 self.log.error("framework base failed to close", error=repr(exc))
+                fatal = _fatal(exc)
         for loaded in reversed(list(self.loaded)):
-            self._close_component(loaded)
+            try:
+                self._close_component(loaded)
+            except BaseException as exc:  # already recorded; the rest still close
+                fatal = fatal or exc
         self.loaded = []
         space = self.host.params
         space.deregister_group(self.name)
@@ -470,17 +480,26 @@ class OpenFramework:
         base, self.base = self.base, None
         if base is not None:
             self.host.departed(f"framework {self.name} base", [base])
+        if fatal is not None:
+            raise fatal
         return self.failures[failures_before:]
 
     def _close_component(self, loaded: LoadedComponent) -> None:
+        fatal: BaseException | None = None
         try:
             self._call(loaded, "close", ctx=loaded.context)
-        except Exception as exc:
+        except BaseException as exc:
             self._fail(loaded.candidate, "close", exc)
+            fatal = _fatal(exc)
         self._unload(loaded)
+        if fatal is not None:
+            raise fatal
 
     def _unload(self, loaded: LoadedComponent) -> None:
-        """Release a component's resources, parameters and (dso) its modules."""
+        """Release a component's resources, parameters and (dso) its modules.
+
+        Raises the first ``BaseException`` met releasing, once all is done.
+        """
         if loaded in self.loaded:
             self.loaded.remove(loaded)
         notes, errors = loaded.context.release()
@@ -502,6 +521,9 @@ class OpenFramework:
             purge_modules(loaded.module_root)
         loaded.module = None
         self.host.departed(f"component {self.name}/{loaded.candidate.name}", departed)
+        fatal = next((error for error in errors if _fatal(error)), None)
+        if fatal is not None:
+            raise fatal
 
     # -- helpers ------------------------------------------------------------
 
@@ -528,3 +550,8 @@ class OpenFramework:
             self.log.error("component failed and was skipped", failure=str(failure))
         else:
             self.log.debug("component failed and was skipped", failure=str(failure))
+
+
+def _fatal(error: BaseException) -> BaseException | None:
+    """``error`` if it must reach the caller after cleanup (not an ``Exception``)."""
+    return None if isinstance(error, Exception) else error

@@ -52,28 +52,46 @@ def register_release(
 
     Installs the hooks first when the leave_pinned matrix says "runtime".
     Raises :class:`MemoryHooksUnavailable` when no hooks can be had, naming
-    why.
+    why. When it raises (``KeyboardInterrupt`` included), nothing stays
+    registered.
     """
+    made: list[ReleaseHandle] = []
+    try:
+        _register_release(callback, batch, made)
+    except BaseException:
+        for handle in made:  # the caller never got it: undo (the hooks stay)
+            handle.unregister()
+        raise
+    return made[0]
+
+
+def _register_release(
+    callback: ReleaseCallback | BatchCallback, batch: bool, made: list[ReleaseHandle]
+) -> None:
     from .. import native
+    from .._interrupts import deferred_interrupts
+    from ..runtime import RUNTIME
 
-    base = _base()
-    if base is None:
-        raise MemoryHooksUnavailable(
-            "no pmca session has the memory framework open; release callbacks need one"
-        )
-    if any(handle.callback is callback for handle in base.handles):
-        raise ValueError(f"release callback {callback!r} is already registered")
-    base.activate_for_release()
-    subscription = native.dispatcher().subscribe(callback, batch=batch)
+    # One transition: hooks, subscription and handle all exist, or none does.
+    with RUNTIME.lock, deferred_interrupts():
+        base = _base()
+        if base is None:
+            raise MemoryHooksUnavailable(
+                "no pmca session has the memory framework open; release callbacks need one"
+            )
+        if any(handle.callback is callback for handle in base.handles):
+            raise ValueError(f"release callback {callback!r} is already registered")
+        base.activate_for_release()
+        subscription = native.dispatcher().subscribe(callback, batch=batch)
 
-    def unsubscribe() -> None:
-        subscription.unregister()
-        if handle in base.handles:
-            base.handles.remove(handle)
+        def unsubscribe() -> None:
+            subscription.unregister()
+            if handle in base.handles:
+                base.handles.remove(handle)
 
-    handle = ReleaseHandle(callback, unsubscribe)
-    base.handles.append(handle)
-    return handle
+        handle = ReleaseHandle(callback, unsubscribe)
+        made.append(handle)
+        base.handles.append(handle)
 
 
 def drain() -> int:

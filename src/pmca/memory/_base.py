@@ -35,9 +35,12 @@ class ReleaseHandle:
         return self._unsubscribe is not None
 
     def unregister(self) -> None:
-        unsubscribe, self._unsubscribe = self._unsubscribe, None
-        if unsubscribe is not None:
-            unsubscribe()
+        from .._interrupts import deferred_interrupts
+
+        with deferred_interrupts():  # never a handle gone with its subscription left
+            unsubscribe, self._unsubscribe = self._unsubscribe, None
+            if unsubscribe is not None:
+                unsubscribe()
 
 
 class MemoryBase(FrameworkBase):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Literal
 
+from .._interrupts import deferred_interrupts
 from .._libc import PAGE, Libc, libc
 from ._backend import HookBackend, backend
 from ._coverage import (
@@ -112,6 +113,11 @@ def self_test(
     dispatcher, so no subscriber loses any; other threads' releases cannot
     make it fail (see :func:`_probe`).
     """
+    with deferred_interrupts():  # its probes create segments and subscriptions
+        return _self_test(symbols, source)
+
+
+def _self_test(symbols: Iterable[str] | None, source: Source) -> dict[str, bool]:
     hooks = backend()
     chosen = tuple(hooks.symbols if symbols is None else symbols)
     unknown = [symbol for symbol in chosen if symbol not in _PROBES]

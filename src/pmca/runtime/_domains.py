@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 from attrs import frozen
+
+from .._forksafe import short_lock
 
 
 @frozen
@@ -23,7 +24,7 @@ class FinalizeDomain:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._lock = threading.Lock()
+        self._lock = short_lock()
         self._cleanups: list[tuple[str, Callable[[], object]]] = []
 
     def append(self, cleanup: Callable[[], object], name: str | None = None) -> None:
@@ -35,13 +36,17 @@ class FinalizeDomain:
         return len(self._cleanups)
 
     def run(self) -> list[CleanupFailure]:
-        """Run every cleanup, last registered first, and empty the domain."""
+        """Run every cleanup, last registered first, and empty the domain.
+
+        A cleanup's ``BaseException`` is reported like any failure, and the
+        caller raises it again after all of them ran.
+        """
         with self._lock:
             cleanups, self._cleanups = self._cleanups, []
         failures: list[CleanupFailure] = []
         for label, cleanup in reversed(cleanups):
             try:
                 cleanup()
-            except Exception as exc:
+            except BaseException as exc:  # the caller raises it again once all ran
                 failures.append(CleanupFailure(self.name, label, exc))
         return failures

@@ -5,14 +5,23 @@ space, the open frameworks with their reference counts and the finalize
 domains. The first session's init builds it, the last session's finalize
 tears it down, and the next init builds it anew (Open MPI's
 ``sessions_init_twice``).
+
+Fork: the runtime lock is held across whole transitions (which call
+component code), so it is taken before every ``fork()`` and released on
+both sides: a child never inherits a transition half-done by another
+thread. If a transition does not end within :data:`TRANSITION_WAIT` seconds (it
+waits for the very thread that forks, say), the fork goes ahead and pmca
+refuses to start sessions in that child, saying why.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from typing import Any
 
+from .._interrupts import deferred_interrupts
 from ..mca._discovery import EntryPointIndex
 from ..mca._errors import FrameworkError, SessionError, StaleReferenceError, warn_user
 from ..mca._failures import ComponentFailure
@@ -26,15 +35,26 @@ from ._core_params import register_core_params
 from ._domains import CleanupFailure, FinalizeDomain
 from ._unknown import Namespace, unknown_name_messages
 
+#: How long a ``fork()``, or the exit handler, waits for a transition in another thread.
+TRANSITION_WAIT = 10.0
+
 
 class Runtime:
     """Shared state of all live sessions in this process."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
+        self._held_for_fork = False
+        #: Why sessions cannot start in this process (a fork child that
+        #: inherited a transition in flight); ``None`` when they can.
+        self.unusable: str | None = None
         self._space: ParamSpace | None = None
         self._catalog: Catalog | None = None
         self.sessions = 0
+        #: Active sessions, oldest first (finalized at interpreter exit).
+        self.live: list[Any] = []
+        #: The process that built the current parameter space.
+        self.pid = os.getpid()
         self.frameworks: dict[str, OpenFramework] = {}
         self.core_domain = FinalizeDomain("pmca core")
         self.stale: list[str] = []
@@ -108,7 +128,21 @@ class Runtime:
                 self.stale.append(message)
 
     def open_framework(self, name: str) -> OpenFramework:
-        """Open ``name`` (after its dependencies) or take another reference."""
+        """Open ``name`` (after its dependencies) or take another reference.
+
+        When it raises (``KeyboardInterrupt`` included), no reference is taken.
+        """
+        opened: list[OpenFramework] = []
+        try:
+            with self.lock, deferred_interrupts():
+                opened.append(self._open_framework(name))
+        except BaseException:
+            if opened:  # interrupted after the open: the caller never sees it
+                self.close_framework(name)
+            raise
+        return opened[0]
+
+    def _open_framework(self, name: str) -> OpenFramework:
         with self.lock:
             state = self.frameworks.get(name)
             if state is not None:
@@ -124,12 +158,12 @@ class Runtime:
             self._opening.append(name)
             try:
                 for dependency in framework.depends:
-                    self.open_framework(dependency)
+                    self._open_framework(dependency)
                     opened_dependencies.append(dependency)
                 state = OpenFramework(framework, self)
                 state.refcount = 1
-                self.frameworks[name] = state
                 try:
+                    self.frameworks[name] = state
                     state.open()
                     self._scan_packages_of([lc.component for lc in state.loaded])
                     self._introduce(state)
@@ -157,7 +191,7 @@ class Runtime:
 
     def close_framework(self, name: str) -> None:
         """Drop a reference; the last one closes the framework, then its dependencies."""
-        with self.lock:
+        with self.lock, deferred_interrupts():
             self._closing += 1
             try:
                 self._close_framework(name)
@@ -176,9 +210,11 @@ class Runtime:
             # Recorded as the close begins: frameworks its components opened
             # close inside it, mirroring how they opened inside its open.
             self.history.append(("close", name))
-            self.close_failures.extend(state.close())
-            for dependency in reversed(state.framework.depends):
-                self.close_framework(dependency)
+            try:
+                self.close_failures.extend(state.close())
+            finally:  # even when a hook raised a BaseException through the close
+                for dependency in reversed(state.framework.depends):
+                    self.close_framework(dependency)
 
     def warn_unknown_names(self) -> None:
         """Warn once per epoch about given names no open framework has (typos)."""
@@ -206,11 +242,29 @@ class Runtime:
 
     # -- session support -----------------------------------------------------
 
-    def attach(self, mca: Mapping[str, Any]) -> None:
-        """Count a session in; the first one builds the parameter space."""
+    @staticmethod
+    def read_params(mca: Mapping[str, Any]) -> ParamSpace:
+        """A parameter space with its environment and files read; takes no lock.
+
+        Parameter files are user input (a FIFO, a slow file system): they
+        are read before the runtime lock is taken, so a blocked read never
+        stalls other threads' transitions.
+        """
+        space = ParamSpace(api=dict(mca))
+        register_core_params(space)
+        return space
+
+    def attach(self, mca: Mapping[str, Any], space: ParamSpace | None = None) -> None:
+        """Count a session in; the first one builds the parameter space.
+
+        ``space`` is the one :meth:`read_params` built for this session;
+        the first session adopts it.
+        """
         with self.lock:
+            if self.unusable is not None:
+                raise SessionError(self.unusable)
             if self.sessions == 0:
-                self._build(mca)
+                self._build(space if space is not None else self.read_params(mca))
             else:
                 self._check_compatible(mca)
             self.sessions += 1
@@ -223,22 +277,25 @@ class Runtime:
             self._check_departed()
             if self.sessions > 0:
                 return
-            self.cleanup_failures.extend(self.core_domain.run())
+            failures = self.core_domain.run()
+            self.cleanup_failures.extend(failures)
             self._check_departed()
+            for failure in failures:
+                if not isinstance(failure.error, Exception):
+                    raise failure.error  # SystemExit and the like, once all is torn down
             stale, self.stale = self.stale, []
             if stale:
                 raise StaleReferenceError(
                     "stale references to closed components:\n  " + "\n  ".join(stale)
                 )
 
-    def _build(self, mca: Mapping[str, Any]) -> None:
-        space = ParamSpace(api=dict(mca))
-        register_core_params(space)
+    def _build(self, space: ParamSpace) -> None:
         catalog = Catalog.discover()
         catalog.check_names(space)
         self._space = space
         self._catalog = catalog
         self.stale_check = space.get("mca_base_component_stale_check").value_string()
+        self.pid = os.getpid()
         self.history = []
         self.close_failures = []
         self.cleanup_failures = []
@@ -259,6 +316,35 @@ class Runtime:
         for name, wanted in mca.items():
             space.add_api_value(name, wanted)
 
+    # -- fork ------------------------------------------------------------------
+
+    def before_fork(self) -> None:
+        self._held_for_fork = self.lock.acquire(timeout=TRANSITION_WAIT)
+
+    def after_fork_in_parent(self) -> None:
+        if self._held_for_fork:
+            self._held_for_fork = False
+            self.lock.release()
+
+    def after_fork_in_child(self) -> None:
+        if self._held_for_fork:
+            self._held_for_fork = False
+            self.lock.release()
+            return
+        # Another thread was inside a transition that did not end in time:
+        # its state is half-made here and that thread does not exist.
+        self.lock = threading.RLock()
+        self.unusable = (
+            f"this process (pid {os.getpid()}) was forked while another thread was in a pmca "
+            f"session init/finalize that did not end within {TRANSITION_WAIT:g} s; pmca's state "
+            f"in this child is incomplete and no session can start here"
+        )
+
 
 #: The one runtime of this process.
 RUNTIME = Runtime()
+os.register_at_fork(
+    before=RUNTIME.before_fork,
+    after_in_parent=RUNTIME.after_fork_in_parent,
+    after_in_child=RUNTIME.after_fork_in_child,
+)

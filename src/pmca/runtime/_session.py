@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import atexit
 import enum
+import os
+import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .._interrupts import deferred_interrupts
 from ..mca._errors import FrameworkError, SessionError
 from ..mca._open import ComponentInfo, OpenFramework
 from ..mca.params import ParamError
 from ._domains import FinalizeDomain
 from ._handle import FrameworkHandle
-from ._runtime import RUNTIME, Runtime
+from ._runtime import RUNTIME, TRANSITION_WAIT, Runtime
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -94,20 +99,45 @@ class Session:
         self._opened: list[str] = []
         self._world = world
         self._data: DataPath | None = None
+        self._attached = False
+        #: An interrupt ended the last transition (a retried finalize is a no-op).
+        self._interrupted = False
         #: Cleanups run at this session's finalize, last registered first.
         self.domain = FinalizeDomain("session")
 
     # -- lifecycle ------------------------------------------------------------
+    #
+    # Each transition runs with SIGINT held back (pmca._interrupts) and under
+    # the runtime lock, and marks the session's state only after the work it
+    # describes: an interrupted init is rolled back, an interrupted finalize
+    # completes first, and in both cases the KeyboardInterrupt follows.
 
     def init(self) -> Self:
-        runtime = self._runtime
-        with runtime.lock:
+        try:
+            self._init()
+        except BaseException:
+            # Whatever raised, an init that raises leaves nothing behind:
+            # even a KeyboardInterrupt arriving after the work was done.
             if self._state is _State.ACTIVE:
-                raise SessionError("session is already initialized")
-            if self._state is _State.FINALIZED:
-                raise SessionError("session was finalized; create a new pmca.Session")
-            runtime.attach(self._mca)
+                with self._runtime.lock, deferred_interrupts():
+                    self._interrupted = True
+                    self._finalize_locked()
+            raise
+        return self
+
+    def _init(self) -> None:
+        runtime = self._runtime
+        if self._state is not _State.NEW:
+            self._refuse_init()
+        # Parameter files are read before any lock is taken (a FIFO or a
+        # slow file system must not stall every other thread's transition).
+        space = runtime.read_params(self._mca) if runtime.sessions == 0 else None
+        with runtime.lock, deferred_interrupts() as deferral:
+            if self._state is not _State.NEW:
+                self._refuse_init()
             try:
+                runtime.attach(self._mca, space)
+                self._attached = True
                 names = self._requested
                 if names is None:
                     names = list(runtime.catalog.frameworks)
@@ -117,35 +147,50 @@ class Session:
                 runtime.warn_unknown_names()
                 self._data = self._attach_data_path()
             except BaseException:
-                self._close_data_path()
-                self._close_frameworks()
-                runtime.detach()
-                self._state = _State.FINALIZED
+                self._interrupted = deferral.interrupted
+                self._finalize_locked()
                 raise
             self._state = _State.ACTIVE
-        return self
+            runtime.live.append(self)
+
+    def _refuse_init(self) -> None:
+        if self._state is _State.ACTIVE:
+            raise SessionError("session is already initialized")
+        raise SessionError("session was finalized; create a new pmca.Session")
 
     def finalize(self) -> None:
+        """Close this session's frameworks, run its cleanups and detach it.
+
+        Everything is attempted even when some of it fails; the errors are
+        raised afterwards. When an interrupt ended the previous init or
+        finalize, calling it again is harmless.
+        """
+        try:
+            errors = self._finalize()
+            fatal = [e for e in errors if not isinstance(e, Exception)]
+            if fatal:
+                raise fatal[0]
+            if len(errors) == 1:
+                raise errors[0]
+            if errors:
+                raise SessionError(
+                    f"finalize met {len(errors)} errors: " + "; ".join(repr(e) for e in errors)
+                ) from errors[0]
+        except BaseException as exc:
+            if self._state is _State.FINALIZED and not isinstance(exc, Exception):
+                self._interrupted = True  # it completed; a retry is a no-op
+            raise
+
+    def _finalize(self) -> list[BaseException]:
         runtime = self._runtime
-        with runtime.lock:
+        with runtime.lock, deferred_interrupts():
             if self._state is _State.FINALIZED:
+                if self._interrupted:
+                    return []  # a retry after Ctrl-C: it is already complete
                 raise SessionError("session was already finalized")
             if self._state is _State.NEW:
                 raise SessionError("session was never initialized")
-            self._state = _State.FINALIZED
-            errors = self._close_data_path()
-            errors.extend(self._close_frameworks())
-            errors.extend(failure.error for failure in self.domain.run())
-            try:
-                runtime.detach()
-            except Exception as exc:
-                errors.append(exc)
-        if len(errors) == 1:
-            raise errors[0]
-        if errors:
-            raise SessionError(
-                f"finalize met {len(errors)} errors: " + "; ".join(repr(e) for e in errors)
-            ) from errors[0]
+            return self._finalize_locked()
 
     def _attach_data_path(self) -> DataPath | None:
         """Modex and connections for the btl framework, if this session opened it."""
@@ -170,14 +215,27 @@ class Session:
             return [exc]
         return []
 
-    def _close_frameworks(self) -> list[BaseException]:
-        errors: list[BaseException] = []
+    def _finalize_locked(self) -> list[BaseException]:
+        """Undo whatever this session did, in reverse; never stop half-way."""
+        runtime = self._runtime
+        data_errors = self._close_data_path()
+        errors: list[BaseException] = data_errors
         while self._opened:
             name = self._opened.pop()
             try:
-                self._runtime.close_framework(name)
-            except Exception as exc:
+                runtime.close_framework(name)
+            except BaseException as exc:
                 errors.append(exc)
+        errors.extend(failure.error for failure in self.domain.run())
+        if self._attached:
+            self._attached = False
+            try:
+                runtime.detach()
+            except BaseException as exc:
+                errors.append(exc)
+        if self in runtime.live:
+            runtime.live.remove(self)
+        self._state = _State.FINALIZED
         return errors
 
     def __enter__(self) -> Self:
@@ -266,3 +324,50 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<pmca.Session {self._state.value} frameworks={self._opened}>"
+
+
+def finalize_at_exit(runtime: Runtime = RUNTIME) -> None:
+    """At interpreter exit, leave libc as pmca found it.
+
+    Sessions still active are finalized, last started first, as if the
+    program had done it. A fork child does not run its parent's component
+    close hooks (they could release what the parent still uses, such as
+    shared segments): it only restores the patches in its own memory.
+    """
+    from ..patcher import restore_all
+
+    if not runtime.live:
+        return
+    if os.getpid() == runtime.pid and runtime.unusable is None:
+        # A daemon thread may still be inside a transition: wait for it, a while.
+        if runtime.lock.acquire(timeout=TRANSITION_WAIT):
+            try:
+                _finalize_live(runtime)
+            finally:
+                runtime.lock.release()
+        else:
+            print(
+                "pmca: at exit, another thread stayed inside a session transition; "
+                "restoring libc without finalizing",
+                file=sys.stderr,
+            )
+    try:
+        restore_all()
+    except BaseException as exc:  # exiting: report and go on
+        print(f"pmca: restoring libc at exit: {exc!r}", file=sys.stderr)
+
+
+def _finalize_live(runtime: Runtime) -> None:
+    for session in reversed(list(runtime.live)):
+        warnings.warn(
+            f"{session!r} was still active at interpreter exit; finalizing it",
+            ResourceWarning,
+            stacklevel=1,
+        )
+        try:
+            session.finalize()
+        except BaseException as exc:  # exiting: report and go on
+            print(f"pmca: finalize at exit: {exc!r}", file=sys.stderr)
+
+
+atexit.register(finalize_at_exit)

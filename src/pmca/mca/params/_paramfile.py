@@ -25,6 +25,9 @@ Rules, chosen to match Open MPI's keyval lexer where it is well defined:
 * Anything else (no ``=``, an invalid key, ``/* */`` blocks) is a
   :class:`ParamFileError` naming ``path:line`` and the line.
 * Files are UTF-8 (a BOM is ignored); ``\\r\\n`` line ends are accepted.
+* Only regular files of at most :data:`MAX_FILE_SIZE` bytes are read: a
+  FIFO, a device (``/dev/zero``) or a directory is an error at once, never
+  a read that blocks or fills memory.
 * A key repeated within one file: the last line wins (Open MPI's
   ``save_value`` replaces earlier entries).
 """
@@ -33,14 +36,17 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping
-from pathlib import Path
 
 import attrs
 
 from ._errors import ParamFileError
 
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+#: The largest parameter file read (Open MPI's are a few kilobytes).
+MAX_FILE_SIZE = 1 << 20
 
 
 @attrs.frozen
@@ -60,7 +66,7 @@ def parse_param_file(path: str | os.PathLike[str]) -> list[Entry]:
     """
     name = os.fspath(path)
     try:
-        text = Path(name).read_text(encoding="utf-8-sig")
+        text = _read_regular_file(name).decode("utf-8-sig")
     except FileNotFoundError:
         raise ParamFileError(name, None, "parameter file not found") from None
     except UnicodeDecodeError as exc:
@@ -68,6 +74,42 @@ def parse_param_file(path: str | os.PathLike[str]) -> list[Entry]:
     except OSError as exc:
         raise ParamFileError(name, None, f"cannot read parameter file: {exc.strerror}") from None
     return parse_param_text(text, name)
+
+
+def _read_regular_file(name: str) -> bytes:
+    """The bytes of a regular file of at most MAX_FILE_SIZE; never blocks on a FIFO."""
+    kind = _not_regular(os.stat(name).st_mode)  # before opening: opening a device acts
+    if kind is None:
+        # O_NONBLOCK: if a FIFO replaced the file since the stat, open() returns at once.
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as file:
+            info = os.fstat(fd)
+            kind = _not_regular(info.st_mode)
+            if kind is None and info.st_size <= MAX_FILE_SIZE:
+                data = file.read(MAX_FILE_SIZE + 1)
+                if len(data) <= MAX_FILE_SIZE:
+                    return data
+    if kind is not None:
+        raise ParamFileError(
+            name, None, f"cannot read parameter file: it is {kind}, not a regular file"
+        )
+    raise ParamFileError(
+        name, None, f"cannot read parameter file: larger than {MAX_FILE_SIZE} bytes"
+    )
+
+
+def _not_regular(mode: int) -> str | None:
+    """What a non-regular file is (for the error), or None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((what for test, what in kinds if test(mode)), "a special file")
 
 
 def parse_param_text(text: str, path: str) -> list[Entry]:

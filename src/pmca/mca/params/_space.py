@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from ..._forksafe import fresh_after_fork
 from ._errors import (
     ParamFileError,
     ParamPermissionError,
@@ -99,7 +100,7 @@ class ParamSpace:
         override_file: str | os.PathLike[str] | None = None,
     ) -> None:
         # Re-entrant: resolution runs inside register/set, which hold the lock.
-        self._lock = threading.RLock()
+        self._lock = fresh_after_fork(threading.RLock())
         self._environ = dict(os.environ if environ is None else environ)
         self._params: dict[str, Param] = {}
         self._names: dict[str, Param] = {}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..._forksafe import short_lock
 from .._interface import Support
 from .._sources import UcmDelivery, describe_failures, support_from
 
@@ -57,7 +57,7 @@ class PatcherMemory:
         self._installed = False
         self.refused: dict[str, str] = {}
         self.self_test: dict[str, bool] = {}
-        self._install_lock = threading.Lock()
+        self._install_lock = short_lock()
         self._ucm = UcmDelivery(log)
         self._stop_watching: Callable[[], None] | None = None
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ctypes
-import threading
 from typing import TYPE_CHECKING
 
+from ..._forksafe import short_lock
+from ..._interrupts import deferred_interrupts
 from .._interface import PatchRecord, RestoreOutcome
 from ._table import PatchTable
 
@@ -22,10 +23,12 @@ class OverwriteModule:
         self._table = table
         self._hooks = hooks
         self._log = log
-        self._lock = threading.Lock()
+        self._lock = short_lock()
 
     def patch_symbol(self, symbol: str, *, owner: str) -> PatchRecord:
-        with self._lock:
+        # The patch and its record go together: an interrupt between them
+        # would leave libc patched with nothing to restore it.
+        with deferred_interrupts(), self._lock:
             for record in self.patches():
                 if record.symbol == symbol:
                     return record
@@ -46,7 +49,7 @@ class OverwriteModule:
         return self._table.records()
 
     def restore_all(self) -> list[RestoreOutcome]:
-        with self._lock:
+        with deferred_interrupts(), self._lock:
             return self._restore_all()
 
     def _restore_all(self) -> list[RestoreOutcome]:
