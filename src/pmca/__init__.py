@@ -73,9 +73,9 @@ __all__ = [
 #: Imported at first use: a component pays for what it touches only.
 _TARGETS = {
     "btl": ".btl",
+    "memory": ".memory",
     "p2p": ".p2p",
     "world": ".world",
-    "memory": ".memory",
     "native": ".native",
     "patcher": ".patcher",
     "rcache": ".rcache",

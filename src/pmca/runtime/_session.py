@@ -97,9 +97,9 @@ class Session:
         self._runtime = _runtime or RUNTIME
         self._state = _State.NEW
         self._opened: list[str] = []
+        self._attached = False
         self._world = world
         self._data: DataPath | None = None
-        self._attached = False
         #: An interrupt ended the last transition (a retried finalize is a no-op).
         self._interrupted = False
         #: Cleanups run at this session's finalize, last registered first.
@@ -192,6 +192,28 @@ class Session:
                 raise SessionError("session was never initialized")
             return self._finalize_locked()
 
+    def _finalize_locked(self) -> list[BaseException]:
+        """Undo whatever this session did, in reverse; never stop half-way."""
+        runtime = self._runtime
+        errors: list[BaseException] = self._close_data_path()
+        while self._opened:
+            name = self._opened.pop()
+            try:
+                runtime.close_framework(name)
+            except BaseException as exc:
+                errors.append(exc)
+        errors.extend(failure.error for failure in self.domain.run())
+        if self._attached:
+            self._attached = False
+            try:
+                runtime.detach()
+            except BaseException as exc:
+                errors.append(exc)
+        if self in runtime.live:
+            runtime.live.remove(self)
+        self._state = _State.FINALIZED
+        return errors
+
     def _attach_data_path(self) -> DataPath | None:
         """Modex and connections for the btl framework, if this session opened it."""
         from ..p2p._attach import attach
@@ -211,32 +233,9 @@ class Session:
             return []
         try:
             data.close(float(self._runtime.params.value("pmca_base_modex_timeout")))
-        except Exception as exc:
+        except BaseException as exc:
             return [exc]
         return []
-
-    def _finalize_locked(self) -> list[BaseException]:
-        """Undo whatever this session did, in reverse; never stop half-way."""
-        runtime = self._runtime
-        data_errors = self._close_data_path()
-        errors: list[BaseException] = data_errors
-        while self._opened:
-            name = self._opened.pop()
-            try:
-                runtime.close_framework(name)
-            except BaseException as exc:
-                errors.append(exc)
-        errors.extend(failure.error for failure in self.domain.run())
-        if self._attached:
-            self._attached = False
-            try:
-                runtime.detach()
-            except BaseException as exc:
-                errors.append(exc)
-        if self in runtime.live:
-            runtime.live.remove(self)
-        self._state = _State.FINALIZED
-        return errors
 
     def __enter__(self) -> Self:
         return self.init()
