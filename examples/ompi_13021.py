@@ -1,10 +1,12 @@
 """Seed scenario 1, open-mpi/ompi#13021: reproduced by a plugin, prevented by pmca.
 
-Runs ``sessions_init_twice`` four times, each in a fresh interpreter:
+Runs ``sessions_init_twice`` once per row, each in a fresh interpreter:
 Open MPI 5.0.6's memory/patcher (the ``pmca-ompi-13021`` plugin) and pmca's
-own memory/patcher, each with components loaded statically and as DSOs, and
-prints one row per run. Exits 0 when every row shows what it should: the
-reproduction reproduces, pmca prevents (or a row cannot run here)::
+own memory/patcher, each with components loaded statically and as DSOs, the
+reproduction also without pmca's address quarantine and with its
+stale-reference check at its default (error), and prints one row per run.
+Exits 0 when every row shows what it should: the reproduction reproduces (or
+the stale check detects it), pmca prevents (or a row cannot run here)::
 
     pip install plugins/pmca-ompi-13021
     python examples/ompi_13021.py

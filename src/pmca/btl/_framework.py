@@ -19,6 +19,7 @@ FRAMEWORK = Framework(
         ComponentRef("self", "pmca.btl.self:SelfComponent"),
         ComponentRef("sm", "pmca.btl.sm:SmComponent"),
         ComponentRef("tcp", "pmca.btl.tcp:TcpComponent"),
+        ComponentRef("ofi", "pmca.btl.ofi:OfiComponent"),
     ],
     aliases={"vader": Alias("sm", deprecated=True)},
     base=BtlBase,

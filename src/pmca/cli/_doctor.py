@@ -423,8 +423,14 @@ def scenarios_section(quick: bool) -> Section:
         except Exception as exc:  # one broken scenario must not hide the others
             results.append(ScenarioResult(name, "-", "failed", f"{type(exc).__name__}: {exc}"))
     section.lines.extend(format_table(results).splitlines())
+    if any(r.scenario == "ompi-13021" and r.outcome != "skipped" for r in results):
+        from ..scenarios.ompi_13021 import MECHANISMS
+
+        section.lines.extend(MECHANISMS)
     section.data = {"results": [asdict(r) for r in results]}
-    counts = {o: sum(r.outcome == o for r in results) for o in ("reproduced", "prevented")}
+    counts = {
+        o: sum(r.outcome == o for r in results) for o in ("reproduced", "detected", "prevented")
+    }
     failed = [f"{r.scenario} ({r.variant})" for r in results if not r.ok]
     skipped = [r for r in results if r.outcome == "skipped"]
     if failed:
@@ -435,7 +441,8 @@ def scenarios_section(quick: bool) -> Section:
         section.add(
             "ok",
             "scenarios",
-            f"{counts['reproduced']} reproduced on purpose, {counts['prevented']} prevented",
+            f"{counts['reproduced']} reproduced on purpose, {counts['detected']} detected, "
+            f"{counts['prevented']} prevented",
         )
     if skipped:
         section.add("skip", "skipped", f"{len(skipped)} row(s), see the table")

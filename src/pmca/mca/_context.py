@@ -160,9 +160,10 @@ class ComponentContext:
         guard_notes, guard_errors = run_unload_guards(guards)
         notes.extend(guard_notes)
         errors.extend(guard_errors)
+        quarantine = host is None or bool(host.params.value("mca_base_component_quarantine"))
         for library in reversed(self.libraries):
             try:
-                notes.extend(close_library(library))
+                notes.extend(close_library(library, quarantine=quarantine))
             except BaseException as exc:
                 errors.append(exc)
         self.libraries.clear()

@@ -220,10 +220,12 @@ def run_unload_guards(guards: list[UnloadGuard]) -> tuple[list[str], list[BaseEx
     return notes, failures
 
 
-def close_library(library: NativeLibrary) -> list[str]:
+def close_library(library: NativeLibrary, *, quarantine: bool = True) -> list[str]:
     """Run the library's unload guards, ``dlclose`` it, quarantine its addresses.
 
     Returns what the guards reported. A resident library is never closed.
+    ``quarantine=False`` (``mca_base_component_quarantine=false``) leaves the
+    range free for the next library, as a plain ``dlclose`` does.
     """
     if library.resident:
         return []
@@ -231,7 +233,7 @@ def close_library(library: NativeLibrary) -> list[str]:
     library.before_unload.clear()
     span = _mapped_span(library.path)
     _ctypes.dlclose(library.handle)
-    if span is not None:
+    if span is not None and quarantine:
         _QUARANTINE.reserve(*span, library=library.path)
     for failure in failures:
         if not isinstance(failure, Exception):
@@ -268,7 +270,9 @@ class _Quarantine:
     to be mapped at the very same address, so a stale pointer into the old
     one silently runs the new one's code over its fresh state. Reserving the
     range ``PROT_NONE`` makes such a pointer fault at once, where it is used
-    (Open MPI's #13021 was exactly such a pointer). Only address space is
+    (Open MPI's #13021 was exactly such a pointer). It is a net, not a
+    prevention: the stale pointer still crashes, just at its first use and
+    never by running someone else's code. Only address space is
     spent; the oldest reservations are released past a cap, which bounds
     the bookkeeping of a process that loads and unloads forever.
     """

@@ -2,7 +2,12 @@
 
 Open MPI's #13021 crash came from a global (``opal_patcher``) that still
 pointed into an unloaded component. pmca checks, every time a component is
-unloaded, that no module-level global of pmca refers to it any more.
+unloaded, that no module-level global of pmca, nor of any package that
+provided a component (third-party plugins included), refers to it any more.
+
+The check sees Python references only: a raw address kept as an integer
+(what ``opal_patcher`` was in C) is invisible to it. That is what the
+address quarantine of unloaded libraries is for (:mod:`pmca.mca._loader`).
 """
 
 from __future__ import annotations
@@ -11,12 +16,19 @@ import builtins
 import sys
 from collections.abc import Iterable
 from itertools import compress
-from types import MethodType
+from types import MethodType, ModuleType
+
+
+def package_of(obj: object) -> str | None:
+    """The top-level package that defined ``obj`` (a module, or an instance's class)."""
+    name = obj.__name__ if isinstance(obj, ModuleType) else type(obj).__module__
+    top = str(name or "").partition(".")[0]
+    return top or None
 
 
 def _referent(value: object, ids: set[int]) -> int | None:
     """The id of the departed object ``value`` refers to, if any."""
-    # Exact type checks: this runs over every global of every pmca module,
+    # Exact type checks: this runs over every global of every scanned module,
     # and isinstance()/getattr() on arbitrary objects is slow.
     if id(value) in ids:
         return id(value)
@@ -65,23 +77,23 @@ def _may_refer(namespace: dict[str, object], ids: set[int]) -> bool:
 
 
 def find_stale_references(
-    objects: Iterable[object], *, package: str = "pmca"
+    objects: Iterable[object], *, packages: Iterable[str] = ("pmca",)
 ) -> list[tuple[str, int]]:
-    """Every ``module.global`` of ``package`` that refers to one of ``objects``.
+    """Every ``module.global`` of ``packages`` that refers to one of ``objects``.
 
     Looks at module globals, one level into containers held by them, and at
     bound methods. Returns ``(module.global, id of the object)`` pairs.
     """
     ids = {id(obj) for obj in objects}
-    prefix = package + "."
+    roots = set(packages)
     found: list[tuple[str, int]] = []
     for module_name, module in list(sys.modules.items()):
-        if module is None or not (module_name == package or module_name.startswith(prefix)):
+        if module is None or module_name.partition(".")[0] not in roots:
             continue
         if id(module) in ids or not _may_refer(vars(module), ids):
             continue
         for attribute, value in list(vars(module).items()):
-            # Dunders (__builtins__ above all) are the interpreter's, not pmca's state.
+            # Dunders (__builtins__ above all) are the interpreter's, not the package's.
             if attribute.startswith("__"):
                 continue
             referent = _referent(value, ids)

@@ -13,6 +13,14 @@ Rows are ``mpi_leave_pinned``, columns ``mpi_leave_pinned_pipeline``, each
 does, and ``runtime`` installs them as soon as something needs them: a
 selected component that needs registration, or the first
 ``register_release()``.
+
+That is the seed's matrix (Open MPI's ptmalloc2-era notes), pmca's own
+rules. Open MPI 5.x decides in ``rcache_base_create.c`` (5.0.6, line 60):
+the memory framework opens, and hooks go in, at the first registration cache
+whenever ``mpi_leave_pinned != 0`` or the pipeline is on. With
+``leave_pinned`` auto (-1) that is true, so the cells (runtime, no) and
+(not set, no) are ``runtime`` there. A memory module that reproduces 5.x
+says so with ``activation_rules = "ompi-5"``.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from typing import Literal
 
 Setting = Literal["yes", "no", "runtime", "not set"]
 Decision = Literal["yes", "no", "runtime"]
+Rules = Literal["seed", "ompi-5"]
 
 _MATRIX: dict[Setting, dict[Setting, Decision]] = {
     "yes": {"yes": "yes", "no": "yes", "runtime": "yes", "not set": "yes"},
@@ -37,6 +46,16 @@ def setting(value: int, *, explicitly_set: bool) -> Setting:
     return {1: "yes", 0: "no"}.get(value, "runtime")  # type: ignore[return-value]
 
 
-def decide(leave_pinned: Setting, pipeline: Setting) -> Decision:
-    """The matrix cell for these two settings."""
+_OMPI5_DIFFERENCES: dict[tuple[Setting, Setting], Decision] = {
+    ("runtime", "no"): "runtime",
+    ("not set", "no"): "runtime",
+}
+
+
+def decide(leave_pinned: Setting, pipeline: Setting, *, rules: Rules = "seed") -> Decision:
+    """The matrix cell for these two settings, under pmca's or Open MPI 5.x's rules."""
+    if rules == "ompi-5":
+        different = _OMPI5_DIFFERENCES.get((leave_pinned, pipeline))
+        if different is not None:
+            return different
     return _MATRIX[leave_pinned][pipeline]

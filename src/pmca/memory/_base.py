@@ -92,11 +92,13 @@ class MemoryBase(FrameworkBase):
         return modules[0] if modules and isinstance(modules[0], MemoryModule) else None
 
     def opened(self) -> None:
+        rules = getattr(self.module, "activation_rules", "seed")
         self.decision = decide(
             self._setting("mpi_leave_pinned"),  # type: ignore[arg-type]
             self._setting("mpi_leave_pinned_pipeline"),  # type: ignore[arg-type]
+            rules="ompi-5" if rules == "ompi-5" else "seed",
         )
-        self.framework.log.debug("hook activation decided", cell=self.decision)
+        self.framework.log.debug("hook activation decided", cell=self.decision, rules=rules)
         if self.decision == "yes":
             self._install("the mpi_leave_pinned matrix cell is 'yes'")
 

@@ -23,7 +23,14 @@ from ..mca._failures import (
 from ..mca._framework import Framework
 from ..mca._loader import LOAD_LIST_VALID, LoadModeSpec, load_list_problem
 from ..mca._logging import DESTINATION_VALID, Destination
-from ..mca.params import InvalidValue, Param, ParamSpace, ParamValueError, ParamWarning
+from ..mca.params import (
+    Enumeration,
+    InvalidValue,
+    Param,
+    ParamSpace,
+    ParamValueError,
+    ParamWarning,
+)
 
 LOAD_LISTS = ("mca_base_component_dso", "mca_base_component_static")
 SHOW_LOAD_ERRORS = "mca_base_component_show_load_errors"
@@ -46,6 +53,11 @@ def _check_destination(value: Any) -> None:
         Destination.parse(str(value))
     except ValueError as exc:
         raise InvalidValue(str(exc)) from None
+
+
+#: ``mca_base_component_stale_check``: what a stale reference to a closed
+#: component does at the last finalize.
+STALE_CHECK = Enumeration("stale_check", (("none", 0), ("warn", 1), ("error", 2)))
 
 
 def register_core_params(space: ParamSpace) -> None:
@@ -121,6 +133,29 @@ def register_core_params(space: ParamSpace) -> None:
         deprecated_synonyms=("mca_verbose",),
         check=_check_destination,
         valid=DESTINATION_VALID,
+    )
+    space.register(
+        "mca",
+        "base",
+        "component_stale_check",
+        type=int,
+        enumeration=STALE_CHECK,
+        default="error",
+        help="What a module-level global of pmca or of any component's package that still "
+        "refers to a closed component does: 'error' (StaleReferenceError at the last "
+        "finalize), 'warn' (an error message, and carry on), or 'none' (not checked)",
+        level=9,
+    )
+    space.register(
+        "mca",
+        "base",
+        "component_quarantine",
+        type=bool,
+        default=True,
+        help="Reserve the address range of every native library a dso-mode component "
+        "unloads, inaccessible, so that a stale pointer into it faults where it is used "
+        "instead of reaching a library later mapped at the same address",
+        level=9,
     )
     space.register(
         "pmca",

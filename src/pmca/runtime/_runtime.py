@@ -26,8 +26,9 @@ from ..mca._discovery import EntryPointIndex
 from ..mca._errors import FrameworkError, SessionError, StaleReferenceError, warn_user
 from ..mca._failures import ComponentFailure
 from ..mca._loader import LoadModeSpec
+from ..mca._logging import framework_logger
 from ..mca._open import OpenFramework
-from ..mca._stale import find_stale_references
+from ..mca._stale import find_stale_references, package_of
 from ..mca.params import ParamSpace, ParamWarning
 from ._catalog import Catalog
 from ._core_params import register_core_params
@@ -64,6 +65,11 @@ class Runtime:
         self._opening: list[str] = []
         self._departed: list[tuple[str, object]] = []
         self._closing = 0
+        #: Top-level packages scanned for stale references: pmca and every
+        #: package a component came from (third-party plugins included).
+        self.scanned_packages: set[str] = {"pmca"}
+        #: ``mca_base_component_stale_check`` as of the last init.
+        self.stale_check = "error"
         #: Unknown parameter names already warned about, for the space of this epoch.
         self._warned_unknown: tuple[ParamSpace | None, set[str]] = (None, set())
 
@@ -102,15 +108,24 @@ class Runtime:
     def departed(self, what: str, objects: list[object]) -> None:
         """Note objects of a closed component; checked in one pass by :meth:`_check_departed`."""
         self._departed.extend((what, obj) for obj in objects)
+        self._scan_packages_of(objects)
+
+    def _scan_packages_of(self, objects: list[object]) -> None:
+        self.scanned_packages.update(p for p in map(package_of, objects) if p is not None)
 
     def _check_departed(self) -> None:
         """Scan for references to what closed since the last scan: once per finalize."""
         departed, self._departed = self._departed, []
-        if not departed:
+        if not departed or self.stale_check == "none":
             return
         owner = {id(obj): what for what, obj in departed}
-        for reference, referent in find_stale_references(obj for _, obj in departed):
-            self.stale.append(f"{reference} still refers to {owner[referent]} after it was closed")
+        found = find_stale_references((obj for _, obj in departed), packages=self.scanned_packages)
+        for reference, referent in found:
+            message = f"{reference} still refers to {owner[referent]} after it was closed"
+            if self.stale_check == "warn":
+                framework_logger("mca", 0).error(message)
+            else:
+                self.stale.append(message)
 
     def open_framework(self, name: str) -> OpenFramework:
         """Open ``name`` (after its dependencies) or take another reference.
@@ -150,6 +165,7 @@ class Runtime:
                 try:
                     self.frameworks[name] = state
                     state.open()
+                    self._scan_packages_of([lc.component for lc in state.loaded])
                     self._introduce(state)
                 except BaseException:
                     if self.frameworks.pop(name, None) is state and state.base is not None:
@@ -278,6 +294,7 @@ class Runtime:
         catalog.check_names(space)
         self._space = space
         self._catalog = catalog
+        self.stale_check = space.get("mca_base_component_stale_check").value_string()
         self.pid = os.getpid()
         self.history = []
         self.close_failures = []

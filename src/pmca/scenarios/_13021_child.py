@@ -39,9 +39,19 @@ def parse(stdout: str) -> list[dict[str, Any]]:
     return records
 
 
-def one_round(number: int) -> None:
-    """One session: install the hooks through a release callback, munmap, drain."""
-    with pmca.Session() as session:
+def one_round(number: int, btl: str = "") -> None:
+    """One session: hooks from the btl's registration needs (or a release
+    callback), data moved, a munmap caught, drained.
+
+    ``btl`` is the seed's trigger: ``ofi`` needs registration, so its
+    selection activates the memory hooks at session init; ``tcp`` does not,
+    and the hooks come with the first release callback. ``""`` opens the
+    btl framework with its default selection.
+    """
+    hooks = pmca.native.backend()
+    with pmca.Session(mca={"btl": f"self,{btl}"} if btl else {}) as session:
+        hooked_at_init = hooks.is_installed("munmap")
+        moved = move_data(session, btl)
         memory = session.components("memory")
         patcher = session.components("patcher")
         released: list[tuple[int, str]] = []
@@ -51,7 +61,7 @@ def one_round(number: int) -> None:
 
         handle = pmca.memory.register_release(on_release)
         support = pmca.memory.support_level()
-        hooked = pmca.native.backend().is_installed("munmap")
+        hooked = hooks.is_installed("munmap")
         region = mmap.mmap(-1, REGION)
         region.close()  # munmap through libc's entry point
         pmca.memory.drain()
@@ -59,17 +69,56 @@ def one_round(number: int) -> None:
         emit(
             "round",
             round=number,
+            btl=[c.name for c in session.components("btl")],
             memory=[[c.name, c.load_mode] for c in memory],
             patcher=[[c.name, c.load_mode] for c in patcher],
             support=int(support),
+            hooked_at_init=hooked_at_init,
             munmap_hooked=hooked,
+            moved=moved,
             delivered=(REGION, "munmap") in released,
         )
     emit("finalized", round=number)
 
 
-def main(rounds: int = 2) -> int:
+def move_data(session: pmca.Session, btl: str) -> bool:
+    """Move bytes through the session: over ``btl`` to this process where it can."""
+    payload = bytes(range(256)) * 64
+    if btl == "ofi":
+        module = next(m for m in session.modules("btl") if getattr(m, "name", "") == "ofi")
+        return _ofi_put_get(module, payload)
+    out = bytearray(len(payload))
+    request = session.p2p.irecv(0, 5, out)
+    session.p2p.send(0, 5, payload)
+    request.wait()
+    return bytes(out) == payload
+
+
+def _ofi_put_get(module: Any, payload: bytes) -> bool:
+    """fi_write then fi_read through the ofi module, into this process's registration."""
+    import ctypes
+
+    me = module.endpoint(0)
+    target = ctypes.create_string_buffer(len(payload))
+    back = bytearray(len(payload))
+    handle = module.register_mem(None, ctypes.addressof(target), len(payload))
+    done: list[BaseException | None] = []
+    try:
+        address = ctypes.addressof(target)
+        module.put(me, memoryview(payload), None, address, handle.packed, done.append)
+        while not done:
+            module.progress()
+        module.get(me, memoryview(back), None, address, handle.packed, done.append)
+        while len(done) < 2:
+            module.progress()
+    finally:
+        module.deregister_mem(handle)
+    return done == [None, None] and target.raw == payload == bytes(back)
+
+
+def main(rounds: int | str = 2, btl: str = "") -> int:
     """Run ``rounds`` sessions; compare libc's prologues before and after them all."""
+    rounds = int(rounds)
     reason = pmca.native.unavailable_reason()
     if reason is not None:
         emit("unavailable", reason=reason)
@@ -78,11 +127,15 @@ def main(rounds: int = 2) -> int:
     originals = {s: hooks.prologue(s) for s in hooks.symbols if hooks.address(s)}
     emit("start", rounds=rounds, symbols=sorted(originals))
     for number in range(1, rounds + 1):
-        one_round(number)
+        try:
+            one_round(number, btl)
+        except pmca.StaleReferenceError as exc:
+            emit("stale", round=number, message=str(exc))
+            return 1
     changed = sorted(s for s, before in originals.items() if hooks.prologue(s) != before)
     emit("end", prologues_restored=not changed, changed=changed)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 2))
+    sys.exit(main(*sys.argv[1:3]))

@@ -6,7 +6,7 @@ from typing import Literal
 
 from attrs import frozen
 
-Outcome = Literal["reproduced", "prevented", "failed", "skipped"]
+Outcome = Literal["reproduced", "detected", "prevented", "failed", "skipped"]
 
 
 @frozen
@@ -16,7 +16,8 @@ class ScenarioResult:
     :param scenario: the seed scenario (``ompi-13021``, ``madvise-deadlock``, ...).
     :param variant: what this row ran (``reproduction plugin, dso``, ...).
     :param outcome: ``reproduced`` (the historical failure happened, on
-        purpose), ``prevented`` (pmca's design kept it from happening),
+        purpose), ``detected`` (pmca named the fault before it could do
+        harm), ``prevented`` (pmca's design kept it from happening),
         ``failed`` (something else went wrong: a bug) or ``skipped`` (cannot
         run here, e.g. no native backend).
     :param detail: one line a person can act on.
@@ -30,7 +31,7 @@ class ScenarioResult:
     @property
     def ok(self) -> bool:
         """Whether the row shows what it should (a reproduction that reproduces counts)."""
-        return self.outcome in ("reproduced", "prevented", "skipped")
+        return self.outcome in ("reproduced", "detected", "prevented", "skipped")
 
 
 def format_table(results: list[ScenarioResult]) -> str:

@@ -6,8 +6,8 @@ model"). Its state lives at module level, as the C file's ``static``
 variables did, and this component is forced static, so that state survives
 every session in the process:
 
-- ``was_executed_already``: the one-shot guard of ``patcher_open``, set once
-  and never reset;
+- ``was_executed_already``: the one-shot guard of ``patcher_open``, reset
+  only on a patching error;
 - ``patcher_base.opal_patcher``: the selected patcher module, never reset;
 - ``memoryhooks.hooks_support``: the support level, never cleared.
 
@@ -21,11 +21,15 @@ queries them, and has no "you were selected" hook. So:
 
 - Open MPI's query is this component's ``query``: it opens the patcher
   framework and offers a module. It never patches nor touches a global.
-- Open MPI's open of the winner is the first ``install()`` of this
-  component's module. Only a selected module is ever installed (on the first
-  ``register_release()``, or at framework open when ``mpi_leave_pinned``
-  says so), so a component that loses selection leaves no trace: no patch,
-  no guard, no global.
+- Open MPI's open of the winner happens when something opens the memory
+  framework for registration (``rcache_base_create.c:65``, btl/ofi's memory
+  monitor export); here it is the first ``install()`` of this component's
+  module, which pmca's memory base calls when something needs hooks: a
+  selected component that needs registration (btl ``ofi``), a first
+  ``register_release()``, or framework open when ``mpi_leave_pinned`` says
+  so, following Open MPI 5.x's cells (``activation_rules = "ompi-5"``).
+  Only a selected module is ever installed, so a component that loses
+  selection leaves no trace: no patch, no guard, no global.
 - Open MPI's close chain (``patcher_close`` → ``mca_base_framework_close``
   → ``opal_patcher_base_close`` → ``opal_patcher_base_restore_all``) is
   this component's ``close``. In Open MPI memory/patcher is the patcher
@@ -41,61 +45,89 @@ finds the guard set: no select, no patches, while ``support_level()`` still
 claims FREE|MUNMAP. Its close restores through ``opal_patcher`` again, which
 still points at session 1's overwrite module:
 
-- ``mca_base_component_dso=all``: that module's patch table lived in a native
-  library pmca has ``dlclose``d and quarantined, so the call faults: SIGSEGV
-  in ``opal_patcher_base_restore_all``, the crash of open-mpi/ompi#13021;
+- ``mca_base_component_dso=all``: the raw half of the pointer leads into a
+  library pmca has ``dlclose``d: quarantined (faults at the first read), or
+  reloaded at the same address with its base part never constructed (the
+  list walk follows a NULL link). Either way: SIGSEGV in
+  ``opal_patcher_base_restore_all``, the crash of open-mpi/ompi#13021;
 - static: the library is still resident, nothing crashes, and session 2 ran
   silently without memory hooks.
+
+pmca's stale-reference check names the Python half of the pointer at
+session 1's finalize; at its default (error) the run stops there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pmca import Component, ComponentContext, FrameworkError, NotAvailable, Query, hookimpl
 from pmca.memory import MemoryHooksUnavailable, Support
 from pmca.native import PatchRefused
 
+from . import patcher_base
 from .memoryhooks import opal_mem_hooks_set_support, opal_mem_hooks_support_level
-from .patcher_base import opal_patcher_base_close, opal_patcher_base_select
+from .patcher_base import (
+    opal_patcher_base_close,
+    opal_patcher_base_restore_all,
+    opal_patcher_base_select,
+    opal_patcher_patch_symbol,
+)
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
     from pmca.mca import ComponentParams, OpenFramework
 
-#: What 5.0.6 patches, in its order (shmat is left out: pmca's backend has no
-#: shmat hook, and 5.0.6 itself only reports SHM_REMAP through it).
+#: What 5.0.6 patches, in its order (memory_patcher_component.c:606-658; shmat
+#: is left out: pmca's backend has no shmat hook, and 5.0.6 itself only
+#: reports SHM_REMAP through it).
 SYMBOLS = ("mmap", "munmap", "mremap", "madvise", "shmdt", "brk")
 OWNER = "memory/ompi13021"
 
-#: ``static int was_executed_already`` of ``patcher_open``: never reset in 5.0.6.
+#: ``static int was_executed_already`` of ``patcher_open`` (memory_patcher_component.c:588):
+#: reset only on a patching error, never at close.
 was_executed_already = False
 
 
-def patcher_open(patcher: OpenFramework, log: FilteringBoundLogger) -> None:
+def patcher_open(
+    patcher: OpenFramework, close_patcher: Callable[[], None], log: FilteringBoundLogger
+) -> None:
     """5.0.6's ``patcher_open``: guard, select into the global, claim support, patch."""
     global was_executed_already
+    # memory_patcher_component.c:591-595: the one-shot guard.
     if was_executed_already:
         log.info("patcher_open already ran in this process: no select, no patches")
         return
     was_executed_already = True
+    # :597-601: a failed select closes the patcher framework; "not available".
     try:
-        module = opal_patcher_base_select(patcher)
+        opal_patcher_base_select(patcher)
     except (FrameworkError, TypeError) as exc:
+        close_patcher()
         raise MemoryHooksUnavailable(f"opal_patcher_base_select failed: {exc}") from exc
+    # :604: the support level is claimed before anything is patched.
     opal_mem_hooks_set_support(Support.FREE | Support.MUNMAP)
     for symbol in SYMBOLS:
         try:
-            module.patch_symbol(symbol, owner=OWNER)
+            opal_patcher_patch_symbol(symbol, owner=OWNER)
         except PatchRefused as refused:
-            # 5.0.6 returns the error as is: guard set, support still claimed.
+            # :668-674 (err_patching): reset the guard so that a later open
+            # tries again, restore what was patched; the support claim stays.
+            was_executed_already = False
+            opal_patcher_base_restore_all()
             raise MemoryHooksUnavailable(f"patcher_open: {refused}") from refused
-    log.info("memory hooks installed", symbols=list(SYMBOLS), patcher=type(module).__name__)
+    log.info(
+        "memory hooks installed",
+        symbols=list(SYMBOLS),
+        patcher=type(patcher_base.opal_patcher).__name__,
+    )
 
 
 def patcher_close(ctx: ComponentContext) -> None:
-    """5.0.6's ``patcher_close``: close the patcher framework; the guard stays set."""
+    """5.0.6's ``patcher_close`` (memory_patcher_component.c:677-684): close the
+    patcher framework; the guard stays set."""
     # mca_base_framework_close(&opal_patcher_base_framework) runs the
     # framework's close function, opal_patcher_base_close(), first.
     opal_patcher_base_close()
@@ -105,8 +137,15 @@ def patcher_close(ctx: ComponentContext) -> None:
 class Ompi13021Memory:
     """The memory module: hooks come from ``patcher_open``, support from the global."""
 
-    def __init__(self, patcher: OpenFramework, log: FilteringBoundLogger) -> None:
+    #: When the memory base installs this module: Open MPI 5.x's rules
+    #: (rcache_base_create.c:60), not the ptmalloc2-era matrix pmca follows.
+    activation_rules = "ompi-5"
+
+    def __init__(
+        self, patcher: OpenFramework, close_patcher: Callable[[], None], log: FilteringBoundLogger
+    ) -> None:
         self._patcher = patcher
+        self._close_patcher = close_patcher
         self._log = log
         self._installed = False
 
@@ -118,9 +157,9 @@ class Ompi13021Memory:
 
     def install(self, reason: str) -> Support:
         if not self._installed:
-            self._log.debug("install requested", reason=reason)
-            patcher_open(self._patcher, self._log)
+            self._log.debug("memory framework opened for hooks", reason=reason)
             self._installed = True
+            patcher_open(self._patcher, self._close_patcher, self._log)
         return opal_mem_hooks_support_level()
 
 
@@ -177,7 +216,13 @@ class Ompi13021MemoryComponent(Component):
         if not patcher.modules:
             ctx.log.info("no patcher module selected; declining")
             return None
-        return Query(priority=int(ctx.params["priority"]), module=Ompi13021Memory(patcher, ctx.log))
+        module = Ompi13021Memory(patcher, lambda: self._close_patcher(ctx), ctx.log)
+        return Query(priority=int(ctx.params["priority"]), module=module)
+
+    def _close_patcher(self, ctx: ComponentContext) -> None:
+        if self._patcher_open:
+            self._patcher_open = False
+            ctx.close_framework("patcher")
 
     @hookimpl
     def close(self, ctx: ComponentContext) -> None:

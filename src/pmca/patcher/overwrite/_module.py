@@ -41,6 +41,10 @@ class OverwriteModule:
         self._log.debug("patched", symbol=symbol, address=hex(site.address), owner=owner)
         return PatchRecord(symbol, site.patch_address, site.original, site.patched, owner)
 
+    def base_part(self) -> tuple[int, int]:
+        """Address and size of the base part of this module's native library."""
+        return self._table.base_part()
+
     def patches(self) -> list[PatchRecord]:
         return self._table.records()
 

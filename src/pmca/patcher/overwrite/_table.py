@@ -94,6 +94,7 @@ class PatchTable:
             "pmca_patcher_pop": (ctypes.c_int, [record_p]),
             "pmca_patcher_capacity": (ctypes.c_int, []),
             "pmca_patcher_record_size": (ctypes.c_uint32, []),
+            "pmca_patcher_base_part_size": (ctypes.c_uint32, []),
         }
         for name, (restype, argtypes) in prototypes.items():
             function = getattr(lib, name)
@@ -101,6 +102,15 @@ class PatchTable:
             function.argtypes = argtypes
         if lib.pmca_patcher_record_size() != ctypes.sizeof(_RecordStruct):
             raise RuntimeError(f"{LIBRARY_NAME} does not match this pmca version; rebuild it")
+
+    def base_part(self) -> tuple[int, int]:
+        """Address and size of the module's base part inside the library.
+
+        Storage for a patcher base that keeps Open MPI's module layout
+        (``patch_list``, ``patch_list_mutex``); zero at every load.
+        """
+        address = ctypes.addressof(ctypes.c_char.in_dll(self._lib, "pmca_patcher_base_part"))
+        return address, int(self._lib.pmca_patcher_base_part_size())
 
     @property
     def capacity(self) -> int:

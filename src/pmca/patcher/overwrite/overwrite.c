@@ -29,6 +29,33 @@ struct pmca_patch_record {
     uint8_t patched[MAX_PATCH_BYTES];
 };
 
+/*
+ * The part of the module that belongs to a patcher base keeping Open MPI's
+ * layout: mca_patcher_base_module_t embeds patch_list and patch_list_mutex,
+ * which the base constructs at select and destructs at close. pmca's own
+ * patcher base keeps its records in the table below and never touches this.
+ * It lives in the library (zero, i.e. unconstructed, at every load) so that
+ * a raw pointer to it dies with the library, as Open MPI's opal_patcher did
+ * with mca_patcher_overwrite.so.
+ */
+struct pmca_patcher_list_item {
+    struct pmca_patcher_list_item *next;
+    struct pmca_patcher_list_item *prev;
+};
+
+struct pmca_patcher_base_part {
+    struct pmca_patcher_list_item patch_list; /* sentinel */
+    uint64_t patch_list_length;
+    pthread_mutex_t patch_list_mutex;
+};
+
+EXPORT struct pmca_patcher_base_part pmca_patcher_base_part;
+
+EXPORT uint32_t pmca_patcher_base_part_size(void)
+{
+    return (uint32_t)sizeof(struct pmca_patcher_base_part);
+}
+
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pmca_patch_record table[MAX_RECORDS];
 static int table_count;

