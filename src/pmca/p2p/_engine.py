@@ -90,6 +90,8 @@ class P2p:
         self._closed = False
         #: Seconds a wait keeps polling before it sleeps (``btl_base_wait_spin``).
         self.spin = 0.05
+        #: Yield the processor between polls (``mpi_yield_when_idle``; oversubscribed hosts).
+        self.yield_when_idle = False
         self._registered: list[Any] = []
         try:
             for module in bml.modules:
@@ -168,15 +170,19 @@ class P2p:
     ) -> None:
         """Progress until ``condition()``; :class:`TimeoutError` after ``timeout`` seconds."""
         bml = self._bml
+        lock, progress = bml.lock, bml.progress
+        give_way = os.sched_yield if self.yield_when_idle else None
         deadline = None if timeout is None else time.monotonic() + timeout
         idle = 0
         spin_until = 0.0
         while not condition():
-            with bml.lock:
-                progressed = bml.progress()
+            with lock:
+                progressed = progress()
             if progressed:
                 idle = 0
                 continue
+            if give_way is not None:
+                give_way()  # the rank that would answer may be waiting for this core
             idle += 1
             if idle < _SPINS:
                 continue
