@@ -262,7 +262,7 @@ class P2p:
     def _track(self, request: Request) -> None:
         key = id(request)
         self._pending[key] = request
-        request.cleanup.append(lambda: self._pending.pop(key, None))
+        request.cleanup.append(functools.partial(self._pending.pop, key, None))
 
     def _finish(self, request: Request, nbytes: int, error: BaseException | None = None) -> None:
         request.complete(nbytes, error)
