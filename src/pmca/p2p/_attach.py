@@ -8,6 +8,7 @@ from ..btl import TAG_P2P_FIRST, TAG_P2P_LAST, BtlError
 from ..btl.base import BtlBase
 from ..btl.bml import Bml, connect
 from ._engine import P2p
+from ._idle import should_yield
 
 if TYPE_CHECKING:
     from ..mca._open import OpenFramework
@@ -63,5 +64,9 @@ def attach(btl: OpenFramework, world: World, timeout: float) -> DataPath:
         bml.close()
         raise
     _tags_in_use.add(tag)
-    p2p.spin = float(btl.host.params.value("btl_base_wait_spin"))
+    params = btl.host.params
+    p2p.spin = float(params.value("btl_base_wait_spin"))
+    me = bml.peers[world.rank]
+    local_ranks = sum(1 for peer in bml.peers if peer.host == me.host)
+    p2p.yield_when_idle = should_yield(int(params.value("mpi_yield_when_idle")), local_ranks)
     return DataPath(bml, p2p, tag)

@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 _SPINS = 64
 _TAG_MIN, _TAG_MAX = -(1 << 63), (1 << 63) - 1
 _MATCH_SIZE = proto.MATCH.size
+# bound once: every eager message packs and unpacks one match header
+_pack_match = proto.MATCH.pack
+_unpack_match = proto.MATCH.unpack_from
+_MATCHING = frozenset((proto.EAGER, proto.RGET, proto.RNDV))
 
 
 @define(eq=False)
@@ -90,6 +94,8 @@ class P2p:
         self._closed = False
         #: Seconds a wait keeps polling before it sleeps (``btl_base_wait_spin``).
         self.spin = 0.05
+        #: Yield the processor between polls (``mpi_yield_when_idle``; oversubscribed hosts).
+        self.yield_when_idle = False
         self._registered: list[Any] = []
         try:
             for module in bml.modules:
@@ -164,19 +170,33 @@ class P2p:
             return self._bml.progress()
 
     def wait_for(
-        self, condition: Callable[[], bool], timeout: float | None, request: Request | None = None
+        self,
+        condition: Callable[[], bool] | None,
+        timeout: float | None,
+        request: Request | None = None,
     ) -> None:
-        """Progress until ``condition()``; :class:`TimeoutError` after ``timeout`` seconds."""
+        """Progress until ``condition()`` (``request.done`` when it is ``None``).
+
+        :class:`TimeoutError` after ``timeout`` seconds.
+        """
+        if condition is None:
+            if request is None:
+                raise ValueError("wait_for needs a condition or a request")
+            condition = request.finished
         bml = self._bml
+        lock, progress = bml.lock, bml.progress
+        give_way = os.sched_yield if self.yield_when_idle else None
         deadline = None if timeout is None else time.monotonic() + timeout
         idle = 0
         spin_until = 0.0
         while not condition():
-            with bml.lock:
-                progressed = bml.progress()
+            with lock:
+                progressed = progress()
             if progressed:
                 idle = 0
                 continue
+            if give_way is not None:
+                give_way()  # the rank that would answer may be waiting for this core
             idle += 1
             if idle < _SPINS:
                 continue
@@ -242,13 +262,13 @@ class P2p:
     def _track(self, request: Request) -> None:
         key = id(request)
         self._pending[key] = request
-        request.cleanup.append(lambda: self._pending.pop(key, None))
+        request.cleanup.append(functools.partial(self._pending.pop, key, None))
 
     def _finish(self, request: Request, nbytes: int, error: BaseException | None = None) -> None:
         request.complete(nbytes, error)
 
     def _send_eager(self, request: Request, route: Route, seq: int, size: int) -> None:
-        header = proto.MATCH.pack(proto.EAGER, 0, seq, request.tag, size)
+        header = _pack_match(proto.EAGER, 0, seq, request.tag, size)
         module = route.module
         if module.sendi(route.endpoint, self._tag, [header, request.view]):
             request.complete(size)  # done at once: never tracked
@@ -298,7 +318,20 @@ class P2p:
     def _arrived(self, endpoint: Endpoint, _tag: int, data: memoryview) -> None:
         kind = data[0]
         source = endpoint.rank
-        if kind == proto.FIN:
+        if kind in _MATCHING:
+            header = _unpack_match(data)
+            if header[2] != self._seq_in[source]:
+                self._stash[source][header[2]] = (kind, bytes(data))
+                return
+            self._in_order(source, header, data)
+            stash = self._stash[source]
+            while stash:
+                entry = stash.pop(self._seq_in[source], None)
+                if entry is None:
+                    break
+                early = memoryview(entry[1])
+                self._in_order(source, _unpack_match(early), early)
+        elif kind == proto.FIN:
             _, status, send_id = proto.FIN_MSG.unpack(data)
             self._fin(source, status, send_id)
         elif kind == proto.CTS:
@@ -306,28 +339,24 @@ class P2p:
             self._push_fragments(source, send_id, recv_id)
         elif kind == proto.FRAG:
             self._fragment(data)
-        elif kind in (proto.EAGER, proto.RGET, proto.RNDV):
-            seq = proto.MATCH.unpack_from(data)[2]
-            expected = self._seq_in[source]
-            if seq != expected:
-                self._stash[source][seq] = (kind, bytes(data))
-                return
-            self._in_order(source, data)
-            stash = self._stash[source]
-            while stash:
-                entry = stash.pop(self._seq_in[source], None)
-                if entry is None:
-                    break
-                self._in_order(source, memoryview(entry[1]))
         else:
             self._log.error("unknown p2p message kind; dropped", kind=kind, source=source)
 
-    def _in_order(self, source: int, data: memoryview) -> None:
-        kind, _flags, seq, tag, size = proto.MATCH.unpack_from(data)
+    def _in_order(
+        self, source: int, header: tuple[int, int, int, int, int], data: memoryview
+    ) -> None:
+        kind, _flags, seq, tag, size = header
         self._seq_in[source] = (seq + 1) & 0xFFFFFFFF
-        body = data[proto.MATCH.size :]
+        body = data[_MATCH_SIZE:]
         if kind == proto.EAGER:
-            incoming = _Incoming(kind, source, size)
+            posted = self._posted.get((source, tag))
+            if posted:  # the common case: the receive is already waiting
+                request = posted.popleft()
+                if not posted:
+                    del self._posted[(source, tag)]
+                self._deliver_eager(request, body, size)
+                return
+            incoming = _Incoming(kind, source, size, bytes(body))
         elif kind == proto.RGET:
             send_id, address, count = proto.RGET_BODY.unpack_from(body)
             handles = proto.unpack_handles(body[proto.RGET_BODY.size :], count)
@@ -335,18 +364,13 @@ class P2p:
         else:
             (send_id,) = proto.RNDV_BODY.unpack_from(body)
             incoming = _Incoming(kind, source, size, b"", send_id)
-        posted = self._posted.get((source, tag))
+        posted = None if kind == proto.EAGER else self._posted.get((source, tag))
         if posted:
             request = posted.popleft()
             if not posted:
                 del self._posted[(source, tag)]
-            if kind == proto.EAGER:
-                self._deliver_eager(request, body, size)
-            else:
-                self._match(request, incoming)
+            self._match(request, incoming)
             return
-        if kind == proto.EAGER:
-            incoming.payload = bytes(body)
         self._unexpected.setdefault((source, tag), deque()).append(incoming)
 
     def _deliver_eager(self, request: Request, payload: memoryview | bytes, size: int) -> None:

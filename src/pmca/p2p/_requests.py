@@ -41,6 +41,10 @@ class Request:
         for action in cleanup:
             action()
 
+    def finished(self) -> bool:
+        """``done``, as a callable (for waits on several conditions)."""
+        return self.done
+
     def test(self) -> bool:
         """Make progress once; ``True`` when the request has finished."""
         if not self.done:
@@ -50,7 +54,7 @@ class Request:
     def wait(self, timeout: float | None = None) -> int:
         """Block until done; return the bytes sent or received, or raise its error."""
         if not self.done:
-            self._engine.wait_for(lambda: self.done, timeout, self)
+            self._engine.wait_for(None, timeout, self)
         if self.error is not None:
             raise self.error
         return self.nbytes

@@ -26,6 +26,23 @@ class BtlBase(FrameworkBase):
             "their file descriptors (Open MPI's ranks poll forever: lowest latency, one "
             "busy core per waiting rank; 0 sleeps at once, for oversubscribed hosts)",
         )
+        from ...mca.params import AUTO_BOOL
+
+        # Open MPI's name (an mpi_* parameter, like mpi_leave_pinned).
+        self.framework.host.params.register(
+            "mpi",
+            None,
+            "yield_when_idle",
+            type=int,
+            enumeration=AUTO_BOOL,
+            default=-1,
+            level=9,
+            group="btl_base",
+            settable=True,
+            help="Whether a blocking p2p wait yields the processor between polls: always "
+            "(true), never (false), or when this host runs more ranks than it has cores "
+            "(auto)",
+        )
 
     def modules(self) -> list[BtlModule]:
         return [m for m in self.framework.modules if isinstance(m, BtlModule)]

@@ -88,6 +88,8 @@ class Bml:
     ) -> None:
         self.world = world
         self.modules = list(modules)
+        # bound once: progress runs in every iteration of every wait
+        self._pollers = tuple(module.progress for module in self.modules)
         self.log = log
         self.peers: list[BmlPeer] = []
         self.lock = threading.RLock()
@@ -167,8 +169,8 @@ class Bml:
 
     def progress(self) -> int:
         done = 0
-        for module in self.modules:
-            done += module.progress()
+        for poll in self._pollers:
+            done += poll()
         return done
 
     def check_liveness(self, interval: float) -> None:

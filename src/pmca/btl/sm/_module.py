@@ -407,20 +407,25 @@ class SmModule(ModuleBase):
         if self._armed:
             self._armed = False
             transport.disarm()
-        done = 0
-        endpoints = self._endpoints
         # Each poll hands back the fragment of the message before it, and
         # the last (empty) poll the final one: no separate release call.
-        while (message := transport.poll()) is not None:
+        message = transport.poll()
+        if message is None:
+            return self._flush() if self._queued else 0
+        done = 0
+        endpoints = self._endpoints
+        while message is not None:
             source, tag, data = message
             endpoint = endpoints.get(source)
             if endpoint is None:
+                message = transport.poll()
                 continue
             if tag in INTERNAL_TAGS:
                 done += self._emulation.handle(source, tag, data)
             else:
                 self.deliver(endpoint, tag, data)
                 done += 1
+            message = transport.poll()
         if self._queued:
             done += self._flush()
         return done
