@@ -42,7 +42,7 @@ def test_the_reproduction_hangs_only_in_its_own_lock() -> None:
     if not hung:
         pytest.xfail(
             f"the race did not hit in {len(results)} runs of {SECONDS:g} s "
-            "(a rate of about 1 in 10 runs was measured; see bench_madvise_deadlock.py)"
+            "(it hangs in most runs of 10 s; see bench_madvise_deadlock.py)"
         )
     detail = madvise_deadlock.describe_hang(hung[0])
     assert "whose owner is thread" in detail

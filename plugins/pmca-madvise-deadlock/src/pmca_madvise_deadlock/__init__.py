@@ -54,13 +54,24 @@ def mimalloc_path() -> Path | None:
 
 
 def child_environment() -> dict[str, str]:
-    """Preload mimalloc and make it purge at once, so that ``malloc`` may call ``madvise``."""
+    """Preload mimalloc and make it purge soon, from inside ``malloc``.
+
+    ``PURGE_DELAY=1``: memory given back to an arena is purged (``madvise``)
+    1 ms later by the next arena collection, and mimalloc 3.x collects when a
+    page is abandoned or freed -- which a ``malloc`` whose page ran out does
+    while it searches its size class for another.  ``PAGE_FULL_RETAIN=0``
+    (default 2): every full page that search meets is abandoned at once
+    instead of being kept in the queue, so nearly every ``malloc`` that
+    leaves the fast path, the cache's node allocation included, runs an
+    arena collection and, once 1 ms has passed, the ``madvise``.
+    """
     mimalloc = mimalloc_path()
     if mimalloc is None:
         raise FileNotFoundError("libmimalloc.so not found: pip install cmeel-mimalloc")
     return {
         "LD_PRELOAD": str(mimalloc),
         "MIMALLOC_PURGE_DELAY": os.environ.get("PMCA_REPRO_PURGE_DELAY", "1"),
+        "MIMALLOC_PAGE_FULL_RETAIN": os.environ.get("PMCA_REPRO_PAGE_RETAIN", "0"),
     }
 
 
