@@ -17,7 +17,6 @@ import ctypes
 import os
 import sys
 import threading
-from pathlib import Path
 
 import attrs
 
@@ -130,17 +129,18 @@ def _read_libucm_from_maps() -> str | None:
     return None
 
 
-def libucs_candidates(explicit: str = "") -> list[Path]:
+def libucs_candidates(explicit: str = "") -> list[str]:
     """Where a libucs to load is looked for: ``explicit``, then the MPI wheels here."""
     if explicit:
-        return [Path(explicit)]
+        return [explicit]
     prefixes = dict.fromkeys([sys.prefix, sys.base_prefix])
-    return [Path(p) / d / _LIBUCS for p in prefixes for d in _WHEEL_DIRECTORIES]
+    # Plain strings: every session's memory/ucm open asks, and pathlib costs more than the stat.
+    return [os.path.join(p, d, _LIBUCS) for p in prefixes for d in _WHEEL_DIRECTORIES]
 
 
-def find_libucs(explicit: str = "") -> Path | None:
+def find_libucs(explicit: str = "") -> str | None:
     """The first existing candidate of :func:`libucs_candidates`."""
-    return next((path for path in libucs_candidates(explicit) if path.is_file()), None)
+    return next((path for path in libucs_candidates(explicit) if os.path.isfile(path)), None)
 
 
 class UcmSource:
@@ -170,10 +170,10 @@ class UcmSource:
             return path
         libucs = find_libucs(explicit)
         if libucs is None:
-            tried = ", ".join(str(p) for p in libucs_candidates(explicit))
+            tried = ", ".join(libucs_candidates(explicit))
             raise NativeUnavailable(f"UCX is not loaded and no {_LIBUCS} was found (tried {tried})")
         try:
-            self._loaded.append(ctypes.CDLL(str(libucs)))
+            self._loaded.append(ctypes.CDLL(libucs))
         except OSError as exc:
             raise NativeUnavailable(f"cannot load {libucs}: {exc}") from exc
         path = loaded_libucm()
