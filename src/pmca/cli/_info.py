@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import shutil
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -21,7 +20,6 @@ from ..mca.params import InfoLevel, ParamSpace, ParamType, ParamWarning
 from ..runtime import RUNTIME, FrameworkEntry, Session, inventory
 from ..runtime._unknown import Namespace, unknown_name_messages
 from ._errors import UsageError
-from ._json import dumps
 from ._model import (
     ALL,
     PATHS,
@@ -238,6 +236,8 @@ def produce(args: argparse.Namespace, *, width: int | None = None) -> str:
         report.check(view.selectors)
         _warn_unknown(entries, space)
         if args.json:
+            from ._json import dumps  # json and platform, for --json only
+
             return dumps(report, view, space) + "\n"
         if args.parsable:
             parsable = Parsable()
@@ -254,6 +254,8 @@ def _terminal_width(stream: TextIO) -> int | None:
     # Like ompi_info: wrap on a terminal, never when piped (grep-friendly).
     if not stream.isatty():
         return None
+    import shutil  # on a terminal only: it imports the compression modules
+
     return shutil.get_terminal_size().columns
 
 

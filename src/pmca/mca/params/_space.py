@@ -13,7 +13,6 @@ run-time :meth:`ParamSpace.set` beats everything but the override file.
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 import threading
@@ -23,6 +22,7 @@ from typing import Any, TypeVar
 import attrs
 
 from ..._forksafe import fresh_after_fork
+from .._names import close_matches
 from ._errors import (
     ParamFileError,
     ParamPermissionError,
@@ -516,7 +516,7 @@ class ParamSpace:
     def _lookup(self, name: str) -> Param:
         param = self._names.get(name)
         if param is None:
-            raise UnknownParamError(name, difflib.get_close_matches(name, list(self._names), n=3))
+            raise UnknownParamError(name, close_matches(name, self._names, n=3))
         return param
 
     def value(self, name: str) -> Any:
