@@ -223,8 +223,8 @@ def read_entry_points(prefix: str) -> list[EntryPoint] | None:
     if directories is None:
         return None
     valid = [d.has_metadata() for d in directories]
-    preferred = [d for d, ok in zip(directories, valid) if ok]
-    preferred.extend(d for d, ok in zip(directories, valid) if not ok)
+    preferred = [d for d, ok in zip(directories, valid, strict=True) if ok]
+    preferred.extend(d for d, ok in zip(directories, valid, strict=True) if not ok)
     chosen: set[str] = set()
     points: list[EntryPoint] = []
     for dist in preferred:

@@ -17,6 +17,7 @@ import ctypes
 import os
 import sys
 import threading
+from collections.abc import Callable
 
 import attrs
 
@@ -81,6 +82,7 @@ class _LoadedObjects:
     def __init__(self) -> None:
         self._counts: tuple[int, int] | None = None
         self._visit = _Visit(self._first)
+        self._iterate: Callable[[object, object], int] | None
         try:
             self._iterate = ctypes.CDLL(None).dl_iterate_phdr
         except (AttributeError, OSError):  # not glibc: no generation, no caching

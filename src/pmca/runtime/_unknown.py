@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 
 from attrs import frozen
 
-from ..mca.params import Origin, ParamSpace
 from ..mca._names import close_matches
+from ..mca.params import Origin, ParamSpace
 
 CORE = "mca"
 
