@@ -81,11 +81,12 @@ def normalize(name: str) -> str:
 class MetadataDirectory:
     """One installed distribution: its ``.dist-info`` or ``.egg-info`` directory."""
 
-    __slots__ = ("_headers", "path")
+    __slots__ = ("_headers", "_normalized", "path")
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, normalized: str | None = None) -> None:
         self.path = path
         self._headers: dict[str, str] | None = None
+        self._normalized = normalized
 
     def __repr__(self) -> str:
         return f"<distribution {self.path}>"
@@ -121,10 +122,21 @@ class MetadataDirectory:
     @property
     def normalized_name(self) -> str:
         """From the directory name where it tells, as ``importlib_metadata`` does."""
-        stem, suffix = os.path.splitext(os.path.basename(self.path))
-        if suffix in _METADATA_SUFFIXES:
-            return normalize(stem.partition("-")[0])
-        return normalize(self.name)
+        if self._normalized is None:
+            stem, suffix = os.path.splitext(os.path.basename(self.path))
+            if suffix in _METADATA_SUFFIXES:
+                self._normalized = normalize(stem.partition("-")[0])
+            else:
+                self._normalized = normalize(self.name)
+        return self._normalized
+
+    def read_entry_points_text(self) -> str | None:
+        """``entry_points.txt``, read in binary: every distribution's, at each scan."""
+        try:
+            with open(os.path.join(self.path, "entry_points.txt"), "rb") as file:
+                return file.read().decode("utf-8")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
+            return None
 
 
 class EntryPoint:
@@ -191,11 +203,12 @@ def _directories(path: Iterable[object]) -> list[MetadataDirectory] | None:
             if low.endswith(_METADATA_SUFFIXES):
                 name = normalize(low.rpartition(".")[0].partition("-")[0])
                 by_name.setdefault(name, []).append(child)
-        found.extend(
-            MetadataDirectory(os.path.join(entry, child))
-            for children_of_name in by_name.values()
-            for child in children_of_name
-        )
+        for name, children_of_name in by_name.items():
+            for child in children_of_name:
+                # The same name importlib_metadata derives from the stem, when the
+                # suffix is spelt exactly; otherwise it comes from the metadata.
+                exact = child.endswith(_METADATA_SUFFIXES)
+                found.append(MetadataDirectory(os.path.join(entry, child), name if exact else None))
     return found
 
 
@@ -232,7 +245,7 @@ def read_entry_points(prefix: str) -> list[EntryPoint] | None:
         if key in chosen:
             continue
         chosen.add(key)
-        text = dist.read_text("entry_points.txt")
+        text = dist.read_entry_points_text()
         if text and prefix in text:
             points.extend(_parse(text, prefix, dist))
     return points
