@@ -21,7 +21,13 @@ import sys
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-__all__ = ["DistributionLike", "EntryPointLike", "name_and_version", "read_entry_points"]
+__all__ = [
+    "DistributionLike",
+    "EntryPointLike",
+    "metadata_directories",
+    "name_and_version",
+    "read_entry_points",
+]
 
 _METADATA_SUFFIXES = (".dist-info", ".egg-info")
 #: ``importlib_metadata.EntryPoint.pattern``: ``module[:attr.attr][ [extras]]``.
@@ -210,6 +216,11 @@ def _directories(path: Iterable[object]) -> list[MetadataDirectory] | None:
                 exact = child.endswith(_METADATA_SUFFIXES)
                 found.append(MetadataDirectory(os.path.join(entry, child), name if exact else None))
     return found
+
+
+def metadata_directories() -> list[MetadataDirectory] | None:
+    """Every metadata directory on ``sys.path``; ``None`` with a zip or an egg on it."""
+    return _directories(sys.path)
 
 
 def _parse(text: str, prefix: str, dist: MetadataDirectory) -> Iterable[EntryPoint]:

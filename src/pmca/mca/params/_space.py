@@ -475,6 +475,11 @@ class ParamSpace:
             return found
 
     @property
+    def environ(self) -> Mapping[str, str]:
+        """The environment this space was built from (its ``HOME`` expands ``~``)."""
+        return self._environ
+
+    @property
     def param_files(self) -> tuple[str, ...]:
         """The parameter files that were read, leftmost (highest precedence) first."""
         return tuple(self._inputs.files_read)
