@@ -137,5 +137,3 @@ def hermetic(monkeypatch: pytest.MonkeyPatch, pmca_env: dict[str, str]) -> None:
     """No user or system parameter file may change what the tests see."""
     monkeypatch.setenv("PMCA_MCA_mca_base_param_files", "none")
     monkeypatch.setenv("PMCA_MCA_mca_base_override_param_file", "none")
-    # Every run computes its answer (tests/cli/test_info_cache.py turns the cache on).
-    monkeypatch.setenv("PMCA_INFO_CACHE", "none")
