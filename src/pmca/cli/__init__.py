@@ -154,15 +154,27 @@ def _fail(prog: str, message: str, code: int) -> int:
     return code
 
 
-def _cached_info(words: Sequence[str]) -> bool:
-    """Print the stored output of this ``pmca info`` run, if it still holds."""
+def _cached_info(words: Sequence[str]) -> int | None:
+    """Print the stored output of this ``pmca info`` run, if it still holds; the exit code."""
     text = _info_cache.lookup(words, sys.stdout)
     if text is None:
-        return False
-    with _encodable_output(), contextlib.suppress(BrokenPipeError):
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    return True
+        return None
+    with _encodable_output():
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            return _reader_gone()
+    return 0
+
+
+def _reader_gone() -> int:
+    """The reader went away (``| head``): stop quietly, and keep the
+    interpreter from failing again when it flushes stdout at exit."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return 1
 
 
 class _WatchedStream(io.TextIOBase):
@@ -194,8 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Only as a program: in-process callers (tests, embedding) always compute.
     recorder: _info_cache.Recorder | None = None
     if argv is None and subcommand == "info":
-        if _cached_info(words):
-            return 0
+        cached = _cached_info(words)
+        if cached is not None:
+            return cached
         directory = _info_cache.cache_directory()
         if directory is not None and not sys.stdout.isatty():
             recorder = _info_cache.Recorder(words, directory)
@@ -233,12 +246,7 @@ def _run(handler: Handler, args: argparse.Namespace, prog: str) -> int:
         except PmcaError as exc:
             return _fail(prog, f"{type(exc).__name__}: {exc}", 1)
         except BrokenPipeError:
-            # The reader went away (``| head``): stop quietly, and keep the
-            # interpreter from failing again when it flushes stdout at exit.
-            with contextlib.suppress(OSError, ValueError):
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, sys.stdout.fileno())
-            return 1
+            return _reader_gone()
         except KeyboardInterrupt:
             return 130
         except Exception as exc:
