@@ -252,6 +252,7 @@ def produce(args: argparse.Namespace, *, width: int | None = None) -> str:
                 entry.failures for entry in entries
             )
             recorder.depends_on(_input_files(space))
+            recorder.note_modules()  # now: dso components leave sys.modules at unload
         if args.json:
             from ._json import dumps  # json and platform, for --json only
 

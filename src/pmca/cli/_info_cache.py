@@ -12,7 +12,8 @@ failed to load) is stored with:
   answer came from: each directory on ``sys.path`` (a distribution installed
   or removed there), each distribution's ``METADATA`` and
   ``entry_points.txt``, the file of every module imported (pmca's own, every
-  component's, what they import), every shared object mapped, the parameter
+  component's, what they import; noted while the components are loaded, as
+  a dso load mode unloads them), every shared object mapped, the parameter
   files and override file (read or missing), the drop-in directories.
 
 A run whose key or any of those states differs is computed afresh (and
@@ -151,16 +152,22 @@ class Recorder:
         """Files (read or missing) and directories the answer came from."""
         self._inputs.update(paths)
 
+    def note_modules(self) -> None:
+        """The file of every module imported so far: call it while the components are
+        loaded, since a dso load mode takes their modules out of ``sys.modules`` again."""
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__file__", None)
+            if isinstance(path, str):
+                self._inputs.add(path)
+
     def store(self, text: str) -> None:
         distributions = _distribution_files()
         if not self.clean or self.stderr_written or distributions is None:
             return
         watched = set(self._inputs) | distributions
         watched.update(entry or "." for entry in sys.path if isinstance(entry, str))
-        for module in list(sys.modules.values()):
-            path = getattr(module, "__file__", None)
-            if isinstance(path, str):
-                watched.add(path)
+        self.note_modules()
+        watched.update(self._inputs)
         watched.update(_mapped_files())
         files = tuple((path, _state(path)) for path in sorted(watched))
         target = _path(self._directory, self._argv)
