@@ -61,10 +61,12 @@ class GrdmaComponent(Component):
 def _close_left(holder: list[GrdmaModule]) -> str | None:
     """The loader's unload guard: no index library unloads under a live cache."""
     module = holder.pop() if holder else None
-    if module is None or not module.caches():
+    if module is None:
         return None
     count = len(module.caches())
-    module.close_all()
+    module.close_all()  # also frees the handles of the caches closed before
+    if not count:
+        return None
     return f"unloading rcache/grdma while {count} cache(s) were open: closed them first"
 
 

@@ -2,21 +2,33 @@
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from attrs import frozen
+
+from ...native._subscription import delivering
+
 from .._interface import Backend, CacheStats, RcacheError, Registration
 from ._pending import ADDRESS_LIMIT, ReleaseLog
-from ._tree import IntervalTree
+from ._tree import NONE, SLOW, IntervalTree
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
 PAGE = mmap.PAGESIZE
 _MASK = PAGE - 1
+
+#: Ranges the one-call lookup takes (both address and size below): the rest
+#: (negative, too large) goes the full way, which names what is wrong.
+_FAST_LIMIT = 1 << 63
+
+#: Hook counters read before a drain: ``(producer position, drops)``.
+Counters = tuple[int, int]
 
 #: Backend failures after which evicting cached registrations may help
 #: (pinned-memory limits, a full registration table).
@@ -64,8 +76,12 @@ class GrdmaCache:
         self.cache_max_bytes = cache_max_bytes
         self._log = log
         self._drain: Callable[[], object] | None = None
+        self._counters: Callable[[], Counters] | None = None
+        self._lookup = tree.lookup
+        self._handle = tree.handle
         self._on_close = on_close
         self.releases = ReleaseLog(pending_max)
+        tree.watch(0, 0, ctypes.addressof(self.releases.pending), 0)
         self._unsubscribe: Callable[[], None] | None = None
         #: Valid registrations (in the tree), by key.
         self._index: dict[int, Registration] = {}
@@ -80,10 +96,27 @@ class GrdmaCache:
         self._invalidations = self._overflows = 0
         self._pinned = 0
 
-    def subscribed(self, unsubscribe: Callable[[], None], *, drain: Callable[[], object]) -> None:
-        """Release events now reach :attr:`releases`; ``drain`` delivers pending ones."""
+    def subscribed(
+        self,
+        unsubscribe: Callable[[], None],
+        *,
+        drain: Callable[[], object],
+        watch: ReleaseWatch,
+    ) -> None:
+        """Release events now reach :attr:`releases`; ``drain`` delivers pending ones.
+
+        ``watch`` tells the index where the hooks count what they publish, so
+        that a lookup with nothing released since the last drain is one call.
+        """
         self._unsubscribe = unsubscribe
         self._drain = drain
+        self._counters = watch.counters
+        self._tree.watch(
+            watch.head_address,
+            watch.dropped_address,
+            ctypes.addressof(self.releases.pending),
+            watch.check_address,
+        )
 
     @property
     def coherent(self) -> bool:
@@ -93,10 +126,18 @@ class GrdmaCache:
     # -- the operations ----------------------------------------------------------
 
     def register(self, address: int, size: int) -> Registration:
+        if 0 <= address | size < _FAST_LIMIT:
+            with self._lock:
+                key = self._lookup(self._handle, address, size)
+                registration = self._hit_locked(key)
+            if registration is not None:
+                return registration
+            if key < SLOW:
+                self._overwritten(key)
         base, bound = page_range(address, size)
-        self._sync()
+        synced = self._sync()
         with self._lock:
-            self._enter_locked()
+            self._enter_locked(synced)
             key = self._tree.find_covering(base, bound)
             if key is not None:
                 registration = self._index[key]
@@ -111,10 +152,21 @@ class GrdmaCache:
         self._release(dead)
         return registration
 
+    def _hit_locked(self, key: int) -> Registration | None:
+        """The registration a one-call lookup found, with one more reference, or None."""
+        registration = self._index.get(key) if key >= 0 else None
+        if registration is None:
+            return None
+        if registration.refcount == 0:
+            self._lru.pop(key, None)
+        registration.refcount += 1
+        self._hits += 1
+        return registration
+
     def deregister(self, registration: Registration) -> None:
-        self._sync()
+        synced = self._sync()
         with self._lock:
-            self._enter_locked()
+            self._enter_locked(synced)
             if self._live.get(registration.key) is not registration:
                 raise RcacheError(f"{registration!r} does not belong to this {self.name} cache")
             if registration.refcount <= 0:
@@ -130,10 +182,22 @@ class GrdmaCache:
         self._release(dead)
 
     def find(self, address: int, size: int) -> Registration | None:
+        # The one native call: the index itself says whether anything was
+        # released since the last drain, and looks up when nothing was.
+        if 0 <= address | size < _FAST_LIMIT:
+            key = self._lookup(self._handle, address, size)
+            if key >= 0:
+                found = self._index.get(key)
+                if found is not None:  # None: invalidated since; ask again in full
+                    return found
+            elif key == NONE:
+                return None
+            elif key < SLOW:
+                self._overwritten(key)
         base, bound = page_range(address, size)
-        self._sync()
+        synced = self._sync()
         with self._lock:
-            self._enter_locked()
+            self._enter_locked(synced)
             key = self._tree.find_covering(base, bound)
             found = self._index[key] if key is not None else None
             dead = self._take_garbage_locked()
@@ -143,19 +207,19 @@ class GrdmaCache:
     def invalidate(self, address: int, size: int) -> int:
         if size <= 0:
             raise ValueError(f"rcache: invalidate needs size > 0, got {size}")
-        self._sync()
+        synced = self._sync()
         with self._lock:
-            self._enter_locked()
+            self._enter_locked(synced)
             count = self._invalidate_locked(address, min(address + size, ADDRESS_LIMIT))
             dead = self._take_garbage_locked()
         self._release(dead)
         return count
 
     def stats(self) -> CacheStats:
-        self._sync()
+        synced = self._sync()
         with self._lock:
             if not self._closed:
-                self._enter_locked()
+                self._enter_locked(synced)
             stats = CacheStats(
                 hits=self._hits,
                 misses=self._misses,
@@ -189,6 +253,7 @@ class GrdmaCache:
             self._lru.clear()
             self._garbage.clear()
             self._tree.close()
+            self._lookup = _closed_lookup
         if held:
             self._log.warning(
                 "rcache closed with registrations still held", count=len(held), first=repr(held[0])
@@ -202,27 +267,42 @@ class GrdmaCache:
 
     # -- internals ------------------------------------------------------------------
 
-    def _sync(self) -> None:
-        """Deliver every release published before now (outside the cache lock)."""
-        if self._drain is None:
-            return
+    def _sync(self) -> Counters | None:
+        """Deliver every release published before now (outside the cache lock).
+
+        Returns the hooks' counters as they were before the drain when it was
+        complete: once :meth:`_enter_locked` has applied what it delivered,
+        every release they count has been applied.
+        """
+        if self._drain is None or self._counters is None:
+            return None
+        counters = self._counters()
         try:
             self._drain()
         except Exception as exc:  # an incomplete drain: trust nothing
             self._log.warning("release drain failed; invalidating everything", error=repr(exc))
             self.releases.mark_overflow()
+            return None
+        # Inside a release callback a drain does not wait for other threads' callbacks.
+        return None if delivering() else counters
 
-    def _enter_locked(self) -> None:
+    def _overwritten(self, answer: int) -> None:
+        """The index's overwrite check found a change: react as a drain would have."""
+        from ... import native
+
+        native.overwrites_found(SLOW - answer)
+
+    def _enter_locked(self, synced: Counters | None) -> None:
         if self._closed:
             raise RcacheError(f"{self.name} cache is closed")
         overflow, ranges = self.releases.take()
         if overflow:
             self._invalidate_all_locked()
-            return
-        if not self._index:
-            return
-        for low, high in ranges:
-            self._invalidate_locked(low, high)
+        elif self._index:
+            for low, high in ranges:
+                self._invalidate_locked(low, high)
+        if synced is not None:
+            self._tree.synced(*synced)
 
     def _register_locked(self, base: int, bound: int) -> Registration:
         size = bound - base
@@ -318,6 +398,26 @@ class GrdmaCache:
                     registration=repr(registration),
                     error=repr(exc),
                 )
+
+
+def _closed_lookup(handle: int, address: int, size: int) -> int:
+    return SLOW
+
+
+@frozen
+class ReleaseWatch:
+    """Where the memory hooks count releases, for the index's one-call lookup.
+
+    :param head_address: the producer position of the release ring (a uint64).
+    :param dropped_address: its count of lost events (a uint64).
+    :param check_address: the hooks' overwrite check, ``uint32_t (*)(void)``.
+    :param counters: reads both counters now.
+    """
+
+    head_address: int
+    dropped_address: int
+    check_address: int
+    counters: Callable[[], Counters]
 
 
 def options_error(options: dict[str, Any], known: tuple[str, ...]) -> str | None:

@@ -1,304 +1,627 @@
 /*
- * The grdma registration index: an interval tree with its own lock.
+ * The grdma registration index: an interval index with its own lock.
  *
- * A treap ordered by (base, key) where every node also records the largest
- * bound in its subtree.  Insert, remove and "an interval containing
- * [lo, hi)" walk one path: O(log n) expected.  "Every interval overlapping
- * [lo, hi)" prunes any subtree that ends at or before lo and, going right,
- * any node that starts at or after hi: O(log n + k) expected for k answers
- * (each subtree it enters holds at least one answer or is on the path).
+ * Intervals [base, bound) with a key, kept sorted by (base, key) in blocks
+ * of up to BLOCK entries (bases, bounds and keys in three arrays each), with
+ * a directory of the blocks: each block's first (base, key) for a binary
+ * search, and a max-tree (a segment tree) of each block's largest bound.
+ * It is an augmented B-tree of height two, laid out for the covering lookup
+ * a transport makes per message: a search in the directory's small arrays,
+ * which stay in cache, then a few lines of one block, where a pointer-based
+ * balanced tree of 100 k nodes misses the cache at most of its ~20 levels.
+ *
+ * - "an interval containing [lo, hi)": the last block starting at or before
+ *   lo, then (when none there reaches hi) any earlier block whose largest
+ *   bound reaches hi, found by one descent of the max-tree: O(log n + BLOCK).
+ * - "every interval overlapping [lo, hi)": the max-tree leads only to blocks
+ *   holding an answer (plus the last one starting before hi), so the cost
+ *   grows with the answers, not with the index: O(log n + BLOCK * (k + 1)).
+ * - insert/remove: a move inside one block; a full block splits, an empty
+ *   one leaves the directory (O(n / BLOCK) to rebuild the max-tree then).
  *
  * Locking rule (the one libfabric 2.5.1 broke, fixed by d27cfffdc): nothing
- * is allocated or freed with the tree's mutex held.  A node is allocated
- * before the lock is taken and freed after it is dropped, so an allocator
- * that calls madvise() or munmap() can never run inside the critical section,
- * whatever a release hook does.
+ * is allocated or freed with the index's mutex held.  An operation that
+ * needs memory (a block for a split, a larger directory) drops the lock,
+ * allocates, and starts again; what it frees is freed after unlocking.  An
+ * allocator that calls madvise() or munmap() never runs inside the critical
+ * section, whatever a release hook does.
+ *
+ * The lookup entry point also answers "was anything released since the
+ * cache last applied the release events?" from the hooks' own counters (see
+ * pmca_itree_watch), so that a transport's lookup is one native call.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
-/*
- * What a covering lookup reads comes first, and each node caches its left
- * subtree's largest bound: deciding whether to go left costs no visit to
- * the left child, which at 100 k nodes is a cache miss per level.
- */
-typedef struct node {
-    uint64_t base, bound, left_max;
-    struct node *left, *right;
-    uint64_t max_bound, key;
-} node_t; /* 56 bytes: one 64-byte malloc chunk (a stored priority would take 80) */
+#define BLOCK 64
+/* Neighbours this small together are merged after a removal. */
+#define MERGE_AT (BLOCK / 2)
+
+/* pmca_itree_lookup's answers besides a key (keys are below 2**63). */
+#define LOOKUP_NONE (-1)
+#define LOOKUP_SLOW (-2) /* the caller must take its full path */
+/* Every this many lookups one takes the full path anyway, so that periodic
+ * work hung on the full path (health checks) cannot starve. */
+#define FULL_PATH_EVERY 4096
+
+typedef struct block {
+    uint32_t count;
+    uint64_t max_bound;
+    uint64_t base[BLOCK], bound[BLOCK], key[BLOCK];
+} block_t;
+
+typedef struct directory {
+    size_t capacity; /* a power of two */
+    block_t **blocks;
+    uint64_t *first_base, *first_key;
+    /* max[capacity + i]: block i's largest bound (0 past the last block);
+     * max[i] for 1 <= i < capacity: the larger of max[2i] and max[2i + 1]. */
+    uint64_t *max;
+} directory_t;
+
+typedef uint32_t (*check_fn)(void);
 
 typedef struct itree {
     pthread_mutex_t lock;
-    node_t *root;
-    size_t size;
-    uint64_t salt;
+    directory_t *dir;
+    size_t blocks, size;
+    block_t *spare; /* allocated outside the lock, for the next split */
+    int closed;
+    /* The release watch: the hooks' producer position and drop counter,
+     * their values when the cache last applied every release, and the
+     * hooks' overwrite check. */
+    const uint64_t *head, *dropped;
+    uint64_t seen_head, seen_dropped;
+    /* Nonzero while the cache holds delivered releases it has not applied. */
+    const uint64_t *pending;
+    check_fn check;
+    uint64_t lookups;
+    uint64_t page_mask;
 } itree_t;
 
-/*
- * A node's treap priority, computed rather than stored: a hash of its
- * identity (base, key) salted per tree with random bits, so that no choice
- * of ranges can unbalance the tree without knowing the salt.
- */
-static inline uint64_t priority(const node_t *n, uint64_t salt)
-{
-    uint64_t x = (n->base ^ salt) + n->key * 0x9E3779B97F4A7C15ULL;
-    x ^= x >> 30;
-    x *= 0xBF58476D1CE4E5B9ULL;
-    x ^= x >> 27;
-    x *= 0x94D049BB133111EBULL;
-    return x ^ (x >> 31);
-}
+enum { OK = 0, NEED_BLOCK = 1, NEED_DIRECTORY = 2 };
 
-static inline uint64_t max_of(node_t *n)
-{
-    return n ? n->max_bound : 0;
-}
+/* -- directory -------------------------------------------------------------- */
 
-static inline void update(node_t *n)
+static directory_t *directory_new(size_t capacity)
 {
-    uint64_t m = n->bound;
-    n->left_max = max_of(n->left);
-    if (n->left_max > m)
-        m = n->left_max;
-    if (max_of(n->right) > m)
-        m = max_of(n->right);
-    n->max_bound = m;
-}
-
-static inline int before(uint64_t base, uint64_t key, const node_t *n)
-{
-    return base < n->base || (base == n->base && key < n->key);
-}
-
-static node_t *rotate_right(node_t *n)
-{
-    node_t *l = n->left;
-    n->left = l->right;
-    l->right = n;
-    update(n);
-    update(l);
-    return l;
-}
-
-static node_t *rotate_left(node_t *n)
-{
-    node_t *r = n->right;
-    n->right = r->left;
-    r->left = n;
-    update(n);
-    update(r);
-    return r;
-}
-
-static node_t *insert_node(node_t *n, node_t *fresh, uint64_t salt, int *duplicate)
-{
-    if (n == NULL)
-        return fresh;
-    if (fresh->base == n->base && fresh->key == n->key) {
-        *duplicate = 1;
-        return n;
-    }
-    if (before(fresh->base, fresh->key, n)) {
-        n->left = insert_node(n->left, fresh, salt, duplicate);
-        if (priority(n->left, salt) > priority(n, salt))
-            return rotate_right(n);
-    } else {
-        n->right = insert_node(n->right, fresh, salt, duplicate);
-        if (priority(n->right, salt) > priority(n, salt))
-            return rotate_left(n);
-    }
-    update(n);
-    return n;
-}
-
-static node_t *merge(node_t *a, node_t *b, uint64_t salt)
-{
-    /* every key of a is before every key of b */
-    if (a == NULL)
-        return b;
-    if (b == NULL)
-        return a;
-    if (priority(a, salt) > priority(b, salt)) {
-        a->right = merge(a->right, b, salt);
-        update(a);
-        return a;
-    }
-    b->left = merge(a, b->left, salt);
-    update(b);
-    return b;
-}
-
-static node_t *remove_node(node_t *n, uint64_t base, uint64_t key, uint64_t salt,
-                           node_t **removed)
-{
-    if (n == NULL)
+    /* blocks, first_base, first_key: capacity words each; max: twice that */
+    directory_t *d = malloc(sizeof(*d) + 5 * capacity * sizeof(uint64_t));
+    if (d == NULL)
         return NULL;
-    if (n->base == base && n->key == key) {
-        *removed = n;
-        return merge(n->left, n->right, salt);
-    }
-    if (before(base, key, n))
-        n->left = remove_node(n->left, base, key, salt, removed);
-    else
-        n->right = remove_node(n->right, base, key, salt, removed);
-    update(n);
-    return n;
+    uint64_t *storage = (uint64_t *)(d + 1);
+    d->capacity = capacity;
+    d->blocks = (block_t **)storage;
+    d->first_base = storage + capacity;
+    d->first_key = storage + 2 * capacity;
+    d->max = storage + 3 * capacity;
+    memset(d->max, 0, 2 * capacity * sizeof(uint64_t));
+    return d;
 }
 
-/* Some node of a subtree whose max_bound >= hi with bound >= hi: one path down. */
-static node_t *any_reaching(node_t *n, uint64_t hi)
+static void max_rebuild(directory_t *d, size_t blocks)
 {
-    for (;;) {
-        if (n->bound >= hi)
-            return n;
-        n = (n->left != NULL && n->left_max >= hi) ? n->left : n->right;
-    }
+    size_t cap = d->capacity;
+    for (size_t i = 0; i < cap; i++)
+        d->max[cap + i] = i < blocks ? d->blocks[i]->max_bound : 0;
+    for (size_t i = cap - 1; i >= 1; i--)
+        d->max[i] = d->max[2 * i] > d->max[2 * i + 1] ? d->max[2 * i] : d->max[2 * i + 1];
 }
 
-/*
- * An interval containing [lo, hi): base <= lo and bound >= hi.  One path:
- * right of a node whose base exceeds lo nothing qualifies; left of a node
- * whose base is <= lo every base is <= lo, so any bound reaching hi there
- * qualifies and max_bound leads straight to one.  O(height).
- */
-static node_t *find_covering(node_t *n, uint64_t lo, uint64_t hi)
+static void max_update(directory_t *d, size_t index)
 {
-    while (n != NULL) {
-        if (n->base > lo) {
-            n = n->left;
-            continue;
-        }
-        if (n->bound >= hi)
-            return n;
-        if (n->left != NULL && n->left_max >= hi)
-            return any_reaching(n->left, hi);
-        n = n->right;
-    }
-    return NULL;
+    size_t i = d->capacity + index;
+    d->max[i] = d->blocks[index]->max_bound;
+    for (i /= 2; i >= 1; i /= 2)
+        d->max[i] = d->max[2 * i] > d->max[2 * i + 1] ? d->max[2 * i] : d->max[2 * i + 1];
 }
 
-/* Calls emit() for each interval overlapping [lo, hi), in base order. */
+/* Some block among the first `limit` whose largest bound is >= hi, or -1. */
+static ptrdiff_t first_reaching(const directory_t *d, size_t node, size_t low, size_t width,
+                                size_t limit, uint64_t hi)
+{
+    if (low >= limit || d->max[node] < hi)
+        return -1;
+    if (width == 1)
+        return (ptrdiff_t)low;
+    ptrdiff_t found = first_reaching(d, 2 * node, low, width / 2, limit, hi);
+    if (found >= 0)
+        return found;
+    return first_reaching(d, 2 * node + 1, low + width / 2, width / 2, limit, hi);
+}
+
+static void set_first(itree_t *t, size_t index)
+{
+    block_t *b = t->dir->blocks[index];
+    t->dir->first_base[index] = b->base[0];
+    t->dir->first_key[index] = b->key[0];
+}
+
+static void refresh_max(block_t *b)
+{
+    uint64_t m = 0;
+    for (uint32_t i = 0; i < b->count; i++)
+        if (b->bound[i] > m)
+            m = b->bound[i];
+    b->max_bound = m;
+}
+
+/* -- searching ----------------------------------------------------------------- */
+
+static inline int before(uint64_t base, uint64_t key, uint64_t other_base, uint64_t other_key)
+{
+    return base < other_base || (base == other_base && key < other_key);
+}
+
+/* How many of the sorted values[0..n) are <= x. */
+static inline size_t count_at_most(const uint64_t *values, size_t n, uint64_t x)
+{
+    size_t low = 0, high = n;
+    while (low < high) {
+        size_t mid = (low + high) / 2;
+        if (values[mid] <= x)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    return low;
+}
+
+/* The block that holds, or would hold, (base, key); blocks >= 1. */
+static size_t block_for(const itree_t *t, uint64_t base, uint64_t key)
+{
+    const directory_t *d = t->dir;
+    size_t low = 0, high = t->blocks;
+    while (low < high) { /* how many blocks start at or before (base, key) */
+        size_t mid = (low + high) / 2;
+        if (!before(base, key, d->first_base[mid], d->first_key[mid]))
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    return low > 0 ? low - 1 : 0;
+}
+
+/* Where (base, key) is, or would go, inside b. */
+static uint32_t slot_for(const block_t *b, uint64_t base, uint64_t key)
+{
+    uint32_t low = 0, high = b->count;
+    while (low < high) {
+        uint32_t mid = (low + high) / 2;
+        if (before(b->base[mid], b->key[mid], base, key))
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    return low;
+}
+
+static int64_t find_covering(const itree_t *t, uint64_t lo, uint64_t hi)
+{
+    if (t->blocks == 0)
+        return LOOKUP_NONE;
+    const directory_t *d = t->dir;
+    size_t starting = count_at_most(d->first_base, t->blocks, lo);
+    if (starting == 0)
+        return LOOKUP_NONE;
+    /* The last block starting at or before lo: the nearest candidates. */
+    const block_t *b = d->blocks[starting - 1];
+    if (b->max_bound >= hi) {
+        for (size_t i = count_at_most(b->base, b->count, lo); i-- > 0;)
+            if (b->bound[i] >= hi)
+                return (int64_t)b->key[i];
+    }
+    /* Every base in the blocks before it is <= lo: any bound reaching hi does. */
+    ptrdiff_t earlier = first_reaching(d, 1, 0, d->capacity, starting - 1, hi);
+    if (earlier < 0)
+        return LOOKUP_NONE;
+    b = d->blocks[earlier];
+    for (uint32_t i = 0; i < b->count; i++)
+        if (b->bound[i] >= hi)
+            return (int64_t)b->key[i];
+    return LOOKUP_NONE; /* not reached: the max-tree said one is there */
+}
+
 typedef struct {
     uint64_t *keys;
     size_t max, count;
 } collect_t;
 
-static void overlapping(node_t *n, uint64_t lo, uint64_t hi, collect_t *out)
+static void collect_block(const block_t *b, uint64_t lo, uint64_t hi, collect_t *out)
 {
-    while (n != NULL && n->max_bound > lo) {
-        if (n->left_max > lo)
-            overlapping(n->left, lo, hi, out);
-        if (n->base >= hi)
-            return;
-        if (n->bound > lo) {
+    for (uint32_t i = 0; i < b->count && b->base[i] < hi; i++) {
+        if (b->bound[i] > lo) {
             if (out->count < out->max)
-                out->keys[out->count] = n->key;
+                out->keys[out->count] = b->key[i];
             out->count++;
         }
-        n = n->right;
     }
 }
 
-static void free_all(node_t *n)
+/* Blocks among the first `limit` with a bound above lo, in order. */
+static void collect(const directory_t *d, size_t node, size_t low, size_t width, size_t limit,
+                    uint64_t lo, uint64_t hi, collect_t *out)
 {
-    while (n != NULL) {
-        node_t *right = n->right;
-        free_all(n->left);
-        free(n);
-        n = right;
+    if (low >= limit || d->max[node] <= lo)
+        return;
+    if (width == 1) {
+        collect_block(d->blocks[low], lo, hi, out);
+        return;
     }
+    collect(d, 2 * node, low, width / 2, limit, lo, hi, out);
+    collect(d, 2 * node + 1, low + width / 2, width / 2, limit, lo, hi, out);
 }
+
+/* -- changing ------------------------------------------------------------------ */
+
+/* Opens a slot for a new block at `index` (capacity permitting). */
+static void directory_insert(itree_t *t, size_t index, block_t *b)
+{
+    directory_t *d = t->dir;
+    size_t move = t->blocks - index;
+    memmove(d->blocks + index + 1, d->blocks + index, move * sizeof(*d->blocks));
+    memmove(d->first_base + index + 1, d->first_base + index, move * sizeof(uint64_t));
+    memmove(d->first_key + index + 1, d->first_key + index, move * sizeof(uint64_t));
+    d->blocks[index] = b;
+    t->blocks++;
+    set_first(t, index);
+}
+
+/* Takes block `index` out of the directory; returns it. */
+static block_t *directory_remove(itree_t *t, size_t index)
+{
+    directory_t *d = t->dir;
+    block_t *b = d->blocks[index];
+    size_t move = t->blocks - index - 1;
+    memmove(d->blocks + index, d->blocks + index + 1, move * sizeof(*d->blocks));
+    memmove(d->first_base + index, d->first_base + index + 1, move * sizeof(uint64_t));
+    memmove(d->first_key + index, d->first_key + index + 1, move * sizeof(uint64_t));
+    t->blocks--;
+    return b;
+}
+
+static void block_put(block_t *b, uint32_t slot, uint64_t base, uint64_t bound, uint64_t key)
+{
+    uint32_t move = b->count - slot;
+    memmove(b->base + slot + 1, b->base + slot, move * sizeof(uint64_t));
+    memmove(b->bound + slot + 1, b->bound + slot, move * sizeof(uint64_t));
+    memmove(b->key + slot + 1, b->key + slot, move * sizeof(uint64_t));
+    b->base[slot] = base;
+    b->bound[slot] = bound;
+    b->key[slot] = key;
+    b->count++;
+    if (bound > b->max_bound)
+        b->max_bound = bound;
+}
+
+/* Moves b's entries from `from` on to the end of `to`. */
+static void block_move_tail(block_t *b, uint32_t from, block_t *to)
+{
+    uint32_t n = b->count - from;
+    memcpy(to->base + to->count, b->base + from, n * sizeof(uint64_t));
+    memcpy(to->bound + to->count, b->bound + from, n * sizeof(uint64_t));
+    memcpy(to->key + to->count, b->key + from, n * sizeof(uint64_t));
+    to->count += n;
+    b->count = from;
+    refresh_max(b);
+    refresh_max(to);
+}
+
+static int insert_locked(itree_t *t, uint64_t base, uint64_t bound, uint64_t key)
+{
+    if (t->blocks == 0) {
+        if (t->spare == NULL)
+            return NEED_BLOCK;
+        block_t *b = t->spare;
+        t->spare = NULL;
+        b->count = 0;
+        b->max_bound = 0;
+        block_put(b, 0, base, bound, key);
+        directory_insert(t, 0, b);
+        max_rebuild(t->dir, t->blocks);
+        t->size++;
+        return OK;
+    }
+    size_t index = block_for(t, base, key);
+    block_t *b = t->dir->blocks[index];
+    uint32_t slot = slot_for(b, base, key);
+    if (slot < b->count && b->base[slot] == base && b->key[slot] == key)
+        return -EEXIST;
+    if (b->count < BLOCK) {
+        block_put(b, slot, base, bound, key);
+        if (slot == 0)
+            set_first(t, index);
+        max_update(t->dir, index);
+        t->size++;
+        return OK;
+    }
+    if (t->spare == NULL)
+        return NEED_BLOCK;
+    if (t->blocks == t->dir->capacity)
+        return NEED_DIRECTORY;
+    block_t *upper = t->spare;
+    t->spare = NULL;
+    upper->count = 0;
+    block_move_tail(b, BLOCK / 2, upper);
+    if (slot <= BLOCK / 2)
+        block_put(b, slot, base, bound, key);
+    else
+        block_put(upper, slot - BLOCK / 2, base, bound, key);
+    set_first(t, index);
+    directory_insert(t, index + 1, upper);
+    max_rebuild(t->dir, t->blocks);
+    t->size++;
+    return OK;
+}
+
+/* Returns 0 or -ENOENT; a block it emptied goes to *freed (or the spare). */
+static int remove_locked(itree_t *t, uint64_t base, uint64_t key, block_t **freed)
+{
+    if (t->blocks == 0)
+        return -ENOENT;
+    size_t index = block_for(t, base, key);
+    block_t *b = t->dir->blocks[index];
+    uint32_t slot = slot_for(b, base, key);
+    if (slot >= b->count || b->base[slot] != base || b->key[slot] != key)
+        return -ENOENT;
+    uint64_t bound = b->bound[slot];
+    uint32_t move = b->count - slot - 1;
+    memmove(b->base + slot, b->base + slot + 1, move * sizeof(uint64_t));
+    memmove(b->bound + slot, b->bound + slot + 1, move * sizeof(uint64_t));
+    memmove(b->key + slot, b->key + slot + 1, move * sizeof(uint64_t));
+    b->count--;
+    t->size--;
+    block_t *gone = NULL;
+    if (b->count == 0) {
+        gone = directory_remove(t, index);
+    } else if (index + 1 < t->blocks && b->count + t->dir->blocks[index + 1]->count <= MERGE_AT) {
+        block_t *next = t->dir->blocks[index + 1];
+        block_move_tail(next, 0, b);
+        gone = directory_remove(t, index + 1);
+        set_first(t, index);
+    } else {
+        if (bound == b->max_bound)
+            refresh_max(b);
+        if (slot == 0)
+            set_first(t, index);
+        max_update(t->dir, index);
+    }
+    if (gone != NULL) {
+        max_rebuild(t->dir, t->blocks);
+        if (t->spare == NULL)
+            t->spare = gone;
+        else
+            *freed = gone;
+    }
+    return 0;
+}
+
+/* -- the exported interface ---------------------------------------------------- */
 
 EXPORT itree_t *pmca_itree_create(uint64_t seed)
 {
+    (void)seed; /* no randomised structure any more: kept for the ABI */
     itree_t *t = calloc(1, sizeof(*t));
     if (t == NULL)
         return NULL;
+    t->dir = directory_new(1);
+    if (t->dir == NULL) {
+        free(t);
+        return NULL;
+    }
     pthread_mutex_init(&t->lock, NULL);
-    t->salt = seed;
+    t->page_mask = (uint64_t)sysconf(_SC_PAGESIZE) - 1;
     return t;
+}
+
+static void free_contents(directory_t *d, size_t blocks, block_t *spare)
+{
+    if (d != NULL) {
+        for (size_t i = 0; i < blocks; i++)
+            free(d->blocks[i]);
+        free(d);
+    }
+    free(spare);
+}
+
+/*
+ * Frees every interval; the index answers LOOKUP_SLOW (lookups) or
+ * -EBADF from then on, but its handle stays valid until destroy, so that a
+ * thread racing with the close gets an answer instead of a freed lock.
+ */
+EXPORT void pmca_itree_close(itree_t *t)
+{
+    pthread_mutex_lock(&t->lock);
+    directory_t *d = t->dir;
+    size_t blocks = t->blocks;
+    block_t *spare = t->spare;
+    t->dir = NULL;
+    t->spare = NULL;
+    t->blocks = t->size = 0;
+    t->closed = 1;
+    t->head = t->dropped = t->pending = NULL;
+    t->check = NULL;
+    pthread_mutex_unlock(&t->lock);
+    free_contents(d, blocks, spare);
 }
 
 EXPORT void pmca_itree_destroy(itree_t *t)
 {
     if (t == NULL)
         return;
-    free_all(t->root);
+    pmca_itree_close(t);
     pthread_mutex_destroy(&t->lock);
     free(t);
 }
 
-/* 0, -ENOMEM (nothing changed) or -EEXIST (same base and key already there). */
+/* 0, -ENOMEM (nothing changed), -EEXIST (same base and key already there) or -EBADF. */
 EXPORT int pmca_itree_insert(itree_t *t, uint64_t base, uint64_t bound, uint64_t key)
 {
-    node_t *fresh = malloc(sizeof(*fresh)); /* before the lock: see the file comment */
-    int duplicate = 0;
-    if (fresh == NULL)
-        return -ENOMEM;
-    fresh->base = base;
-    fresh->bound = bound;
-    fresh->key = key;
-    fresh->max_bound = bound;
-    fresh->left_max = 0;
-    fresh->left = fresh->right = NULL;
-    pthread_mutex_lock(&t->lock);
-    t->root = insert_node(t->root, fresh, t->salt, &duplicate);
-    if (!duplicate)
-        t->size++;
-    pthread_mutex_unlock(&t->lock);
-    if (duplicate) {
-        free(fresh);
-        return -EEXIST;
+    block_t *block = NULL;
+    directory_t *grown = NULL, *old = NULL;
+    int rc;
+    for (;;) {
+        pthread_mutex_lock(&t->lock);
+        if (t->closed) {
+            rc = -EBADF;
+        } else {
+            if (block != NULL && t->spare == NULL) {
+                t->spare = block;
+                block = NULL;
+            }
+            if (grown != NULL && grown->capacity > t->dir->capacity) {
+                memcpy(grown->blocks, t->dir->blocks, t->blocks * sizeof(*grown->blocks));
+                memcpy(grown->first_base, t->dir->first_base, t->blocks * sizeof(uint64_t));
+                memcpy(grown->first_key, t->dir->first_key, t->blocks * sizeof(uint64_t));
+                old = t->dir;
+                t->dir = grown;
+                grown = NULL;
+                max_rebuild(t->dir, t->blocks);
+            }
+            rc = insert_locked(t, base, bound, key);
+        }
+        size_t capacity = t->dir != NULL ? t->dir->capacity : 0;
+        pthread_mutex_unlock(&t->lock);
+        free(old); /* after the lock, like everything below */
+        old = NULL;
+        if (rc == NEED_BLOCK && block == NULL) {
+            block = malloc(sizeof(*block));
+            if (block == NULL) {
+                rc = -ENOMEM;
+                break;
+            }
+        } else if (rc == NEED_DIRECTORY) {
+            free(grown);
+            grown = directory_new(capacity * 2);
+            if (grown == NULL) {
+                rc = -ENOMEM;
+                break;
+            }
+        } else if (rc != NEED_BLOCK) {
+            break;
+        }
     }
-    return 0;
+    free(block);
+    free(grown);
+    return rc;
 }
 
-/* 0 or -ENOENT. */
+/* 0, -ENOENT or -EBADF. */
 EXPORT int pmca_itree_remove(itree_t *t, uint64_t base, uint64_t key)
 {
-    node_t *removed = NULL;
+    block_t *freed = NULL;
     pthread_mutex_lock(&t->lock);
-    t->root = remove_node(t->root, base, key, t->salt, &removed);
-    if (removed != NULL)
-        t->size--;
+    int rc = t->closed ? -EBADF : remove_locked(t, base, key, &freed);
     pthread_mutex_unlock(&t->lock);
-    if (removed == NULL)
-        return -ENOENT;
-    free(removed); /* after the lock */
-    return 0;
+    free(freed); /* after the lock */
+    return rc;
 }
 
 /*
- * The key of an interval containing [lo, hi), or -1 (keys are below 2**63).
- * The bounds are addresses and typed so: ctypes converts a Python int to a
- * pointer argument in a third of the time it takes for a uint64_t.
+ * The key of an interval containing [lo, hi), or -1.  The bounds are
+ * addresses and typed so: ctypes converts a Python int to a pointer
+ * argument in a third of the time it takes for a uint64_t.
  */
 EXPORT int64_t pmca_itree_find_covering(itree_t *t, uintptr_t lo, uintptr_t hi)
 {
     pthread_mutex_lock(&t->lock);
-    node_t *n = find_covering(t->root, lo, hi);
-    int64_t key = n != NULL ? (int64_t)n->key : -1;
+    int64_t key = find_covering(t, lo, hi);
+    pthread_mutex_unlock(&t->lock);
+    return key;
+}
+
+/*
+ * What the cache watches to know, in one load each, whether any release
+ * was published, lost or delivered since it last applied every release:
+ * the hooks' producer position and drop counter (NULL: no hooks, nothing
+ * to watch), the cache's own "releases delivered, not applied" word, and
+ * the hooks' overwrite check, run first on every lookup so that a patch
+ * someone wrote over is noticed before a registration is trusted.
+ */
+EXPORT void pmca_itree_watch(itree_t *t, const uint64_t *head, const uint64_t *dropped,
+                             const uint64_t *pending, check_fn check)
+{
+    pthread_mutex_lock(&t->lock);
+    if (!t->closed) {
+        t->head = head;
+        t->dropped = dropped;
+        t->pending = pending;
+        t->check = check;
+        t->seen_head = UINT64_MAX; /* nothing applied yet */
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* Every release up to these counter values has been applied to the index. */
+EXPORT void pmca_itree_synced(itree_t *t, uint64_t head, uint64_t dropped)
+{
+    pthread_mutex_lock(&t->lock);
+    t->seen_head = head;
+    t->seen_dropped = dropped;
+    pthread_mutex_unlock(&t->lock);
+}
+
+/*
+ * The cache's lookup in one call: the key of an interval containing the
+ * pages of [address, address + size), -1 if none, LOOKUP_SLOW when the
+ * caller must take its full path (a release to apply, a bad range, a
+ * closed index), or -2 - mask when the overwrite check found a change
+ * (mask: its nonzero result, which the caller must hand on).
+ */
+EXPORT int64_t pmca_itree_lookup(itree_t *t, uintptr_t address, uintptr_t size)
+{
+    uint64_t lo = address & ~t->page_mask, hi;
+    /* The full path names what is wrong with a range, or handles the rare
+     * one at the top of the address space. */
+    if (size == 0 || (address | size) >> 63 != 0 ||
+        __builtin_add_overflow(address, size + t->page_mask, &hi))
+        return LOOKUP_SLOW;
+    hi &= ~t->page_mask;
+    check_fn check = __atomic_load_n(&t->check, __ATOMIC_ACQUIRE);
+    if (check != NULL) { /* outside the index lock: it takes the hooks' patch lock */
+        uint32_t mask = check();
+        if (mask != 0)
+            return LOOKUP_SLOW - (int64_t)mask;
+    }
+    int64_t key;
+    pthread_mutex_lock(&t->lock);
+    if (t->closed || ++t->lookups % FULL_PATH_EVERY == 0)
+        key = LOOKUP_SLOW;
+    else if (t->pending != NULL && __atomic_load_n(t->pending, __ATOMIC_ACQUIRE) != 0)
+        key = LOOKUP_SLOW;
+    else if (t->head != NULL && (__atomic_load_n(t->head, __ATOMIC_ACQUIRE) != t->seen_head ||
+                                 __atomic_load_n(t->dropped, __ATOMIC_ACQUIRE) != t->seen_dropped))
+        key = LOOKUP_SLOW;
+    else
+        key = find_covering(t, lo, hi);
     pthread_mutex_unlock(&t->lock);
     return key;
 }
 
 /*
  * How many intervals overlap [lo, hi); the first `max` of their keys (in
- * base order) go to keys[].  A caller that gets more than `max` asks again
- * with a larger array.
+ * (base, key) order) go to keys[].  A caller that gets more than `max` asks
+ * again with a larger array.  (size_t)-1 when closed.
  */
 EXPORT size_t pmca_itree_overlapping(itree_t *t, uint64_t lo, uint64_t hi, uint64_t *keys,
                                      size_t max)
 {
     collect_t out = {keys, max, 0};
     pthread_mutex_lock(&t->lock);
-    overlapping(t->root, lo, hi, &out);
+    if (t->closed) {
+        out.count = (size_t)-1;
+    } else if (t->blocks > 0 && lo < hi) {
+        /* blocks starting before hi: count_at_most(hi - 1) */
+        size_t limit = count_at_most(t->dir->first_base, t->blocks, hi - 1);
+        collect(t->dir, 1, 0, t->dir->capacity, limit, lo, hi, &out);
+    }
     pthread_mutex_unlock(&t->lock);
     return out.count;
 }
@@ -311,13 +634,23 @@ EXPORT size_t pmca_itree_size(itree_t *t)
     return size;
 }
 
-/* Empties the tree; the nodes are freed after the lock is dropped. */
-EXPORT void pmca_itree_clear(itree_t *t)
+/* Empties the index; the memory is freed after the lock is dropped. */
+EXPORT int pmca_itree_clear(itree_t *t)
 {
+    directory_t *fresh = directory_new(1);
+    if (fresh == NULL)
+        return -ENOMEM;
     pthread_mutex_lock(&t->lock);
-    node_t *root = t->root;
-    t->root = NULL;
-    t->size = 0;
+    if (t->closed) {
+        pthread_mutex_unlock(&t->lock);
+        free(fresh);
+        return -EBADF;
+    }
+    directory_t *d = t->dir;
+    size_t blocks = t->blocks;
+    t->dir = fresh;
+    t->blocks = t->size = 0;
     pthread_mutex_unlock(&t->lock);
-    free_all(root);
+    free_contents(d, blocks, NULL);
+    return 0;
 }
