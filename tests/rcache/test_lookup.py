@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import random
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 from pmca._libc import PAGE
 from pmca.rcache import RcacheError
 from pmca.rcache.grdma import IntervalTree
-from pmca.rcache.grdma._tree import library_path
+from pmca.rcache.grdma._tree import FULL_PATH, library_path
 
 from .conftest import Pool, needs_native
 
@@ -167,3 +168,18 @@ def test_the_fast_path_names_bad_ranges_and_a_closed_cache(cache: Any, pool: Poo
         cache.find(pool.page(0), PAGE)
     with pytest.raises(RcacheError, match="closed"):
         cache.register(pool.page(0), PAGE)
+
+
+@needs_native
+def test_the_one_call_lookup_keeps_reference_counts(cache: Any, pool: Pool) -> None:
+    """The index hands back the registration object itself: never one reference short."""
+    reg = cache.register(pool.page(0), PAGE)
+    cache.find(pool.page(0), PAGE)
+    held, slow = sys.getrefcount(reg), sys.getrefcount(FULL_PATH)
+    for round_ in range(5000):  # some take the full path (every 4096th does)
+        assert cache.find(pool.page(0), PAGE) is reg
+        assert cache.find(pool.page(40), PAGE) is None
+        if round_ % 1000 == 0:
+            pool.release(50, 1)
+    assert (sys.getrefcount(reg), sys.getrefcount(FULL_PATH)) == (held, slow)
+    cache.deregister(reg)

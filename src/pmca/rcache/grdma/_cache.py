@@ -15,7 +15,7 @@ from ...native._subscription import delivering
 
 from .._interface import Backend, CacheStats, RcacheError, Registration
 from ._pending import ADDRESS_LIMIT, ReleaseLog
-from ._tree import NONE, SLOW, IntervalTree
+from ._tree import FULL_PATH, IntervalTree
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -83,7 +83,10 @@ class GrdmaCache:
         self.releases = ReleaseLog(pending_max)
         tree.watch(0, 0, ctypes.addressof(self.releases.pending), 0)
         self._unsubscribe: Callable[[], None] | None = None
-        #: Valid registrations (in the tree), by key.
+        #: Valid registrations, by their key in the tree: ``id(registration)``,
+        #: so that the tree's lookup hands back the object itself.  Indexed
+        #: while in this dict (what keeps them alive), removed from the tree
+        #: before leaving it.
         self._index: dict[int, Registration] = {}
         #: Registrations whose transport handle is alive (valid or not), by key.
         self._live: dict[int, Registration] = {}
@@ -128,23 +131,16 @@ class GrdmaCache:
     def register(self, address: int, size: int) -> Registration:
         if 0 <= address | size < _FAST_LIMIT:
             with self._lock:
-                key = self._lookup(self._handle, address, size)
-                registration = self._hit_locked(key)
-            if registration is not None:
-                return registration
-            if key < SLOW:
-                self._overwritten(key)
+                found = self._lookup(self._handle, address, size)
+                if isinstance(found, Registration):
+                    return self._hit_locked(found)
         base, bound = page_range(address, size)
         synced = self._sync()
         with self._lock:
             self._enter_locked(synced)
             key = self._tree.find_covering(base, bound)
             if key is not None:
-                registration = self._index[key]
-                if registration.refcount == 0:
-                    self._lru.pop(key, None)
-                registration.refcount += 1
-                self._hits += 1
+                registration = self._hit_locked(self._index[key])
             else:
                 self._misses += 1
                 registration = self._register_locked(base, bound)
@@ -152,13 +148,9 @@ class GrdmaCache:
         self._release(dead)
         return registration
 
-    def _hit_locked(self, key: int) -> Registration | None:
-        """The registration a one-call lookup found, with one more reference, or None."""
-        registration = self._index.get(key) if key >= 0 else None
-        if registration is None:
-            return None
+    def _hit_locked(self, registration: Registration) -> Registration:
         if registration.refcount == 0:
-            self._lru.pop(key, None)
+            self._lru.pop(registration.key, None)
         registration.refcount += 1
         self._hits += 1
         return registration
@@ -185,15 +177,9 @@ class GrdmaCache:
         # The one native call: the index itself says whether anything was
         # released since the last drain, and looks up when nothing was.
         if 0 <= address | size < _FAST_LIMIT:
-            key = self._lookup(self._handle, address, size)
-            if key >= 0:
-                found = self._index.get(key)
-                if found is not None:  # None: invalidated since; ask again in full
-                    return found
-            elif key == NONE:
-                return None
-            elif key < SLOW:
-                self._overwritten(key)
+            found = self._lookup(self._handle, address, size)
+            if found is not FULL_PATH:
+                return found  # type: ignore[return-value]
         base, bound = page_range(address, size)
         synced = self._sync()
         with self._lock:
@@ -243,6 +229,10 @@ class GrdmaCache:
             if self._closed:
                 return
             self._closed = True
+            # The index goes first: what it holds is only referenced by the dicts.
+            self._tree.close()
+            self._lookup = _closed_lookup
+            self._drain = self._counters = None
             held = [r for r in self._live.values() if r.refcount > 0]
             for registration in self._live.values():
                 registration.valid = False
@@ -252,8 +242,6 @@ class GrdmaCache:
             self._index.clear()
             self._lru.clear()
             self._garbage.clear()
-            self._tree.close()
-            self._lookup = _closed_lookup
         if held:
             self._log.warning(
                 "rcache closed with registrations still held", count=len(held), first=repr(held[0])
@@ -276,6 +264,11 @@ class GrdmaCache:
         """
         if self._drain is None or self._counters is None:
             return None
+        overwritten = self._tree.take_overwrites()
+        if overwritten:  # the index's check found it: react as a drain would have
+            from ... import native
+
+            native.overwrites_found(overwritten)
         counters = self._counters()
         try:
             self._drain()
@@ -285,12 +278,6 @@ class GrdmaCache:
             return None
         # Inside a release callback a drain does not wait for other threads' callbacks.
         return None if delivering() else counters
-
-    def _overwritten(self, answer: int) -> None:
-        """The index's overwrite check found a change: react as a drain would have."""
-        from ... import native
-
-        native.overwrites_found(SLOW - answer)
 
     def _enter_locked(self, synced: Counters | None) -> None:
         if self._closed:
@@ -322,11 +309,11 @@ class GrdmaCache:
         self._next_key += 1
         registration = Registration(base, bound, handle, refcount=1, key=key)
         try:
-            self._tree.insert(base, bound, key)
+            self._tree.insert(base, bound, id(registration))
         except BaseException:
             self._release([registration])  # never indexed nor counted
             raise
-        self._index[key] = registration
+        self._index[id(registration)] = registration
         self._live[key] = registration
         self._pinned += size
         if self.leave_pinned:
@@ -354,8 +341,8 @@ class GrdmaCache:
     def _unindex_locked(self, registration: Registration) -> None:
         if registration.valid:
             registration.valid = False
-            del self._index[registration.key]
-            self._tree.remove(registration.base, registration.key)
+            self._tree.remove(registration.base, id(registration))  # first: see _index
+            del self._index[id(registration)]
 
     def _retire_locked(self, registration: Registration) -> None:
         self._unindex_locked(registration)
@@ -367,7 +354,7 @@ class GrdmaCache:
             registration = self._index[key]
             self._unindex_locked(registration)
             if registration.refcount == 0:
-                self._lru.pop(key, None)
+                self._lru.pop(registration.key, None)
                 self._discard_locked(registration)
         self._invalidations += len(keys)
         return len(keys)
@@ -400,8 +387,8 @@ class GrdmaCache:
                 )
 
 
-def _closed_lookup(handle: int, address: int, size: int) -> int:
-    return SLOW
+def _closed_lookup(handle: int, address: int, size: int) -> object:
+    return FULL_PATH
 
 
 @frozen

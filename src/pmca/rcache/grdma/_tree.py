@@ -17,12 +17,19 @@ _u64 = ctypes.c_uint64
 _ptr = ctypes.c_void_p
 _BATCH = 64
 
-#: :meth:`IntervalTree.lookup` answers: no covering interval; take the full path.
-NONE = -1
-SLOW = -2
 
-#: ``lookup(index, address, size) -> key``: the cache's one native call per lookup.
-Lookup = Callable[[int, int, int], int]
+
+class _FullPath:
+    """What :attr:`IntervalTree.lookup` answers when the caller must take its full path."""
+
+    def __repr__(self) -> str:
+        return "<take the full path>"
+
+
+FULL_PATH = _FullPath()
+
+#: ``lookup(handle, address, size)``: the cache's one native call per lookup.
+Lookup = Callable[[int, int, int], object]
 
 
 def library_path() -> Path:
@@ -51,6 +58,10 @@ def bind(cdll: ctypes.CDLL) -> None:
     cdll.pmca_itree_watch.restype = None
     cdll.pmca_itree_synced.argtypes = [_ptr, _u64, _u64]
     cdll.pmca_itree_synced.restype = None
+    cdll.pmca_itree_answers.argtypes = [_ptr, _ptr, _ptr, _ptr]
+    cdll.pmca_itree_answers.restype = None
+    cdll.pmca_itree_take_overwrites.argtypes = [_ptr]
+    cdll.pmca_itree_take_overwrites.restype = ctypes.c_uint32
 
 
 def _bind_hot(cdll: ctypes.CDLL) -> ctypes.PyDLL:
@@ -64,8 +75,20 @@ def _bind_hot(cdll: ctypes.CDLL) -> ctypes.PyDLL:
     hot = ctypes.PyDLL(cdll._name, handle=cdll._handle)
     for name in ("pmca_itree_find_covering", "pmca_itree_lookup"):
         getattr(hot, name).argtypes = [_ptr, _ptr, _ptr]
-        getattr(hot, name).restype = ctypes.c_int64
+    hot.pmca_itree_find_covering.restype = ctypes.c_int64
+    # The keys of an object index are the objects' addresses: ctypes turns
+    # the answer back into the object with no lookup.  It takes the answer as
+    # a new reference: the index calls Py_IncRef on it (see IntervalTree).
+    hot.pmca_itree_lookup.restype = ctypes.py_object
     return hot
+
+
+def _incref_address() -> int:
+    """``Py_IncRef`` (stable ABI) of the running interpreter, handed to the index
+    as a plain function pointer: the library itself never links to Python."""
+    address = ctypes.cast(ctypes.pythonapi.Py_IncRef, _ptr).value
+    assert address is not None
+    return address
 
 
 class IntervalTree:
@@ -87,11 +110,15 @@ class IntervalTree:
         #: The native handle, for :attr:`lookup`.
         self.handle: int = handle
         self._open = True
-        self._find: Lookup = hot.pmca_itree_find_covering
-        #: ``lookup(handle, address, size)``: the key of an interval covering the
-        #: pages of the range, :data:`NONE`, :data:`SLOW` (releases to apply
-        #: first, a bad range, closed), or ``SLOW - mask`` when the hooks'
-        #: overwrite check found a change (see :meth:`watch`).
+        self._find: Callable[[int, int, int], int] = hot.pmca_itree_find_covering
+        cdll.pmca_itree_answers(handle, id(None), id(FULL_PATH), _incref_address())
+        #: ``lookup(handle, address, size)``, for an *object index* only (every
+        #: key is ``id(obj)`` of an object kept alive while it is indexed, and
+        #: removed from the index before it may die): the object whose interval
+        #: covers the pages of the range, None, or :data:`FULL_PATH` (releases
+        #: to apply first, a bad range, closed, an overwrite found: see
+        #: :meth:`take_overwrites`).  It runs holding the GIL, so an object
+        #: found cannot be freed before ctypes holds its new reference.
         self.lookup: Lookup = hot.pmca_itree_lookup
 
     def _handle(self) -> int:
@@ -138,6 +165,10 @@ class IntervalTree:
         self._lib.pmca_itree_watch(
             self._handle(), head or None, dropped or None, pending or None, check or None
         )
+
+    def take_overwrites(self) -> int:
+        """What the overwrite check found during lookups since the last call (0: nothing)."""
+        return int(self._lib.pmca_itree_take_overwrites(self.handle)) if self._open else 0
 
     def synced(self, head: int, dropped: int) -> None:
         """Every release up to these counter values has been applied."""

@@ -44,9 +44,8 @@
 /* Neighbours this small together are merged after a removal. */
 #define MERGE_AT (BLOCK / 2)
 
-/* pmca_itree_lookup's answers besides a key (keys are below 2**63). */
+/* find_covering's answer when nothing covers (keys are below 2**63). */
 #define LOOKUP_NONE (-1)
-#define LOOKUP_SLOW (-2) /* the caller must take its full path */
 /* Every this many lookups one takes the full path anyway, so that periodic
  * work hung on the full path (health checks) cannot starve. */
 #define FULL_PATH_EVERY 4096
@@ -82,6 +81,10 @@ typedef struct itree {
     /* Nonzero while the cache holds delivered releases it has not applied. */
     const uint64_t *pending;
     check_fn check;
+    uint32_t overwritten; /* what the check reported, for the caller's full path */
+    /* pmca_itree_lookup's answers besides a key: none covers; take the full path. */
+    uintptr_t none_answer, slow_answer;
+    void (*take_reference)(uintptr_t);
     uint64_t lookups;
     uint64_t page_mask;
 } itree_t;
@@ -432,8 +435,8 @@ static void free_contents(directory_t *d, size_t blocks, block_t *spare)
 }
 
 /*
- * Frees every interval; the index answers LOOKUP_SLOW (lookups) or
- * -EBADF from then on, but its handle stays valid until destroy, so that a
+ * Frees every interval; the index answers "take the full path" (lookups)
+ * or -EBADF from then on, but its handle stays valid until destroy, so that a
  * thread racing with the close gets an answer instead of a freed lock.
  */
 EXPORT void pmca_itree_close(itree_t *t)
@@ -569,40 +572,72 @@ EXPORT void pmca_itree_synced(itree_t *t, uint64_t head, uint64_t dropped)
 }
 
 /*
- * The cache's lookup in one call: the key of an interval containing the
- * pages of [address, address + size), -1 if none, LOOKUP_SLOW when the
- * caller must take its full path (a release to apply, a bad range, a
- * closed index), or -2 - mask when the overwrite check found a change
- * (mask: its nonzero result, which the caller must hand on).
+ * What pmca_itree_lookup answers when no interval covers, and when the
+ * caller must take its full path; and what it calls on any answer before
+ * returning it (NULL: nothing), for a caller that receives each answer as
+ * a new reference (ctypes' py_object results: give it Py_IncRef).
  */
-EXPORT int64_t pmca_itree_lookup(itree_t *t, uintptr_t address, uintptr_t size)
+EXPORT void pmca_itree_answers(itree_t *t, uintptr_t none, uintptr_t slow,
+                               void (*take_reference)(uintptr_t))
+{
+    pthread_mutex_lock(&t->lock);
+    t->none_answer = none;
+    t->slow_answer = slow;
+    t->take_reference = take_reference;
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* The overwrite check's findings since the last call (0: none), for the
+ * caller to react to. */
+EXPORT uint32_t pmca_itree_take_overwrites(itree_t *t)
+{
+    return __atomic_exchange_n(&t->overwritten, 0, __ATOMIC_ACQ_REL);
+}
+
+/*
+ * The cache's lookup in one call: the key of an interval containing the
+ * pages of [address, address + size), or the "none" answer, or the "slow"
+ * answer when the caller must take its full path (a release to apply, a bad
+ * range, a closed index, an overwrite the check found: see
+ * pmca_itree_take_overwrites).  A cache whose keys are its registration
+ * objects gets the object itself back, with nothing to convert or look up.
+ */
+EXPORT uintptr_t pmca_itree_lookup(itree_t *t, uintptr_t address, uintptr_t size)
 {
     uint64_t lo = address & ~t->page_mask, hi;
     /* The full path names what is wrong with a range, or handles the rare
      * one at the top of the address space. */
+    uintptr_t answer = t->slow_answer;
     if (size == 0 || (address | size) >> 63 != 0 ||
         __builtin_add_overflow(address, size + t->page_mask, &hi))
-        return LOOKUP_SLOW;
+        goto out;
     hi &= ~t->page_mask;
     check_fn check = __atomic_load_n(&t->check, __ATOMIC_ACQUIRE);
     if (check != NULL) { /* outside the index lock: it takes the hooks' patch lock */
         uint32_t mask = check();
-        if (mask != 0)
-            return LOOKUP_SLOW - (int64_t)mask;
+        if (mask != 0) {
+            __atomic_fetch_or(&t->overwritten, mask, __ATOMIC_ACQ_REL);
+            goto out;
+        }
     }
-    int64_t key;
     pthread_mutex_lock(&t->lock);
     if (t->closed || ++t->lookups % FULL_PATH_EVERY == 0)
-        key = LOOKUP_SLOW;
+        answer = t->slow_answer;
     else if (t->pending != NULL && __atomic_load_n(t->pending, __ATOMIC_ACQUIRE) != 0)
-        key = LOOKUP_SLOW;
+        answer = t->slow_answer;
     else if (t->head != NULL && (__atomic_load_n(t->head, __ATOMIC_ACQUIRE) != t->seen_head ||
                                  __atomic_load_n(t->dropped, __ATOMIC_ACQUIRE) != t->seen_dropped))
-        key = LOOKUP_SLOW;
-    else
-        key = find_covering(t, lo, hi);
+        answer = t->slow_answer;
+    else {
+        int64_t key = find_covering(t, lo, hi);
+        answer = key >= 0 ? (uintptr_t)key : t->none_answer;
+    }
     pthread_mutex_unlock(&t->lock);
-    return key;
+out:
+    /* The caller's lock (the GIL) keeps a found object alive until here. */
+    if (t->take_reference != NULL)
+        t->take_reference(answer);
+    return answer;
 }
 
 /*
