@@ -80,7 +80,10 @@ def test_the_index_answers_like_a_list(
         tree.destroy()
 
 
-def check_against(tree: IntervalTree, model: dict[int, tuple[int, int]], rng: random.Random) -> None:
+Model = dict[int, tuple[int, int]]  # key -> (base, bound)
+
+
+def check_against(tree: IntervalTree, model: Model, rng: random.Random) -> None:
     assert len(tree) == len(model)
     for _ in range(40):
         low = rng.randrange(-10, 100_010)

@@ -16,6 +16,7 @@ import os
 import threading
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -126,7 +127,8 @@ def check_overwrites(*, wait: bool = False) -> Overwrite | None:
 def check_address() -> int:
     """Where the native check is (``uint32_t (*)(void)``), for native code that runs
     it on a hot path of its own; a nonzero result goes to :func:`overwrites_found`."""
-    address = ctypes.cast(_resolved().check, ctypes.c_void_p).value
+    function: Any = _resolved().check  # a ctypes function pointer
+    address = ctypes.cast(function, ctypes.c_void_p).value
     assert address is not None
     return address
 

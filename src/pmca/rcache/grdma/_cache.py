@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from attrs import frozen
 
 from ...native._subscription import delivering
-
 from .._interface import Backend, CacheStats, RcacheError, Registration
 from ._pending import ADDRESS_LIMIT, ReleaseLog
 from ._tree import FULL_PATH, IntervalTree

@@ -18,7 +18,6 @@ _ptr = ctypes.c_void_p
 _BATCH = 64
 
 
-
 class _FullPath:
     """What :attr:`IntervalTree.lookup` answers when the caller must take its full path."""
 
