@@ -43,6 +43,15 @@ class GrdmaComponent(Component):
             "them as lost and invalidates every registration",
         )
 
+        params.register(
+            "print_stats",
+            type=bool,
+            default=False,
+            level=9,
+            help="Print each cache's counters (hits, misses, evictions, invalidations, "
+            "pinned bytes) to stderr when it closes",
+        )
+
     @hookimpl
     def query(self, ctx: ComponentContext) -> Query:
         holder: list[GrdmaModule] = []
@@ -52,6 +61,7 @@ class GrdmaComponent(Component):
             leave_pinned=int(ctx.host.params.value("mpi_leave_pinned")),
             cache_max_bytes=int(ctx.params["cache_max_bytes"]),
             pending_max=int(ctx.params["pending_max"]),
+            print_stats=bool(ctx.params["print_stats"]),
             log=ctx.log,
         )
         holder.append(module)

@@ -97,6 +97,8 @@ class GrdmaCache:
         self._hits = self._misses = self._evictions = 0
         self._invalidations = self._overflows = 0
         self._pinned = 0
+        #: The counters as the cache closed (set by :meth:`close`).
+        self.final_stats: CacheStats | None = None
 
     def subscribed(
         self,
@@ -205,20 +207,23 @@ class GrdmaCache:
         with self._lock:
             if not self._closed:
                 self._enter_locked(synced)
-            stats = CacheStats(
-                hits=self._hits,
-                misses=self._misses,
-                evictions=self._evictions,
-                invalidations=self._invalidations,
-                pinned_bytes=self._pinned,
-                registrations=len(self._index),
-                cached=len(self._lru),
-                garbage=len(self._garbage),
-                overflows=self._overflows,
-            )
+            stats = self._stats_locked()
             dead = self._take_garbage_locked()
         self._release(dead)
         return stats
+
+    def _stats_locked(self) -> CacheStats:
+        return CacheStats(
+            hits=self._hits,
+            misses=self._misses,
+            evictions=self._evictions,
+            invalidations=self._invalidations,
+            pinned_bytes=self._pinned,
+            registrations=len(self._index),
+            cached=len(self._lru),
+            garbage=len(self._garbage),
+            overflows=self._overflows,
+        )
 
     def close(self) -> None:
         unsubscribe, self._unsubscribe = self._unsubscribe, None
@@ -228,6 +233,8 @@ class GrdmaCache:
             if self._closed:
                 return
             self._closed = True
+            #: The counters as the cache closed (before its registrations went).
+            self.final_stats = self._stats_locked()
             # The index goes first: what it holds is only referenced by the dicts.
             self._tree.close()
             self._lookup = _closed_lookup

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +29,10 @@ class GrdmaModule:
         cache_max_bytes: int,
         pending_max: int,
         log: FilteringBoundLogger,
+        print_stats: bool = False,
     ) -> None:
         self._cdll = cdll
+        self._print_stats = print_stats
         self._defaults: dict[str, Any] = {
             "leave_pinned": leave_pinned,
             "cache_max_bytes": cache_max_bytes,
@@ -87,9 +90,14 @@ class GrdmaModule:
 
     def _forget(self, cache: GrdmaCache, tree: IntervalTree) -> None:
         with self._lock:
-            if cache in self._caches:
-                self._caches.remove(cache)
-                self._retired.append(tree)
+            if cache not in self._caches:
+                return
+            self._caches.remove(cache)
+            self._retired.append(tree)
+        if self._print_stats and cache.final_stats is not None:  # as Open MPI's grdma
+            from .. import describe_stats
+
+            print(f"rcache grdma: {describe_stats(cache.final_stats)}", file=sys.stderr, flush=True)
 
 
 def _leave_pinned(value: object, *, hooked: bool) -> bool:
