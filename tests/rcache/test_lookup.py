@@ -85,9 +85,13 @@ Model = dict[int, tuple[int, int]]  # key -> (base, bound)
 
 def check_against(tree: IntervalTree, model: Model, rng: random.Random) -> None:
     assert len(tree) == len(model)
-    for _ in range(40):
-        low = rng.randrange(-10, 100_010)
-        high = low + rng.choice((1, 10, 1000, 30_000))
+    bases = sorted(b for b, _ in model.values())
+    for number in range(80):
+        if number % 2 and bases:  # at an existing base, or just before or after it
+            low = rng.choice(bases) + rng.choice((-1, 0, 0, 1))
+        else:
+            low = rng.randrange(-10, 100_010)
+        high = low + rng.choice((1, 1, 10, 1000, 30_000))
         covering = {k for k, (b, e) in model.items() if b <= low and high <= e}
         found = tree.find_covering(max(low, 0), high)
         assert (found in covering) if covering else found is None, (low, high)
@@ -101,7 +105,10 @@ def test_the_index_grows_and_shrinks_like_a_list(index: IntervalTree) -> None:
     model: dict[int, tuple[int, int]] = {}
     for key in range(3000):
         base = rng.randrange(0, 100_000) if key % 3 else rng.randrange(0, 100) * 1000
-        model[key] = (base, base + rng.choice((1, 50, 2000, 40_000)))
+        # Mostly short and sparse (a missed interval is rarely hidden by
+        # another covering one), a few long ones spanning many blocks.
+        width = 40_000 if key % 97 == 0 else rng.choice((1, 2, 3, 8, 50))
+        model[key] = (base, base + width)
         index.insert(*model[key], key)
         if key % 250 == 0:
             check_against(index, model, rng)

@@ -2,8 +2,8 @@
  * The grdma registration index: an interval index with its own lock.
  *
  * Intervals [base, bound) with a key, kept sorted by (base, key) in blocks
- * of up to BLOCK entries (bases, bounds and keys in three arrays each), with
- * a directory of the blocks: each block's first (base, key) for a binary
+ * of up to BLOCK entries (see block_t for their layout), with a directory
+ * of the blocks: each block's first (base, key) for a binary
  * search, and a max-tree (a segment tree) of each block's largest bound.
  * It is an augmented B-tree of height two, laid out for the covering lookup
  * a transport makes per message: a search in the directory's small arrays,
@@ -40,7 +40,10 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-#define BLOCK 64
+#define BLOCK 48
+/* Every SPACING-th base is repeated in the block's first cache line. */
+#define SPACING 8
+#define SAMPLES (BLOCK / SPACING)
 /* Neighbours this small together are merged after a removal. */
 #define MERGE_AT (BLOCK / 2)
 
@@ -50,11 +53,20 @@
  * work hung on the full path (health checks) cannot starve. */
 #define FULL_PATH_EVERY 4096
 
+/*
+ * Laid out for the lookup: the first cache line holds the count, the largest
+ * bound and every SPACING-th base, which name the one line of base[] to
+ * read; a bound and its key share a line.  Three lines per block visited.
+ */
 typedef struct block {
     uint32_t count;
     uint64_t max_bound;
-    uint64_t base[BLOCK], bound[BLOCK], key[BLOCK];
-} block_t;
+    uint64_t sample[SAMPLES]; /* sample[i] = base[i * SPACING] */
+    uint64_t base[BLOCK];
+    struct entry {
+        uint64_t bound, key;
+    } entry[BLOCK];
+} __attribute__((aligned(64))) block_t;
 
 typedef struct directory {
     size_t capacity; /* a power of two */
@@ -144,15 +156,21 @@ static void set_first(itree_t *t, size_t index)
 {
     block_t *b = t->dir->blocks[index];
     t->dir->first_base[index] = b->base[0];
-    t->dir->first_key[index] = b->key[0];
+    t->dir->first_key[index] = b->entry[0].key;
+}
+
+static void refresh_samples(block_t *b)
+{
+    for (uint32_t i = 0; i * SPACING < b->count; i++)
+        b->sample[i] = b->base[i * SPACING];
 }
 
 static void refresh_max(block_t *b)
 {
     uint64_t m = 0;
     for (uint32_t i = 0; i < b->count; i++)
-        if (b->bound[i] > m)
-            m = b->bound[i];
+        if (b->entry[i].bound > m)
+            m = b->entry[i].bound;
     b->max_bound = m;
 }
 
@@ -198,12 +216,28 @@ static uint32_t slot_for(const block_t *b, uint64_t base, uint64_t key)
     uint32_t low = 0, high = b->count;
     while (low < high) {
         uint32_t mid = (low + high) / 2;
-        if (before(b->base[mid], b->key[mid], base, key))
+        if (before(b->base[mid], b->entry[mid].key, base, key))
             low = mid + 1;
         else
             high = mid;
     }
     return low;
+}
+
+/* How many of b's bases are <= x: the samples pick one line of base[]. */
+static inline uint32_t block_at_most(const block_t *b, uint64_t x)
+{
+    uint32_t group = 0;
+    while (group < SAMPLES && group * SPACING < b->count && b->sample[group] <= x)
+        group++;
+    if (group == 0)
+        return 0;
+    uint32_t i = (group - 1) * SPACING + 1, end = group * SPACING;
+    if (end > b->count)
+        end = b->count;
+    while (i < end && b->base[i] <= x)
+        i++;
+    return i;
 }
 
 static int64_t find_covering(const itree_t *t, uint64_t lo, uint64_t hi)
@@ -217,9 +251,9 @@ static int64_t find_covering(const itree_t *t, uint64_t lo, uint64_t hi)
     /* The last block starting at or before lo: the nearest candidates. */
     const block_t *b = d->blocks[starting - 1];
     if (b->max_bound >= hi) {
-        for (size_t i = count_at_most(b->base, b->count, lo); i-- > 0;)
-            if (b->bound[i] >= hi)
-                return (int64_t)b->key[i];
+        for (uint32_t i = block_at_most(b, lo); i-- > 0;)
+            if (b->entry[i].bound >= hi)
+                return (int64_t)b->entry[i].key;
     }
     /* Every base in the blocks before it is <= lo: any bound reaching hi does. */
     ptrdiff_t earlier = first_reaching(d, 1, 0, d->capacity, starting - 1, hi);
@@ -227,8 +261,8 @@ static int64_t find_covering(const itree_t *t, uint64_t lo, uint64_t hi)
         return LOOKUP_NONE;
     b = d->blocks[earlier];
     for (uint32_t i = 0; i < b->count; i++)
-        if (b->bound[i] >= hi)
-            return (int64_t)b->key[i];
+        if (b->entry[i].bound >= hi)
+            return (int64_t)b->entry[i].key;
     return LOOKUP_NONE; /* not reached: the max-tree said one is there */
 }
 
@@ -240,9 +274,9 @@ typedef struct {
 static void collect_block(const block_t *b, uint64_t lo, uint64_t hi, collect_t *out)
 {
     for (uint32_t i = 0; i < b->count && b->base[i] < hi; i++) {
-        if (b->bound[i] > lo) {
+        if (b->entry[i].bound > lo) {
             if (out->count < out->max)
-                out->keys[out->count] = b->key[i];
+                out->keys[out->count] = b->entry[i].key;
             out->count++;
         }
     }
@@ -293,28 +327,29 @@ static block_t *directory_remove(itree_t *t, size_t index)
 static void block_put(block_t *b, uint32_t slot, uint64_t base, uint64_t bound, uint64_t key)
 {
     uint32_t move = b->count - slot;
-    memmove(b->base + slot + 1, b->base + slot, move * sizeof(uint64_t));
-    memmove(b->bound + slot + 1, b->bound + slot, move * sizeof(uint64_t));
-    memmove(b->key + slot + 1, b->key + slot, move * sizeof(uint64_t));
+    memmove(b->base + slot + 1, b->base + slot, move * sizeof(*b->base));
+    memmove(b->entry + slot + 1, b->entry + slot, move * sizeof(*b->entry));
     b->base[slot] = base;
-    b->bound[slot] = bound;
-    b->key[slot] = key;
+    b->entry[slot].bound = bound;
+    b->entry[slot].key = key;
     b->count++;
     if (bound > b->max_bound)
         b->max_bound = bound;
+    refresh_samples(b);
 }
 
 /* Moves b's entries from `from` on to the end of `to`. */
 static void block_move_tail(block_t *b, uint32_t from, block_t *to)
 {
     uint32_t n = b->count - from;
-    memcpy(to->base + to->count, b->base + from, n * sizeof(uint64_t));
-    memcpy(to->bound + to->count, b->bound + from, n * sizeof(uint64_t));
-    memcpy(to->key + to->count, b->key + from, n * sizeof(uint64_t));
+    memcpy(to->base + to->count, b->base + from, n * sizeof(*b->base));
+    memcpy(to->entry + to->count, b->entry + from, n * sizeof(*b->entry));
     to->count += n;
     b->count = from;
     refresh_max(b);
     refresh_max(to);
+    refresh_samples(b);
+    refresh_samples(to);
 }
 
 static int insert_locked(itree_t *t, uint64_t base, uint64_t bound, uint64_t key)
@@ -335,7 +370,7 @@ static int insert_locked(itree_t *t, uint64_t base, uint64_t bound, uint64_t key
     size_t index = block_for(t, base, key);
     block_t *b = t->dir->blocks[index];
     uint32_t slot = slot_for(b, base, key);
-    if (slot < b->count && b->base[slot] == base && b->key[slot] == key)
+    if (slot < b->count && b->base[slot] == base && b->entry[slot].key == key)
         return -EEXIST;
     if (b->count < BLOCK) {
         block_put(b, slot, base, bound, key);
@@ -372,14 +407,14 @@ static int remove_locked(itree_t *t, uint64_t base, uint64_t key, block_t **free
     size_t index = block_for(t, base, key);
     block_t *b = t->dir->blocks[index];
     uint32_t slot = slot_for(b, base, key);
-    if (slot >= b->count || b->base[slot] != base || b->key[slot] != key)
+    if (slot >= b->count || b->base[slot] != base || b->entry[slot].key != key)
         return -ENOENT;
-    uint64_t bound = b->bound[slot];
+    uint64_t bound = b->entry[slot].bound;
     uint32_t move = b->count - slot - 1;
-    memmove(b->base + slot, b->base + slot + 1, move * sizeof(uint64_t));
-    memmove(b->bound + slot, b->bound + slot + 1, move * sizeof(uint64_t));
-    memmove(b->key + slot, b->key + slot + 1, move * sizeof(uint64_t));
+    memmove(b->base + slot, b->base + slot + 1, move * sizeof(*b->base));
+    memmove(b->entry + slot, b->entry + slot + 1, move * sizeof(*b->entry));
     b->count--;
+    refresh_samples(b);
     t->size--;
     block_t *gone = NULL;
     if (b->count == 0) {
@@ -495,7 +530,7 @@ EXPORT int pmca_itree_insert(itree_t *t, uint64_t base, uint64_t bound, uint64_t
         free(old); /* after the lock, like everything below */
         old = NULL;
         if (rc == NEED_BLOCK && block == NULL) {
-            block = malloc(sizeof(*block));
+            block = aligned_alloc(64, sizeof(*block));
             if (block == NULL) {
                 rc = -ENOMEM;
                 break;
