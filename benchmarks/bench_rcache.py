@@ -65,7 +65,7 @@ def itree_library() -> ctypes.CDLL:
 
     path = _tree.library_path()
     if not path.exists():
-        source = path.with_name("itree.c")
+        sources = [str(path.with_name(name)) for name in ("itree.c", "itree_blocks.c")]
         path = Path(tempfile.mkdtemp(prefix="pmca-bench-")) / _tree.LIBRARY_NAME
         subprocess.run(
             [
@@ -77,7 +77,7 @@ def itree_library() -> ctypes.CDLL:
                 "-pthread",
                 "-o",
                 str(path),
-                str(source),
+                *sources,
             ],
             check=True,
         )

@@ -294,6 +294,7 @@ class GrdmaCache:
         elif self._index:
             for low, high in ranges:
                 self._invalidate_locked(low, high)
+        self.releases.settle()
         if synced is not None:
             self._tree.synced(*synced)
 

@@ -73,5 +73,11 @@ class ReleaseLog:
         with self._lock:
             overflow, ranges = self._overflow, self._ranges
             self._overflow, self._ranges = False, []
-            self.pending.value = 0
         return overflow, ranges
+
+    def settle(self) -> None:
+        """What :meth:`take` returned has been applied: clear :attr:`pending`, unless
+        more was recorded since (a lookup must not pass before then)."""
+        with self._lock:
+            if not self._ranges and not self._overflow:
+                self.pending.value = 0
