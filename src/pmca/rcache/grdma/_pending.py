@@ -28,8 +28,8 @@ class ReleaseLog:
         self._ranges: list[tuple[int, int]] = []
         self._overflow = False
         self._limit = limit
-        #: Nonzero while something is recorded and not yet taken: a native word
-        #: the index's one-call lookup reads (then it sends the caller the full way).
+        #: Nonzero from a record until :meth:`settle` finds everything applied: a
+        #: native word the index's one-call lookup reads (nonzero: the full way).
         self.pending = ctypes.c_uint64(0)
 
     def record(self, address: int, length: int, kind: str, from_alloc: bool) -> None:
