@@ -20,6 +20,8 @@ from pmca.rcache.grdma import IntervalTree
 from pmca.rcache.grdma._tree import FULL_PATH, library_path
 from pmca.testing._subprocess import run_python
 
+from ..memory.test_overwrite import OVERWRITE
+from ..native.test_processes import COMMON
 from .conftest import Pool, needs_native
 
 
@@ -197,27 +199,17 @@ def test_the_one_call_lookup_keeps_reference_counts(cache: Any, pool: Pool) -> N
 
 
 OVERWRITTEN = """
-import ctypes
 import pmca
-import pmca.native as native
-from pmca._libc import PAGE, libc
 from pmca.rcache import UnpinnedBackend
 
 with pmca.Session():
     rc = pmca.rcache.create("grdma", UnpinnedBackend(), leave_pinned=True)
-    address = libc().map_anonymous(4 * PAGE)
+    address = c.map_anonymous(4 * PAGE)
     reg = rc.register(address, 4 * PAGE)
     rc.deregister(reg)
     assert rc.find(address, PAGE) is reg and rc.find(address, PAGE) is reg  # one call each
-    # What a patcher restoring "its" saved bytes over pmca's munmap jump does.
-    site = native.backend().site("munmap")
-    raw = ctypes.CDLL("libc.so.6")
-    raw.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    page = site.patch_address & ~(PAGE - 1)
-    assert raw.mprotect(page, 2 * PAGE, 7) == 0
-    ctypes.memmove(site.patch_address, site.original, 2)
-    assert raw.mprotect(page, 2 * PAGE, 5) == 0
-    libc().munmap(address, 4 * PAGE)  # unseen by the hooks now
+    overwrite_with_original("munmap")
+    c.munmap(address, 4 * PAGE)  # unseen by the hooks now
     # No drain in between: the lookup's own check notices the overwrite.
     assert rc.find(address, PAGE) is None and not reg.valid
     assert rc.stats().overflows == 1
@@ -227,6 +219,6 @@ print("overwrite seen")
 
 @needs_native
 def test_an_overwritten_hook_is_noticed_by_the_one_call_lookup() -> None:
-    result = run_python(OVERWRITTEN, timeout=60)
+    result = run_python(COMMON + OVERWRITE + OVERWRITTEN, timeout=60)
     assert "overwrite seen" in result.stdout, result.stderr
     assert result.stderr.count("memory hooks overwritten") == 1, result.stderr
