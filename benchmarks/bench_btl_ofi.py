@@ -22,12 +22,8 @@ bandwidth (lower is better for pmca). A provider the baseline cannot use
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -120,52 +116,27 @@ def _role_pmca(args: dict[str, Any]) -> None:
 # -- the parent ------------------------------------------------------------------------
 
 
-def _mpirun() -> str | None:
-    here = Path(sys.executable).parent / "mpirun"
-    return str(here) if here.exists() else shutil.which("mpirun")
-
-
-def _launch_options(role: str, provider: str) -> list[str]:
+def _launch_options(role: str, provider: str) -> dict[str, str]:
     if role == "mpi4py":
-        pairs = [("pml", "cm"), ("mtl", "ofi"), ("mtl_ofi_provider_include", provider)]
-        return [part for pair in pairs for part in ("--mca", *pair)]
-    return ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp", "--mca", "mtl", "^ofi"]
+        return {"pml": "cm", "mtl": "ofi", "mtl_ofi_provider_include": provider}
+    return {"pml": "ob1", "btl": "self,tcp", "mtl": "^ofi"}
 
 
-def _job(mpirun: str, role: str, provider: str, quick: bool) -> dict[str, Any] | None:
-    env = dict(os.environ)
-    for name in [name for name in env if name.startswith(("PMCA_MCA_", "OMPI_MCA_"))]:
-        del env[name]
-    env.update(
-        OMPI_ALLOW_RUN_AS_ROOT="1",
-        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-        UCX_MEM_MMAP_HOOK_MODE="none",
-    )
-    command = [
-        mpirun,
-        "-n",
-        "2",
-        "--oversubscribe",
-        *_launch_options(role, provider),
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--child",
-        role,
-        "--child-args",
-        json.dumps({"quick": quick, "provider": provider}),
-    ]
-    completed = subprocess.run(
-        command, capture_output=True, text=True, env=env, timeout=900, check=False
-    )
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("{")]
-    if completed.returncode != 0 or not lines:
+def _job(
+    launcher: common.MpiLauncher, role: str, provider: str, quick: bool
+) -> dict[str, Any] | None:
+    try:
+        return launcher.run(
+            Path(__file__).resolve(),
+            role,
+            {"quick": quick, "provider": provider},
+            mca=_launch_options(role, provider),
+            env={"UCX_MEM_MMAP_HOOK_MODE": "none"},
+        )
+    except common.ChildFailed:
         if role == "mpi4py":
             return None  # the baseline cannot use this provider: noted by the caller
-        raise common.ChildFailed(
-            f"mpirun {role} ({provider}) exited with {completed.returncode}:\n"
-            + (completed.stdout + completed.stderr)[-3000:]
-        )
-    return dict(json.loads(lines[-1]))
+        raise
 
 
 def _compare(report: common.Report, provider: str, runs: dict[str, list[dict[str, Any]]]) -> None:
@@ -198,14 +169,8 @@ def main() -> None:
     if common.serve_child(args, {"mpi4py": _role_mpi4py, "pmca": _role_pmca}):
         return
     report = common.Report("btl_ofi")
-    mpirun = _mpirun()
-    try:
-        import cffi  # noqa: F401
-        import mpi4py  # noqa: F401
-    except ImportError:
-        mpirun = None
-    if mpirun is None:
-        report.notes.append("skipped: needs mpirun, mpi4py and cffi (pip install 'pmca[ofi]')")
+    launcher = common.open_mpi_or_skip(report, modules=("mpi4py", "cffi"), extra="ofi")
+    if launcher is None:
         report.emit()
         return
     providers = PROVIDERS[:2] + PROVIDERS[3:] if args.quick else PROVIDERS
@@ -214,7 +179,7 @@ def main() -> None:
         for role in ("mpi4py", "pmca", "pmca", "mpi4py"):
             if role == "mpi4py" and runs["mpi4py"] == [] and len(runs["pmca"]) == 2:
                 continue  # the baseline already failed once for this provider
-            result = _job(mpirun, role, provider, args.quick)
+            result = _job(launcher, role, provider, args.quick)
             if result is not None:
                 runs[role].append(result)
         _compare(report, provider, runs)

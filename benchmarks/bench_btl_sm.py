@@ -21,13 +21,8 @@ Skipped, with a note, when mpirun or mpi4py is not installed.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import signal
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -209,58 +204,10 @@ def _role_pmca(args: dict[str, Any]) -> None:
 # -- the parent ------------------------------------------------------------------------
 
 
-def _mpirun() -> str | None:
-    here = Path(sys.executable).parent / "mpirun"
-    return str(here) if here.exists() else shutil.which("mpirun")
-
-
-def _job(mpirun: str, role: str, quick: bool) -> dict[str, Any]:
-    env = dict(os.environ)
-    for name in [name for name in env if name.startswith(("PMCA_MCA_", "OMPI_MCA_"))]:
-        del env[name]
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    command = [
-        mpirun,
-        "-n",
-        "2",
-        "--oversubscribe",
-        "--mca",
-        "pml",
-        "ob1",
-        "--mca",
-        "btl",
-        "self,sm",
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--child",
-        role,
-        "--child-args",
-        json.dumps({"quick": quick}),
-    ]
-    # its own session, so that a job that hangs is killed with its ranks
-    with subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    ) as process:
-        try:
-            stdout, stderr = process.communicate(timeout=900)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGTERM)  # mpirun takes its ranks down
-            try:
-                stdout, stderr = process.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                stdout, stderr = process.communicate()
-    lines = [line for line in stdout.splitlines() if line.startswith("{")]
-    if process.returncode != 0 or not lines:
-        raise common.ChildFailed(
-            f"mpirun {role} exited with {process.returncode}:\n" + (stdout + stderr)[-3000:]
-        )
-    return dict(json.loads(lines[-1]))
+def _job(launcher: common.MpiLauncher, role: str, quick: bool) -> dict[str, Any]:
+    return launcher.run(
+        Path(__file__).resolve(), role, {"quick": quick}, mca={"pml": "ob1", "btl": "self,sm"}
+    )
 
 
 def main() -> None:
@@ -268,13 +215,8 @@ def main() -> None:
     if common.serve_child(args, {"mpi4py": _role_mpi4py, "pmca": _role_pmca}):
         return
     report = common.Report("btl_sm")
-    mpirun = _mpirun()
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        mpirun = None
-    if mpirun is None:
-        report.notes.append("skipped: needs mpirun and mpi4py (pip install 'pmca[mpi]')")
+    launcher = common.open_mpi_or_skip(report)
+    if launcher is None:
         report.emit()
         return
     rounds = 1 if args.quick else 2
@@ -282,7 +224,7 @@ def main() -> None:
     for index in range(rounds):
         order = ("mpi4py", "pmca") if index % 2 == 0 else ("pmca", "mpi4py")
         for role in (*order, *reversed(order)):
-            runs[role].append(_job(mpirun, role, args.quick))
+            runs[role].append(_job(launcher, role, args.quick))
     pmca_where = runs["pmca"][0].get("pmca", "?")
     print(f"pmca from {pmca_where}; {len(runs['pmca'])} jobs per side, ABBA order")
 
