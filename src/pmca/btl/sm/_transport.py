@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ import attrs
 LIBRARY_NAME = "libpmca_btl_sm.so"
 ABI = 1
 FRAGMENT_HEADER_BYTES = 64
+#: The message layer's match header that lanes write and read (pmca.p2p._protocol.MATCH).
+MATCH_HEADER_BYTES = 24
 
 _VIA = {1: "pidfd_getfd", 2: "/proc/<pid>/fd"}
 
@@ -126,6 +129,10 @@ _PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...], bool]] = {
     "pmca_sm_interrupt": (None, (_ptr,), True),
     "pmca_sm_stats": (None, (_ptr, _ptr), True),
     "pmca_sm_cma": (_i64, (_i32, _int, _u64, _u64, _u64), False),
+    "pmca_sm_lane_send": (_int, (_ptr, _u64, _u32, _i64, _ptr, _u64), True),
+    "pmca_sm_lane_receive": (_int, (_ptr, _u64, _u32, _i64, _ptr), True),
+    "pmca_sm_set_lane_spin": (None, (_ptr, _u64), True),
+    "pmca_sm_match_header_size": (_u32, (), True),
 }
 
 
@@ -247,6 +254,11 @@ class Transport:
         self._views: dict[int, memoryview] = {}
         self._magic = bytes(self._view(self._base, self._size)[:8])
         self.max_payload = self.config.max_size
+        self._on_close: list[Callable[[], None]] = []
+        if self._fn.match_header_size() != MATCH_HEADER_BYTES:
+            raise TransportError(
+                errno.EPROTO, f"{LIBRARY_NAME}'s match header does not match this pmca version"
+            )
 
     @staticmethod
     def _view(base: int, size: int) -> memoryview:
@@ -352,6 +364,28 @@ class Transport:
     def release(self) -> None:
         self._fn.release(self._ctx)
 
+    def segment(self, ident: int) -> memoryview | None:
+        """Peer ``ident``'s mapped segment (``None`` once detached)."""
+        return self._views.get(ident)
+
+    def lane_calls(self) -> tuple[int, Any, Any]:
+        """``(context, lane_send, lane_receive)``: lane.c's entry points, for a lane.
+
+        The context is freed at :meth:`close`: whoever holds these must
+        stop using them then (see :meth:`on_close`).
+        """
+        if self._ctx is None:
+            raise TransportError(errno.EBADF, "sm transport is closed (lane_calls called)")
+        return self._ctx, self._fn.lane_send, self._fn.lane_receive
+
+    def set_lane_spin(self, seconds: float) -> None:
+        """How long a lane receive polls the FIFO before it gives up (lane.c)."""
+        self._fn.set_lane_spin(self._ctx, max(0, int(seconds * 1e9)))
+
+    def on_close(self, action: Callable[[], None]) -> None:
+        """Run ``action`` at :meth:`close`, before the context is freed."""
+        self._on_close.append(action)
+
     def pending(self) -> bool:
         return bool(self._fn.pending(self._ctx))
 
@@ -393,6 +427,9 @@ class Transport:
         """Unmap every segment and close the memfd (idempotent)."""
         if self._ctx is None:
             return
+        actions, self._on_close = self._on_close, []
+        for action in actions:
+            action()
         self._views.clear()
         self._fn.destroy(self._ctx)
         self._ctx = None
