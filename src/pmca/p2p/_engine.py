@@ -79,6 +79,7 @@ class P2p(Blocking):
 
     def __init__(self, bml: Bml, am_tag: int, log: FilteringBoundLogger) -> None:
         self._bml = bml
+        self._peers = bml.peers
         self._tag = am_tag
         self._log = log
         size = len(bml.peers)

@@ -4,9 +4,9 @@ A blocking ``send`` of a small message and a blocking ``recv`` that waits
 for one are the latency of any ping-pong. Through the general path each
 builds a request, packs a match header in Python, runs the btl's progress
 and an active-message callback; a lane does each in one native call
-(``lane.c``): :meth:`SmLane.send` writes the match header and the payload
-into one fragment, and :meth:`SmLane.receive` polls the receive FIFO for a
-moment and says whether its head is the awaited message. Whatever else it
+(``lane.c``): :attr:`SmLane.send` writes the match header and the payload
+into one fragment, and :attr:`SmLane.receive` polls the receive FIFO for a
+moment and, when its head is the awaited message, copies the payload out. Whatever else it
 takes off the FIFO goes through :meth:`SmModule.handle` as progress would
 take it, so the FIFO's order is never changed. The message layer decides
 when a lane may be used (nothing queued or posted for that stream); the
@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ._transport import MATCH_HEADER_BYTES, TransportError, _Delivery
@@ -25,12 +27,13 @@ from ._transport import MATCH_HEADER_BYTES, TransportError, _Delivery
 if TYPE_CHECKING:
     from ._module import SmModule
 
-#: :meth:`SmLane.receive`: nothing arrived in time (or the lane cannot be used now).
+#: ``receive``: nothing arrived in time (or the lane cannot be used now).
 NOTHING = 0
-#: :meth:`SmLane.receive`: the awaited message is in :attr:`SmLane.payload`.
-MATCHED = 1
-#: :meth:`SmLane.receive`: another message arrived and went the general way.
-OTHER = 2
+#: ``receive``: another message arrived; :meth:`SmLane.hand_on` passes it on.
+OTHER = 1
+#: ``receive`` at least this: the awaited message arrived, ``status - LANDED``
+#: bytes now in :attr:`SmLane.landing`.
+LANDED = 2
 
 
 def _unusable(*_: object) -> int:
@@ -38,93 +41,80 @@ def _unusable(*_: object) -> int:
 
 
 class SmLane:
-    """Peer ``rank``'s lane for active-message tag ``am_tag``."""
+    """Peer ``rank``'s lane for active-message tag ``am_tag``.
+
+    :attr:`send` and :attr:`receive` are the native calls themselves, bound
+    to this lane (a Python method around them would cost as much as the
+    rest of the fast path): ``send(sequence, tag_low, tag_high, data, size)``
+    with ``data`` a ``bytes`` of at most :attr:`payload_limit` bytes answers
+    0 when sent, another value when the message must go the general way
+    (sends queued ahead of it, no fragment or FIFO slot free, peer gone);
+    ``receive(sequence, tag_low, tag_high)`` answers :data:`NOTHING`,
+    :data:`OTHER`, ``LANDED + size`` (see :data:`LANDED`) or a negative
+    errno for :meth:`check`. ``tag_low``/``tag_high`` are the 64-bit tag's
+    halves (``tag & 0xFFFFFFFF``, ``tag >> 32``), each a C int: the calls
+    take no ctypes argtypes.
+    """
 
     __slots__ = (
-        "_context",
         "_delivery",
-        "_delivery_ref",
-        "_key",
         "_module",
         "_rank",
-        "_receive",
-        "_segment",
-        "_send",
-        "payload",
+        "landing",
         "payload_limit",
+        "receive",
+        "send",
     )
 
     def __init__(self, module: SmModule, rank: int, am_tag: int) -> None:
         transport = module.transport
         self._module = module
         self._rank = rank
-        self._key = rank | am_tag << 32
-        self._context, self._send, self._receive = transport.lane_calls()
+        context, lane, send, receive, landing = transport.lane_calls(rank, am_tag)
         self._delivery = _Delivery()
-        self._delivery_ref = ctypes.byref(self._delivery)
-        self._segment = transport.segment(rank)
+        self.send: Callable[[int, int, int, bytes, int], int] = functools.partial(
+            send, context, lane
+        )
+        self.receive: Callable[[int, int, int], int] = functools.partial(
+            receive, context, ctypes.byref(self._delivery), lane
+        )
+        #: Where :attr:`receive` copies the awaited payload (valid until the next receive).
+        self.landing = landing
         #: The largest payload that goes in one eager message.
-        self.payload_limit = module.limits.eager_limit - MATCH_HEADER_BYTES
-        #: The awaited message's payload after :data:`MATCHED` (valid until the next poll).
-        self.payload = memoryview(b"")
+        self.payload_limit = min(module.limits.eager_limit - MATCH_HEADER_BYTES, len(landing))
         transport.on_close(self.close)
 
-    def send(self, sequence: int, tag: int, data: bytes) -> bool:
-        """Send ``data`` (at most :attr:`payload_limit` bytes) as eager message ``sequence``.
-
-        ``False`` when it must go the general way: sends are queued, no
-        fragment or FIFO slot is free, or the peer is gone.
-        """
-        if self._module.sends_queued:
-            return False  # keep order behind what is already queued
-        status = self._send(self._context, self._key, sequence, tag, data, len(data))
-        if status == 0:
-            return True
-        if status in (-errno.EAGAIN, -errno.ENOTCONN):
-            return False
-        raise TransportError(-status, f"sm lane send to rank {self._rank}: {os.strerror(-status)}")
-
-    def receive(self, sequence: int, tag: int) -> int:
-        """Poll for eager message ``sequence`` with ``tag``: :data:`MATCHED`, :data:`OTHER`
-        or :data:`NOTHING`."""
-        if self._module.sends_queued:
-            return NOTHING  # progress must flush them: the peer may be waiting
-        status = self._receive(self._context, self._key, sequence, tag, self._delivery_ref)
+    def hand_on(self) -> None:
+        """After :data:`OTHER`: act on that message as progress would."""
         delivery = self._delivery
-        if status == MATCHED:
-            offset = delivery.offset
-            self.payload = self._segment[offset : offset + delivery.length]  # type: ignore[index]
-            return MATCHED
-        if status == OTHER:
-            source, offset = delivery.source, delivery.offset
-            segment = self._module.transport.segment(source)
-            if segment is not None:
-                payload = segment[offset : offset + delivery.length]
-                self._module.handle(source, delivery.tag, payload)
-            return OTHER
-        if status == 0 or status == -errno.ENOTCONN:
-            return NOTHING
-        raise TransportError(
-            -status,
-            f"sm receive FIFO holds an entry that names no peer fragment (lane {self._rank})",
-        )
+        source, offset = delivery.source, delivery.offset
+        segment = self._module.transport.segment(source)
+        if segment is not None:
+            self._module.handle(source, delivery.tag, segment[offset : offset + delivery.length])
+
+    def check(self, status: int) -> None:
+        """Raise for a negative :attr:`receive` status that is not "use the general path"."""
+        if status < 0 and status != -errno.ENOTCONN:
+            raise TransportError(
+                -status,
+                f"sm receive FIFO holds an entry that names no peer fragment (lane to rank "
+                f"{self._rank}): {os.strerror(-status)}",
+            )
 
     def set_spin(self, seconds: float) -> None:
-        """How long :meth:`receive` polls before it answers :data:`NOTHING` (every lane of
+        """How long :attr:`receive` polls before it answers :data:`NOTHING` (every lane of
         this transport)."""
-        if self._context is not None:
+        if self.send is not _unusable:
             self._module.transport.set_lane_spin(seconds)
 
     def close(self) -> None:
         """The peer is detached or the transport closed: every call answers "go the general way"."""
-        self._send = self._receive = _unusable
-        self._context = None
-        self._segment = None
-        self.payload = memoryview(b"")
+        self.send = self.receive = _unusable
+        self.landing = memoryview(b"")
 
     def __repr__(self) -> str:
-        state = "closed" if self._context is None else "open"
+        state = "closed" if self.send is _unusable else "open"
         return f"<sm lane to rank {self._rank}, {state}>"
 
 
-__all__ = ["MATCHED", "NOTHING", "OTHER", "SmLane"]
+__all__ = ["LANDED", "NOTHING", "OTHER", "SmLane"]

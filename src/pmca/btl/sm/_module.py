@@ -137,6 +137,7 @@ class SmModule(ModuleBase):
         self._namespace = pid_namespace()
         self._endpoints: dict[int, SmEndpoint] = {}
         self._lanes: dict[int, list[SmLane]] = {}
+        self._lanes_blocked = False
         self._queues: dict[int, deque[_Queued]] = {}
         self._queued = 0  # sends waiting in _queues, so progress skips them cheaply
         self._armed = False
@@ -236,6 +237,7 @@ class SmModule(ModuleBase):
             self._queued -= len(queued)
             for lane in self._lanes.pop(endpoint.rank, []):
                 lane.close()
+            self._queue_changed()
             for item in queued:
                 if item.callback is not None:
                     item.callback(failure)
@@ -294,6 +296,7 @@ class SmModule(ModuleBase):
             return
         queue.append(_Queued(tag, head, body, callback))
         self._queued += 1
+        self._queue_changed()
 
     def _send_internal(self, rank: int, tag: int, head: bytes, body: Any) -> None:
         queue = self._queues.get(rank)
@@ -303,6 +306,7 @@ class SmModule(ModuleBase):
             return
         queue.append(_Queued(tag, head, body, None))
         self._queued += 1
+        self._queue_changed()
 
     def _flush(self) -> int:
         done = 0
@@ -316,6 +320,8 @@ class SmModule(ModuleBase):
                 done += 1
                 if item.callback is not None:
                     item.callback(None)
+        if done:
+            self._queue_changed()
         return done
 
     # -- put / get ------------------------------------------------------------
@@ -435,10 +441,12 @@ class SmModule(ModuleBase):
         self.deliver(endpoint, tag, data)
         return 1
 
-    @property
-    def sends_queued(self) -> bool:
-        """Some send waits for a free fragment or FIFO slot (progress flushes it)."""
-        return self._queued != 0
+    def _queue_changed(self) -> None:
+        """Lanes stop while sends are queued (behind them, and for progress to flush them)."""
+        blocked = self._queued != 0
+        if blocked != self._lanes_blocked and not self.transport.closed:
+            self._lanes_blocked = blocked
+            self.transport.block_lanes(blocked)
 
     def open_lane(self, endpoint: Endpoint, am_tag: int) -> SmLane | None:
         """The message layer's fast path to ``endpoint`` for ``am_tag`` (see :class:`SmLane`)."""

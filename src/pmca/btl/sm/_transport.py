@@ -129,9 +129,14 @@ _PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...], bool]] = {
     "pmca_sm_interrupt": (None, (_ptr,), True),
     "pmca_sm_stats": (None, (_ptr, _ptr), True),
     "pmca_sm_cma": (_i64, (_i32, _int, _u64, _u64, _u64), False),
-    "pmca_sm_lane_send": (_int, (_ptr, _u64, _u32, _i64, _ptr, _u64), True),
-    "pmca_sm_lane_receive": (_int, (_ptr, _u64, _u32, _i64, _ptr), True),
+    # The lanes' hot calls take no argtypes: every argument is a C int, a
+    # bytes object or a prebuilt ctypes object (see lane.c and _lane.py).
+    "pmca_sm_lane_send": (_int, (), True),
+    "pmca_sm_lane_receive": (_int, (), True),
+    "pmca_sm_lane": (_u32, (_u32, _u32), True),
+    "pmca_sm_landing": (_ptr, (_ptr, ctypes.POINTER(_u64)), True),
     "pmca_sm_set_lane_spin": (None, (_ptr, _u64), True),
+    "pmca_sm_block_lanes": (None, (_ptr, _int), True),
     "pmca_sm_match_header_size": (_u32, (), True),
 }
 
@@ -368,15 +373,34 @@ class Transport:
         """Peer ``ident``'s mapped segment (``None`` once detached)."""
         return self._views.get(ident)
 
-    def lane_calls(self) -> tuple[int, Any, Any]:
-        """``(context, lane_send, lane_receive)``: lane.c's entry points, for a lane.
+    def lane_calls(self, ident: int, am_tag: int) -> tuple[Any, int, Any, Any, memoryview]:
+        """``(context, lane, lane_send, lane_receive, landing)``: lane.c's entry points for
+        a lane, and the landing buffer of its receives.
 
-        The context is freed at :meth:`close`: whoever holds these must
-        stop using them then (see :meth:`on_close`).
+        The context (a prebuilt ``c_void_p``) and the landing buffer are
+        freed at :meth:`close`: whoever holds these must stop using them
+        then (see :meth:`on_close`).
         """
         if self._ctx is None:
             raise TransportError(errno.EBADF, "sm transport is closed (lane_calls called)")
-        return self._ctx, self._fn.lane_send, self._fn.lane_receive
+        lane = int(self._fn.lane(ident, am_tag))
+        if lane == 0xFFFFFFFF:
+            raise ValueError(f"no sm lane for peer {ident} and active-message tag {am_tag}")
+        size = ctypes.c_uint64(0)
+        landing = self._fn.landing(self._ctx, ctypes.byref(size))
+        if not landing:
+            raise _error(errno.ENOMEM, "cannot allocate the sm lanes' landing buffer")
+        return (
+            ctypes.c_void_p(self._ctx),
+            lane,
+            self._fn.lane_send,
+            self._fn.lane_receive,
+            self._view(int(landing), size.value),
+        )
+
+    def block_lanes(self, blocked: bool) -> None:
+        """Stop (or let again) every lane: sends are queued behind them."""
+        self._fn.block_lanes(self._ctx, int(blocked))
 
     def set_lane_spin(self, seconds: float) -> None:
         """How long a lane receive polls the FIFO before it gives up (lane.c)."""

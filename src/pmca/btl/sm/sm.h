@@ -128,6 +128,9 @@ struct sm_ctx {
     struct sm_frag *delivered; /* handed to the caller by the last poll */
     uint64_t sent, received, fifo_full, no_fragment, wakeups, dropped;
     uint64_t lane_spin_ns; /* how long a lane receive polls the FIFO (lane.c) */
+    int lanes_blocked;     /* the Python side has sends queued (lane.c) */
+    void *landing;         /* where lane receives copy the awaited payload (lane.c) */
+    uint64_t landing_size;
 };
 
 /* Caller-visible structures (ctypes mirrors them). */
