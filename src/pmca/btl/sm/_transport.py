@@ -87,7 +87,16 @@ class _Delivery(ctypes.Structure):
     )
 
 
-_STAT_NAMES = ("sent", "received", "fifo_full", "no_fragment", "wakeups", "dropped")
+_STAT_NAMES = (
+    "sent",
+    "received",
+    "fifo_full",
+    "no_fragment",
+    "wakeups",
+    "dropped",
+    "lane_sent",
+    "lane_received",
+)
 
 
 class _Stats(ctypes.Structure):

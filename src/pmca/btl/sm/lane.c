@@ -34,8 +34,11 @@ EXPORT int pmca_sm_lane_send(struct sm_ctx *ctx, uint32_t lane, uint32_t sequenc
         return -EAGAIN;
     struct pmca_match_header header = {MATCH_EAGER, 0, 0, sequence, join_tag(tag_low, tag_high),
                                        length};
-    return sm_send_parts(ctx, lane_peer(lane), lane_tag(lane), &header, sizeof header, body,
-                         length);
+    int status = sm_send_parts(ctx, lane_peer(lane), lane_tag(lane), &header, sizeof header, body,
+                               length);
+    if (status == 0)
+        ctx->lane_sent++;
+    return status;
 }
 
 static uint64_t now_ns(void)
@@ -102,6 +105,7 @@ EXPORT int pmca_sm_lane_receive(struct sm_ctx *ctx, struct pmca_sm_delivery *out
         return 1; /* cannot land it: the general path takes it */
     memcpy(ctx->landing, payload + sizeof(struct pmca_match_header), length);
     sm_release_delivered(ctx);
+    ctx->lane_received++;
     return 2 + (int)length;
 }
 

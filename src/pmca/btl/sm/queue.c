@@ -284,4 +284,6 @@ EXPORT void pmca_sm_stats(const struct sm_ctx *ctx, struct pmca_sm_stats *out)
     out->no_fragment = ctx->no_fragment;
     out->wakeups = ctx->wakeups;
     out->dropped = ctx->dropped;
+    out->lane_sent = ctx->lane_sent;
+    out->lane_received = ctx->lane_received;
 }

@@ -127,6 +127,7 @@ struct sm_ctx {
     struct sm_pool pools[POOLS];
     struct sm_frag *delivered; /* handed to the caller by the last poll */
     uint64_t sent, received, fifo_full, no_fragment, wakeups, dropped;
+    uint64_t lane_sent, lane_received; /* of sent/received: through a lane (lane.c) */
     uint64_t lane_spin_ns; /* how long a lane receive polls the FIFO (lane.c) */
     int lanes_blocked;     /* the Python side has sends queued (lane.c) */
     void *landing;         /* where lane receives copy the awaited payload (lane.c) */
@@ -150,7 +151,7 @@ struct pmca_sm_delivery {
 };
 
 struct pmca_sm_stats {
-    uint64_t sent, received, fifo_full, no_fragment, wakeups, dropped;
+    uint64_t sent, received, fifo_full, no_fragment, wakeups, dropped, lane_sent, lane_received;
 };
 
 /* The message layer's match header (pmca.p2p._protocol.MATCH, "<BBxxIqQ"),
