@@ -10,9 +10,13 @@ wheel) with ``--mca pml ob1 --mca btl self,sm``:
 Jobs alternate in ABBA order; each reports the median half round trip of
 8-byte messages (latency) and, for 1 KiB ... 64 MiB, the bandwidth of a
 ping-pong (bytes / half round trip).  The pmca job also measures the same
-8-byte ping-pong one and two layers down, to say where the time goes:
-the native transport alone (one ctypes call each way), the btl module
-(``sendi`` + ``progress`` with an active-message callback), then p2p.
+8-byte ping-pong through each layer, to say where the time goes: the
+native transport alone (one ctypes call each way, no match header), an sm
+lane alone (the native calls a blocking p2p send/recv makes: match header
+written and checked in C), the btl module (``sendi`` + ``progress`` with
+an active-message callback), p2p's general path (``isend``/``irecv`` +
+``wait``: what a blocking send/recv costs where no lane applies), and the
+p2p ``send``/``recv`` measured above (through the lane).
 
 Goals (issue #10): bandwidth >= 0.9x mpi4py for every size >= 1 MiB
 (reported as mpi4py/pmca <= 1.11), and 8-byte latency <= 5x mpi4py's.
@@ -132,9 +136,40 @@ def _layers(rank: int, s: Any, quick: bool, barrier: Any) -> dict[str, float]:
     layers["btl"] = _pingpong(rank, btl_send, btl_recv, bytearray(), bytearray(), n)
     barrier()
     sm.unregister_recv(TAG_USER)
+    layers["lane"] = _lane_pingpong(rank, sm.open_lane(endpoint, TAG_USER), n)
+    barrier()
+    p2p = s.p2p
+
+    def request_send(buf: bytearray) -> None:
+        p2p.isend(peer, 2, buf).wait()
+
+    def request_recv(buf: bytearray) -> None:
+        p2p.irecv(peer, 2, buf).wait()
+
+    small = bytearray(LATENCY_BYTES)
+    layers["requests"] = _pingpong(rank, request_send, request_recv, small, small, n)
+    barrier()
     result = {name: seconds * 1e6 for name, seconds in layers.items()}
     result.update(_copies(rank, s, transport, sm.endpoint(peer).pid))
     return result
+
+
+def _lane_pingpong(rank: int, lane: Any, n: int) -> float:
+    """The 8-byte ping-pong through a lane's two native calls (its own sequence numbers)."""
+    message = bytes(LATENCY_BYTES)
+    sent, received = [0], [0]
+
+    def lane_send(_: bytearray) -> None:
+        while lane.send(sent[0], 1, 0, message, len(message)) != 0:
+            pass
+        sent[0] += 1
+
+    def lane_recv(_: bytearray) -> None:
+        while lane.receive(received[0], 1, 0) < 2:  # 2 + size: the awaited message landed
+            pass
+        received[0] += 1
+
+    return _pingpong(rank, lane_send, lane_recv, bytearray(), bytearray(), n)
 
 
 def _copies(rank: int, s: Any, transport: Any, peer_pid: int) -> dict[str, float]:
@@ -235,10 +270,17 @@ def main() -> None:
     latency = median("pmca", lambda r: r["latency_us"])
     print(f"\n8-byte half round trip: pmca {latency:.2f} us, mpi4py {base_latency:.2f} us")
     layers = runs["pmca"][0].get("layers_us", {})
-    for name in ("native", "btl"):
+    print("  where the time goes (the same ping-pong through each layer alone):")
+    for name, what in (
+        ("native", "native transport (send + poll)"),
+        ("lane", "sm lane (native match send + receive)"),
+        ("btl", "btl module (sendi + progress + callback)"),
+        ("requests", "p2p isend/irecv + wait (no lane)"),
+    ):
         values = [run["layers_us"][name] for run in runs["pmca"] if name in run["layers_us"]]
         if values:
-            print(f"  {name:>6} layer alone: {statistics.median(values):.2f} us")
+            print(f"    {what:<42} {statistics.median(values):6.2f} us")
+    print(f"    {'p2p send/recv (through the lane)':<42} {latency:6.2f} us")
     for name, what in (("cma_MBps", "one CMA read"), ("memmove_MBps", "one local memmove")):
         values = [run["layers_us"][name] for run in runs["pmca"] if name in run["layers_us"]]
         if values:

@@ -19,6 +19,8 @@ from pmca.p2p import TruncationError
 args = arguments()
 comm = MPI.COMM_WORLD
 MATCH_HEADER = 24
+#: Any single receive: a lost or misrouted message fails the job instead of hanging it.
+T = 30
 
 
 def lane_counts(sm):
@@ -43,9 +45,9 @@ def cases(s):
         message = i.to_bytes(8, "little")
         if me == 0:
             p.send(peer, 1, message if i % 3 else bytearray(message))
-            assert p.recv(peer, 1, into if i % 2 else memoryview(into)) == 8
+            assert p.recv(peer, 1, into if i % 2 else memoryview(into), timeout=T) == 8
         else:
-            assert p.recv(peer, 1, into) == 8
+            assert p.recv(peer, 1, into, timeout=T) == 8
             p.send(peer, 1, into if i % 2 else bytes(into))
         assert into == message, (i, bytes(into))
     sent1, received1 = lane_counts(sm)
@@ -60,7 +62,7 @@ def cases(s):
     if me == 0:
         for i in range(waiting):
             out = bytearray(i * 100 + 7)
-            assert p.recv(peer, 2, out) == i * 100
+            assert p.recv(peer, 2, out, timeout=T) == i * 100
             assert out[: i * 100] == payload("waiting", i, size=i * 100), i
         _, received2 = lane_counts(sm)
         assert received2 - received1 == waiting, (received1, received2)
@@ -88,7 +90,7 @@ def cases(s):
                 large.append(p.isend(peer, tag, data))
     comm.Barrier()
     for request in large:
-        request.wait(timeout=60)
+        request.wait(timeout=T)
     if me == 0:
         # tag 11 first: the lane hands the tag-10 messages in front on as unexpected
         for tag in (11, 12, 10):
@@ -96,7 +98,7 @@ def cases(s):
                 if want != tag:
                     continue
                 out = bytearray(size)
-                assert p.recv(peer, tag, out) == size, (tag, size)
+                assert p.recv(peer, tag, out, timeout=T) == size, (tag, size)
                 assert out == payload("plan", index, size=size), (tag, size)
     comm.Barrier()
 
@@ -105,8 +107,8 @@ def cases(s):
         first, second = bytearray(5), bytearray(6)
         request = p.irecv(peer, 20, first)
         comm.Barrier()
-        assert p.recv(peer, 20, second) == 6
-        assert request.wait(timeout=60) == 5
+        assert p.recv(peer, 20, second, timeout=T) == 6
+        assert request.wait(timeout=T) == 5
         assert (first, second) == (b"first", b"second")
     else:
         comm.Barrier()
@@ -122,13 +124,13 @@ def cases(s):
     if me == 0:
         _, before = lane_counts(sm)
         try:
-            p.recv(peer, 30, bytearray(8))
+            p.recv(peer, 30, bytearray(8), timeout=T)
         except TruncationError as exc:
             assert "16 bytes" in str(exc) and "8-byte" in str(exc), exc
         else:
             raise AssertionError("a 16-byte message fit an 8-byte buffer")
         out = bytearray(8)
-        assert p.recv(peer, 30, out) == 8 and out == b"12345678"
+        assert p.recv(peer, 30, out, timeout=T) == 8 and out == b"12345678"
         assert lane_counts(sm)[1] - before == 2
     comm.Barrier()
 
@@ -141,7 +143,7 @@ def cases(s):
     if me == 0:
         for tag in reversed(tags):
             out = bytearray(8)
-            assert p.recv(peer, tag, out) == 8
+            assert p.recv(peer, tag, out, timeout=T) == 8
             assert int.from_bytes(out, "little", signed=True) == tag, tag
     comm.Barrier()
 
@@ -151,10 +153,10 @@ def cases(s):
     doubles = array.array("d", [0.0] * 100)
     if me == 0:
         p.send(peer, 40, values)
-        p.recv(peer, 40, got)
-        p.recv(peer, 41, doubles)
+        p.recv(peer, 40, got, timeout=T)
+        p.recv(peer, 41, doubles, timeout=T)
     else:
-        p.recv(peer, 40, got)
+        p.recv(peer, 40, got, timeout=T)
         p.send(peer, 40, values)
         p.send(peer, 41, array.array("d", values))
     assert np.array_equal(got, np.arange(100, dtype="float64") * (peer + 1))
