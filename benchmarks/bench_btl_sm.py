@@ -16,7 +16,11 @@ lane alone (the native calls a blocking p2p send/recv makes: match header
 written and checked in C), the btl module (``sendi`` + ``progress`` with
 an active-message callback), p2p's general path (``isend``/``irecv`` +
 ``wait``: what a blocking send/recv costs where no lane applies), and the
-p2p ``send``/``recv`` measured above (through the lane).
+p2p ``send``/``recv`` measured above (through the lane). Both sides also
+report what one 8-byte send and one receive of a message already there
+cost when nobody waits for the other: each side's own cost, which a loaded
+machine disturbs far less than a ping-pong, whose ranks must both be
+running at once.
 
 Goals (issue #10): bandwidth >= 0.9x mpi4py for every size >= 1 MiB
 (reported as mpi4py/pmca <= 1.11), and 8-byte latency <= 5x mpi4py's.
@@ -66,16 +70,51 @@ def _pingpong(
     return statistics.median(times)
 
 
-def _measure(rank: int, send: Any, recv: Any, quick: bool) -> dict[str, Any]:
+def _per_call(rank: int, send: Any, recv: Any, barrier: Any, quick: bool) -> dict[str, float]:
+    """Microseconds one 8-byte send and one receive of a message already there take.
+
+    Rank 1 sends a burst, then rank 0 receives it: nobody waits for the
+    other, so the numbers are each side's own cost (steady on a loaded
+    machine, unlike a ping-pong's). The 10th percentile of the bursts.
+    """
+    burst, rounds = 40, 20 if quick else 60
+    data, into = bytearray(LATENCY_BYTES), bytearray(LATENCY_BYTES)
+    sends, receives = [], []
+    for _ in range(rounds):
+        barrier()
+        if rank == 1:
+            start = time.perf_counter()
+            for _ in range(burst):
+                send(data)
+            sends.append((time.perf_counter() - start) / burst)
+        barrier()
+        if rank == 0:
+            start = time.perf_counter()
+            for _ in range(burst):
+                recv(into)
+            receives.append((time.perf_counter() - start) / burst)
+    barrier()
+    mine = sorted(sends or receives)[rounds // 10] * 1e6
+    return {"send_us" if rank == 1 else "recv_us": mine}
+
+
+def _measure(rank: int, send: Any, recv: Any, quick: bool, barrier: Any) -> dict[str, Any]:
     small = bytearray(LATENCY_BYTES)
     latency = _pingpong(rank, send, recv, small, bytearray(LATENCY_BYTES), 300 if quick else 1000)
+    per_call = _per_call(rank, send, recv, barrier, quick)
     bandwidth = {}
     for size in SIZES:
         data, into = bytearray(os.urandom(size)), bytearray(size)
         _pingpong(rank, send, recv, data, into, 1, blocks=1)  # first touch of the pages
         half = _pingpong(rank, send, recv, data, into, _iterations(size, quick) // 5 or 1)
         bandwidth[str(size)] = size / half / 1e6  # MB/s
-    return {"latency_us": latency * 1e6, "bandwidth": bandwidth}
+    return {"latency_us": latency * 1e6, "bandwidth": bandwidth, "per_call": per_call}
+
+
+def _gather_per_call(comm: Any, result: dict[str, Any]) -> None:
+    """Rank 0 reports both ranks' per-call costs (the sender's is rank 1's)."""
+    for part in comm.allgather(result["per_call"]):
+        result["per_call"] = {**result["per_call"], **part}
 
 
 def _role_mpi4py(args: dict[str, Any]) -> None:
@@ -90,7 +129,8 @@ def _role_mpi4py(args: dict[str, Any]) -> None:
     def recv(buf: bytearray) -> None:
         comm.Recv([buf, MPI.BYTE], source=peer, tag=1)
 
-    result = _measure(rank, send, recv, args["quick"])
+    result = _measure(rank, send, recv, args["quick"], comm.Barrier)
+    _gather_per_call(comm, result)
     if rank == 0:
         common.child_reply(result)
 
@@ -225,7 +265,8 @@ def _role_pmca(args: dict[str, Any]) -> None:
         def recv(buf: bytearray) -> None:
             p2p.recv(peer, tag=1, buf=buf)
 
-        result = _measure(rank, send, recv, args["quick"])
+        result = _measure(rank, send, recv, args["quick"], comm.Barrier)
+        _gather_per_call(comm, result)
         try:
             result["layers_us"] = _layers(rank, s, args["quick"], comm.Barrier)
         except Exception as exc:  # the layer breakdown is informative only
@@ -281,6 +322,16 @@ def main() -> None:
         if values:
             print(f"    {what:<42} {statistics.median(values):6.2f} us")
     print(f"    {'p2p send/recv (through the lane)':<42} {latency:6.2f} us")
+    mine = median("pmca", lambda r: r["per_call"]["send_us"] + r["per_call"]["recv_us"])
+    theirs = median("mpi4py", lambda r: r["per_call"]["send_us"] + r["per_call"]["recv_us"])
+    for role in ("pmca", "mpi4py"):
+        send_us = median(role, lambda r: r["per_call"]["send_us"])
+        recv_us = median(role, lambda r: r["per_call"]["recv_us"])
+        print(
+            f"  {role} per call, nobody waiting: send {send_us:.2f} us, "
+            f"recv of a waiting message {recv_us:.2f} us"
+        )
+    report.ratios["sm send + recv cost 8 B, nobody waiting (pmca / mpi4py)"] = mine / theirs
     for name, what in (("cma_MBps", "one CMA read"), ("memmove_MBps", "one local memmove")):
         values = [run["layers_us"][name] for run in runs["pmca"] if name in run["layers_us"]]
         if values:
