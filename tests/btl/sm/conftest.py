@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 import pickle
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
-
-from pmca.btl.sm._transport import Transport, TransportConfig, library_path
 
 PEER = Path(__file__).with_name("_peer.py")
 
@@ -61,9 +61,27 @@ class Peer:
                 stream.close()
 
 
+def current_transport_module() -> ModuleType:
+    """``pmca.btl.sm._transport`` as ``sys.modules`` holds it now.
+
+    In dso mode every session's close removes ``pmca.btl.sm`` from
+    ``sys.modules`` (its module-level state does not survive a close): a
+    class imported when these files were collected is then not the one
+    ``pickle`` finds by name, and the commands sent to a peer cannot be
+    pickled. Looked up per test, the classes always match.
+    """
+    return importlib.import_module("pmca.btl.sm._transport")
+
+
 @pytest.fixture(scope="session")
 def sm_library() -> ctypes.CDLL:
-    return ctypes.CDLL(str(library_path()))
+    return ctypes.CDLL(str(current_transport_module().library_path()))
+
+
+@pytest.fixture
+def sm_transport() -> ModuleType:
+    """The transport module the test's objects and expected errors come from."""
+    return current_transport_module()
 
 
 @pytest.fixture
@@ -81,11 +99,11 @@ def spawn() -> Iterator[Any]:
 
 
 @pytest.fixture
-def transport(sm_library: ctypes.CDLL) -> Iterator[Any]:
-    made: list[Transport] = []
+def transport(sm_library: ctypes.CDLL, sm_transport: ModuleType) -> Iterator[Any]:
+    made: list[Any] = []
 
-    def make(ident: int | None = None, slots: int = 0, **config: Any) -> Transport:
-        created = Transport(sm_library, TransportConfig(**config))
+    def make(ident: int | None = None, slots: int = 0, **config: Any) -> Any:
+        created = sm_transport.Transport(sm_library, sm_transport.TransportConfig(**config))
         if ident is not None:
             created.bind(ident, slots)
         made.append(created)

@@ -13,8 +13,6 @@ import time
 
 import pytest
 
-from pmca.btl.sm._transport import SegmentAddress, TransportError, buffer_address
-
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/fd"), reason="needs Linux /proc")
 
 
@@ -109,11 +107,11 @@ def test_many_producers_share_one_fifo_in_order_per_source(transport, spawn):
 
 
 @pytest.mark.parametrize("size", [0, 1, 4096, 1 << 20, 64 << 20])
-def test_cma_reads_and_writes_a_peer_buffer_in_one_copy(transport, spawn, size):
+def test_cma_reads_and_writes_a_peer_buffer_in_one_copy(transport, spawn, size, sm_transport):
     here, (child,), _ = connect(transport, spawn)
     remote, digest = child.call("buffer", size, size)
     local = bytearray(size)
-    address, _, _keep = buffer_address(local)
+    address, _, _keep = sm_transport.buffer_address(local)
     here.cma(child.pid, write=False, local=address, remote=remote, length=size)
     assert hashlib.sha256(local).hexdigest() == digest
     rng = random.Random(-size)
@@ -122,11 +120,11 @@ def test_cma_reads_and_writes_a_peer_buffer_in_one_copy(transport, spawn, size):
     assert child.call("digest") == hashlib.sha256(local).hexdigest()
 
 
-def test_cma_names_the_peer_and_range_it_could_not_read(transport, spawn):
+def test_cma_names_the_peer_and_range_it_could_not_read(transport, spawn, sm_transport):
     here, (child,), _ = connect(transport, spawn)
     local = bytearray(16)
-    address, _, _keep = buffer_address(local)
-    with pytest.raises(TransportError, match=f"process_vm_readv from pid {child.pid}") as info:
+    address, _, _keep = sm_transport.buffer_address(local)
+    with pytest.raises(sm_transport.TransportError, match=f"process_vm_readv from pid {child.pid}") as info:
         here.cma(child.pid, write=False, local=address, remote=8, length=16)
     assert info.value.errno == errno.EFAULT
 
@@ -149,21 +147,21 @@ def test_proc_fd_fallback_maps_the_same_segment(transport, spawn):
     assert child.answer() is None
 
 
-def test_attach_rejects_what_is_not_a_segment_of_that_peer(transport, spawn):
+def test_attach_rejects_what_is_not_a_segment_of_that_peer(transport, spawn, sm_transport):
     here = transport(0, 3)
     child = spawn()
     address = child.call("create", {})
     # an fd of the child that is not its segment (its stdin pipe)
-    with pytest.raises(TransportError, match=r"peer 1 .* not a pmca sm segment of this version"):
-        here.attach(1, SegmentAddress(child.pid, 0, address.wake_fd, address.size, 0))
+    with pytest.raises(sm_transport.TransportError, match=r"peer 1 .* not a pmca sm segment of this version"):
+        here.attach(1, sm_transport.SegmentAddress(child.pid, 0, address.wake_fd, address.size, 0))
     # the right segment claimed by another process
-    foreign = SegmentAddress(os.getpid(), address.fd, address.wake_fd, address.size, 0)
-    with pytest.raises(TransportError, match=r"peer 2 \("):
+    foreign = sm_transport.SegmentAddress(os.getpid(), address.fd, address.wake_fd, address.size, 0)
+    with pytest.raises(sm_transport.TransportError, match=r"peer 2 \("):
         here.attach(2, foreign)
     assert not here.attached(1) and not here.attached(2)
 
 
-def test_a_killed_peer_is_noticed_and_leaves_nothing_in_dev_shm(transport, spawn):
+def test_a_killed_peer_is_noticed_and_leaves_nothing_in_dev_shm(transport, spawn, sm_transport):
     before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     here, (child,), addresses = connect(transport, spawn, eager_count=4, max_count=1)
     assert here.alive(1)
@@ -180,7 +178,7 @@ def test_a_killed_peer_is_noticed_and_leaves_nothing_in_dev_shm(transport, spawn
     here.detach(1)
     # detaching a dead peer takes its fragments back
     assert here.send(0, 0, b"", b"to myself")
-    with pytest.raises(TransportError, match="cannot map the sm segment of peer 1"):
+    with pytest.raises(sm_transport.TransportError, match="cannot map the sm segment of peer 1"):
         here.attach(1, addresses[1])
     after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     assert after <= before
@@ -220,7 +218,7 @@ def test_an_armed_receiver_is_woken_through_its_eventfd(transport, spawn):
     here.disarm()
 
 
-def test_close_unmaps_segments_and_closes_descriptors(transport, spawn):
+def test_close_unmaps_segments_and_closes_descriptors(transport, spawn, sm_transport):
     def memfds():
         found = 0
         for fd in os.listdir("/proc/self/fd"):
@@ -238,5 +236,5 @@ def test_close_unmaps_segments_and_closes_descriptors(transport, spawn):
     here.close()
     here.close()
     assert memfds() == base_fds and mapped() == base_maps
-    with pytest.raises(TransportError, match="closed"):
+    with pytest.raises(sm_transport.TransportError, match="closed"):
         here.poll()
