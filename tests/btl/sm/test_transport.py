@@ -124,7 +124,9 @@ def test_cma_names_the_peer_and_range_it_could_not_read(transport, spawn, sm_tra
     here, (child,), _ = connect(transport, spawn)
     local = bytearray(16)
     address, _, _keep = sm_transport.buffer_address(local)
-    with pytest.raises(sm_transport.TransportError, match=f"process_vm_readv from pid {child.pid}") as info:
+    with pytest.raises(
+        sm_transport.TransportError, match=f"process_vm_readv from pid {child.pid}"
+    ) as info:
         here.cma(child.pid, write=False, local=address, remote=8, length=16)
     assert info.value.errno == errno.EFAULT
 
@@ -152,7 +154,9 @@ def test_attach_rejects_what_is_not_a_segment_of_that_peer(transport, spawn, sm_
     child = spawn()
     address = child.call("create", {})
     # an fd of the child that is not its segment (its stdin pipe)
-    with pytest.raises(sm_transport.TransportError, match=r"peer 1 .* not a pmca sm segment of this version"):
+    with pytest.raises(
+        sm_transport.TransportError, match=r"peer 1 .* not a pmca sm segment of this version"
+    ):
         here.attach(1, sm_transport.SegmentAddress(child.pid, 0, address.wake_fd, address.size, 0))
     # the right segment claimed by another process
     foreign = sm_transport.SegmentAddress(os.getpid(), address.fd, address.wake_fd, address.size, 0)
