@@ -100,7 +100,7 @@ def native_extensions() -> list[Extension]:
         ),
         Extension(
             "pmca.rcache.grdma.pmca_rcache_itree",
-            sources=["src/pmca/rcache/grdma/itree.c"],
+            sources=["src/pmca/rcache/grdma/itree.c", "src/pmca/rcache/grdma/itree_blocks.c"],
             extra_compile_args=CFLAGS,
             extra_link_args=["-pthread"],
         ),

@@ -19,6 +19,12 @@ _counter = itertools.count()
 InstallPlugin = Callable[..., Path]
 
 
+@pytest.fixture(autouse=True)
+def no_info_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pmca info`` run as a program computes its answer and writes no cache file."""
+    monkeypatch.setenv("PMCA_INFO_CACHE", "none")
+
+
 @pytest.fixture
 def unique() -> Callable[[str], str]:
     """Unique lowercase names, so module caches never mix two tests."""

@@ -13,15 +13,8 @@ from ..native.test_processes import COMMON
 
 pytestmark = pytest.mark.native
 
-SESSION = """
-from pmca import memory
-from pmca.runtime import Session
-seen = []
-session = Session(frameworks=["memory"])
-session.__enter__()
-handle = memory.register_release(lambda a, n, k, f: seen.append((a, n, k)))
-assert memory.support_level() == memory.FREE | memory.MUNMAP
-
+#: ``overwrite_with_original(symbol)``, for child programs starting with COMMON.
+OVERWRITE = """
 def overwrite_with_original(symbol):
     # What a patcher that restores "its" saved bytes over ours does: a
     # 2-byte store (our jump never straddles a cache line).
@@ -34,6 +27,19 @@ def overwrite_with_original(symbol):
     assert libc_raw.mprotect(page, 2 * PAGE, 5) == 0
     return site
 """
+
+SESSION = (
+    """
+from pmca import memory
+from pmca.runtime import Session
+seen = []
+session = Session(frameworks=["memory"])
+session.__enter__()
+handle = memory.register_release(lambda a, n, k, f: seen.append((a, n, k)))
+assert memory.support_level() == memory.FREE | memory.MUNMAP
+"""
+    + OVERWRITE
+)
 
 
 def test_overwritten_munmap_drops_support_and_reports_overflow_once(run_python):

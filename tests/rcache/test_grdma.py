@@ -217,3 +217,14 @@ def test_without_hooks_the_cache_is_not_coherent(pmca_env: dict[str, str], pool:
         forced.deregister(reg)
         pool.release(0, 1)
         assert forced.find(pool.page(0), PAGE) is reg  # the stale-registration hazard
+
+
+def test_print_stats_reports_each_cache_as_it_closes(
+    pmca_env: dict[str, str], pool: Pool, capfd: pytest.CaptureFixture[str]
+) -> None:
+    with pmca.Session(mca={"rcache_grdma_print_stats": "1"}):
+        rc = pmca.rcache.create("grdma", UnpinnedBackend(), leave_pinned=True)
+        rc.deregister(rc.register(pool.page(0), PAGE))
+        rc.deregister(rc.register(pool.page(0), PAGE))
+        assert capfd.readouterr().err == ""
+    assert "rcache grdma: hits 1, misses 1, evictions 0" in capfd.readouterr().err

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from ..mca._framework import Alias, ComponentRef, Framework
 from ._interface import API_VERSION
-from .base import BtlBase
 
 FRAMEWORK = Framework(
     name="btl",
@@ -22,5 +21,6 @@ FRAMEWORK = Framework(
         ComponentRef("ofi", "pmca.btl.ofi:OfiComponent"),
     ],
     aliases={"vader": Alias("sm", deprecated=True)},
-    base=BtlBase,
+    # Imported at the first open: sessions without a btl skip socket and the modex.
+    base="pmca.btl.base:BtlBase",
 )

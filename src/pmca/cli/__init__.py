@@ -7,27 +7,26 @@ line on stderr, never a traceback.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib
 import io
-import logging
 import os
 import sys
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
-from typing import TextIO
 
 from .._version import __version__
-from ..mca._errors import ComponentWarning, PmcaError, SelectionError
-from ..mca.params import ParamError, ParamWarning, PmcaDeprecationWarning
-from . import _info
-from ._errors import UsageError
+from . import _info_cache
+
+#: ``typing.TYPE_CHECKING``: a cached ``pmca info`` imports neither typing nor argparse.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import TextIO
 
 __all__ = ["build_parser", "main"]
 
-Handler = Callable[[argparse.Namespace], int]
+Handler = Callable[["argparse.Namespace"], int]
 
 #: Written by another part of the project; absent from some builds.
 _DOCTOR_MODULE = f"{__name__}._doctor"
@@ -57,12 +56,16 @@ def build_parser(*, doctor_options: bool = True) -> argparse.ArgumentParser:
     ``doctor_options=False`` leaves out the options of ``pmca doctor``, whose
     module (and the scenarios it runs) need not be imported for ``pmca info``.
     """
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="pmca",
         description="Open MPI's Modular Component Architecture on pluggy.",
     )
     parser.add_argument("-V", "--version", action="version", version=f"pmca v{__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    from . import _info  # the session runtime: not for a cached pmca info
 
     info = commands.add_parser(
         "info", help="frameworks, components and parameters (like ompi_info)"
@@ -87,6 +90,8 @@ def _cli_logging() -> Iterator[None]:
 
     The library never configures logging; the command line is an application.
     """
+    import logging
+
     logger = logging.getLogger("pmca")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("[%(name)s] %(levelname)s: %(message)s"))
@@ -105,6 +110,10 @@ def _cli_logging() -> Iterator[None]:
 @contextlib.contextmanager
 def _cli_warnings(prog: str) -> Iterator[None]:
     """Parameter warnings as ``<prog>: warning: ...`` lines on stderr."""
+    import warnings
+
+    from ..mca._errors import ComponentWarning
+    from ..mca.params import ParamWarning, PmcaDeprecationWarning
 
     def show(
         message: Warning | str,
@@ -145,10 +154,64 @@ def _fail(prog: str, message: str, code: int) -> int:
     return code
 
 
+def _cached_info(words: Sequence[str]) -> int | None:
+    """Print the stored output of this ``pmca info`` run, if it still holds; the exit code."""
+    text = _info_cache.lookup(words, sys.stdout)
+    if text is None:
+        return None
+    with _encodable_output():
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            return _reader_gone()
+    return 0
+
+
+def _reader_gone() -> int:
+    """The reader went away (``| head``): stop quietly, and keep the
+    interpreter from failing again when it flushes stdout at exit."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return 1
+
+
+class _WatchedStream(io.TextIOBase):
+    """stderr, noting whether anything was written (such a run is not cached)."""
+
+    def __init__(self, stream: TextIO, recorder: _info_cache.Recorder) -> None:
+        self._stream = stream
+        self._recorder = recorder
+
+    def write(self, text: str) -> int:
+        if text:
+            self._recorder.stderr_written = True
+        return self._stream.write(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``pmca`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     words = sys.argv[1:] if argv is None else argv
     subcommand = next((word for word in words if not word.startswith("-")), None)
+    # Only as a program: in-process callers (tests, embedding) always compute.
+    recorder: _info_cache.Recorder | None = None
+    if argv is None and subcommand == "info":
+        cached = _cached_info(words)
+        if cached is not None:
+            return cached
+        directory = _info_cache.cache_directory()
+        if directory is not None and not sys.stdout.isatty():
+            recorder = _info_cache.Recorder(words, directory)
     parser = build_parser(doctor_options=subcommand != "info")
     try:
         args, unknown = parser.parse_known_args(argv)
@@ -160,6 +223,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     prog: str = args.prog
     handler: Handler = args.handler
+    args.info_cache = recorder
+    stderr = sys.stderr
+    if recorder is not None:
+        sys.stderr = _WatchedStream(stderr, recorder)
+    try:
+        return _run(handler, args, prog)
+    finally:
+        sys.stderr = stderr
+
+
+def _run(handler: Handler, args: argparse.Namespace, prog: str) -> int:
+    from ..mca._errors import PmcaError, SelectionError
+    from ..mca.params import ParamError
+    from ._errors import UsageError
+
     with _encodable_output(), _cli_logging(), _cli_warnings(prog):
         try:
             return handler(args)
@@ -168,12 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except PmcaError as exc:
             return _fail(prog, f"{type(exc).__name__}: {exc}", 1)
         except BrokenPipeError:
-            # The reader went away (``| head``): stop quietly, and keep the
-            # interpreter from failing again when it flushes stdout at exit.
-            with contextlib.suppress(OSError, ValueError):
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, sys.stdout.fileno())
-            return 1
+            return _reader_gone()
         except KeyboardInterrupt:
             return 130
         except Exception as exc:

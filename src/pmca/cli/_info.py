@@ -11,17 +11,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import shutil
+import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import TextIO
 
-from ..mca.params import InfoLevel, ParamSpace, ParamType, ParamWarning
+from ..mca.params import (
+    OVERRIDE_FILE,
+    PARAM_FILES,
+    InfoLevel,
+    ParamSpace,
+    ParamType,
+    ParamWarning,
+    expand_home,
+)
 from ..runtime import RUNTIME, FrameworkEntry, Session, inventory
 from ..runtime._unknown import Namespace, unknown_name_messages
 from ._errors import UsageError
-from ._json import dumps
+from ._info_cache import Recorder
 from ._model import (
     ALL,
     PATHS,
@@ -237,7 +245,17 @@ def produce(args: argparse.Namespace, *, width: int | None = None) -> str:
         report = Report.build(entries, RUNTIME.catalog.failures, space)
         report.check(view.selectors)
         _warn_unknown(entries, space)
+        recorder: Recorder | None = getattr(args, "info_cache", None)
+        if recorder is not None:
+            # What failed to import is not among the modules the cache watches.
+            recorder.clean = not RUNTIME.catalog.failures and not any(
+                entry.failures for entry in entries
+            )
+            recorder.depends_on(_input_files(space))
+            recorder.note_modules()  # now: dso components leave sys.modules at unload
         if args.json:
+            from ._json import dumps  # json and platform, for --json only
+
             return dumps(report, view, space) + "\n"
         if args.parsable:
             parsable = Parsable()
@@ -250,10 +268,24 @@ def produce(args: argparse.Namespace, *, width: int | None = None) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def _input_files(space: ParamSpace) -> list[str]:
+    """The parameter files and override file (read or missing) and the drop-in directories."""
+    environ = space.environ
+    files = str(space.value(PARAM_FILES) or "").split(",")
+    files.append(str(space.value(OVERRIDE_FILE) or ""))
+    directories = str(space.value("mca_base_component_path") or "").split(":")
+    return [
+        *(expand_home(f.strip(), environ) for f in files if f.strip()),
+        *(os.path.expanduser(d) for d in directories if d),
+    ]
+
+
 def _terminal_width(stream: TextIO) -> int | None:
     # Like ompi_info: wrap on a terminal, never when piped (grep-friendly).
     if not stream.isatty():
         return None
+    import shutil  # on a terminal only: it imports the compression modules
+
     return shutil.get_terminal_size().columns
 
 
@@ -263,4 +295,7 @@ def run(args: argparse.Namespace) -> int:
         text = produce(args, width=_terminal_width(stdout))
     stdout.write(text)
     stdout.flush()
+    recorder: Recorder | None = getattr(args, "info_cache", None)
+    if recorder is not None:
+        recorder.store(text)
     return 0

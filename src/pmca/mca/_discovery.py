@@ -17,16 +17,14 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from attrs import define, field
 
+from ._entrypoints import DistributionLike, EntryPointLike, name_and_version, read_entry_points
 from ._errors import ComponentError
 from ._framework import Framework
 from ._names import COMPONENT_NAME
-
-if TYPE_CHECKING:
-    import importlib_metadata
 
 Origin = Literal["static", "entry point", "drop-in"]
 
@@ -42,7 +40,7 @@ class Candidate:
     name: str
     origin: Origin
     target: str
-    entry_point: importlib_metadata.EntryPoint | None = None
+    entry_point: EntryPointLike | None = None
     path: Path | None = None
     #: Known to load statically before import (declared in a static table).
     force_static: bool = False
@@ -93,24 +91,12 @@ class Candidate:
         return obj
 
 
-def distribution_label(entry_point: importlib_metadata.EntryPoint) -> str | None:
-    """``name version`` of the distribution behind an entry point, if known.
-
-    Read from the metadata's header lines: ``Distribution.name`` parses the
-    whole file with the ``email`` package, which ``pmca info`` would import
-    for this alone.
-    """
-    dist = getattr(entry_point, "dist", None)
+def distribution_label(entry_point: EntryPointLike) -> str | None:
+    """``name version`` of the distribution behind an entry point, if known."""
+    dist: DistributionLike | None = getattr(entry_point, "dist", None)
     if dist is None:
         return None
-    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            break  # the headers end at the first blank line
-        key, colon, value = line.partition(":")
-        if colon and key in ("Name", "Version"):
-            fields.setdefault(key, value.strip())
+    fields = name_and_version(dist)
     if "Name" in fields and "Version" in fields:
         return f"{fields['Name']} {fields['Version']}"
     return f"{dist.name} {dist.version}"
@@ -173,8 +159,8 @@ class EntryPointIndex:
     modification time moved (a distribution installed or removed there).
     """
 
-    def __init__(self, points: Iterable[importlib_metadata.EntryPoint]) -> None:
-        self._groups: dict[str, list[importlib_metadata.EntryPoint]] = {}
+    def __init__(self, points: Iterable[EntryPointLike]) -> None:
+        self._groups: dict[str, list[EntryPointLike]] = {}
         for point in points:
             if point.group.startswith("pmca."):
                 self._groups.setdefault(point.group, []).append(point)
@@ -187,14 +173,17 @@ class EntryPointIndex:
         with _scan_lock:
             if _scanned is not None and _scanned[0] == key:
                 return _scanned[1]
-        import importlib_metadata
+        points: Iterable[EntryPointLike] | None = read_entry_points("pmca.")
+        if points is None:
+            import importlib_metadata
 
-        index = cls(importlib_metadata.entry_points())
+            points = importlib_metadata.entry_points()
+        index = cls(points)
         with _scan_lock:
             _scanned = (key, index)
         return index
 
-    def group(self, name: str) -> list[importlib_metadata.EntryPoint]:
+    def group(self, name: str) -> list[EntryPointLike]:
         return list(self._groups.get(name, ()))
 
 

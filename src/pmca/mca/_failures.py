@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import traceback
-
 from attrs import frozen
 
 
@@ -35,6 +33,8 @@ class ComponentFailure:
         distribution: str | None,
         error: BaseException,
     ) -> ComponentFailure:
+        import traceback  # when a component fails, not in every session
+
         return cls(
             framework,
             component,

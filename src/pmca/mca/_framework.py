@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Literal
 
 from attrs import field, frozen
 
+from ._errors import FrameworkError
 from ._names import Version, check_component_name, check_framework_name
 
 if TYPE_CHECKING:
@@ -106,7 +108,9 @@ class Framework:
     :param static_components: the built-in components.
     :param aliases: alternative component names accepted in the selection
         parameter.
-    :param base: the framework's base logic (see :class:`FrameworkBase`).
+    :param base: the framework's base logic (see :class:`FrameworkBase`), or
+        ``"module:attribute"`` naming it: imported at the first open, so that
+        sessions that never open the framework do not import what its base needs.
     """
 
     name: str = field(validator=_framework_name)
@@ -118,12 +122,29 @@ class Framework:
     allow_dso: bool = True
     static_components: tuple[ComponentRef, ...] = field(default=(), converter=_component_refs)
     aliases: Mapping[str, Alias] = field(factory=dict, converter=_to_aliases)
-    base: type[FrameworkBase] = FrameworkBase
+    base: type[FrameworkBase] | str = FrameworkBase
 
     @policy.validator
     def _check_policy(self, _attribute: object, value: object) -> None:
         if value not in ("single", "multi"):
             raise ValueError(f"framework {self.name!r}: policy must be 'single' or 'multi'")
+
+    def base_class(self) -> type[FrameworkBase]:
+        """:attr:`base`, imported if it is named by a string."""
+        if not isinstance(self.base, str):
+            return self.base
+        module, _, attribute = self.base.partition(":")
+        try:
+            base = getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise FrameworkError(
+                f"framework {self.name!r}: cannot import its base {self.base!r}: {exc}"
+            ) from exc
+        if not (isinstance(base, type) and issubclass(base, FrameworkBase)):
+            raise FrameworkError(
+                f"framework {self.name!r}: base {self.base!r} is not a FrameworkBase subclass"
+            )
+        return base
 
     def __repr__(self) -> str:
         return f"<Framework {self.name} API {self.api_version} ({self.policy})>"

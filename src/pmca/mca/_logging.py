@@ -15,7 +15,6 @@ verbosity a session never imports it.
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, cast
@@ -32,6 +31,9 @@ DESTINATION_VALID = (
 )
 _STREAMS = ("stderr", "stdout", "syslog", "logging")
 _SYSLOG_PRIORITIES = ("notice", "info", "debug")
+#: The standard library's levels (``DEBUG``...), without importing
+#: ``logging`` into every session: only the ``logging`` destination needs it.
+DEBUG, INFO, WARNING, ERROR, CRITICAL = 10, 20, 30, 40, 50
 
 
 @frozen
@@ -69,14 +71,14 @@ class Destination:
 def level_for_verbosity(verbosity: int) -> int:
     """Map Open MPI's 0-100 verbosity to a stdlib level (``-1`` silences)."""
     if verbosity < 0:
-        return logging.CRITICAL  # pmca never logs at critical: this silences it
+        return CRITICAL  # pmca never logs at critical: this silences it
     if verbosity < 20:
-        return logging.ERROR
+        return ERROR
     if verbosity < 40:
-        return logging.WARNING
+        return WARNING
     if verbosity < 60:
-        return logging.INFO
-    return logging.DEBUG
+        return INFO
+    return DEBUG
 
 
 def _render(_logger: object, method: str, event: MutableMapping[str, Any]) -> str:
@@ -168,6 +170,8 @@ def _structlog_logger(
 
     sink: object
     if where.target == "logging":
+        import logging
+
         sink = logging.getLogger(f"pmca.{framework}")
     elif where.target == "syslog":
         sink = _SyslogLogger(where)
@@ -175,13 +179,13 @@ def _structlog_logger(
         sink = _StreamLogger(where.target)
 
     def drop_below_threshold(_logger: object, method: str, event: MutableMapping[str, Any]) -> Any:
-        if _LEVELS.get(method, logging.INFO) < threshold():
+        if _LEVELS.get(method, INFO) < threshold():
             raise structlog.DropEvent
         return event
 
     logger: FilteringBoundLogger = structlog.wrap_logger(
         sink,
-        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+        wrapper_class=structlog.make_filtering_bound_logger(DEBUG),
         processors=[drop_below_threshold, _render],
         context_class=dict,
         cache_logger_on_first_use=False,
@@ -230,7 +234,7 @@ class _DeferredLogger:
         return self._maker().new(**self._context)
 
     def _emit(self, method: str, event: str | None, args: tuple[Any, ...], kw: Any) -> Any:
-        if _LEVELS.get(method, logging.INFO) < self._threshold():
+        if _LEVELS.get(method, INFO) < self._threshold():
             return None
         return getattr(self._real(), method)(event, *args, **kw)
 
@@ -273,12 +277,12 @@ class _DeferredLogger:
 
 
 _LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "msg": logging.INFO,
-    "warning": logging.WARNING,
-    "warn": logging.WARNING,
-    "error": logging.ERROR,
-    "exception": logging.ERROR,
-    "critical": logging.CRITICAL,
+    "debug": DEBUG,
+    "info": INFO,
+    "msg": INFO,
+    "warning": WARNING,
+    "warn": WARNING,
+    "error": ERROR,
+    "exception": ERROR,
+    "critical": CRITICAL,
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from attrs import frozen
 
@@ -50,3 +51,15 @@ class Version:
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}.{self.patch}"
+
+
+def close_matches(
+    word: str, candidates: Iterable[str], *, n: int = 3, cutoff: float = 0.6
+) -> list[str]:
+    """The ``candidates`` closest to ``word``, for "did you mean" in error messages.
+
+    ``difflib`` is imported here, when a name is wrong, not by every session.
+    """
+    import difflib
+
+    return difflib.get_close_matches(word, list(candidates), n=n, cutoff=cutoff)

@@ -243,10 +243,13 @@ class OpenFramework:
     def _prepare(self) -> tuple[Selection, Discovered]:
         """Register the framework's parameters and base; find its components by name."""
         space = self.host.params
+        # Before the snapshot: a base named by a string is imported now, and its
+        # modules are pmca's, not the first component's.
+        base = self.framework.base_class()
         self._known_modules = set(sys.modules)
         self._register_framework_params()
         self.log = self._logger()
-        self.base = self.framework.base(self)
+        self.base = base(self)
         self.base.register_params(FrameworkParams(space, self.name))
         param = space.get(self.name)
         source = str(param.origin)

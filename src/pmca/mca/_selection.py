@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 
 from attrs import frozen
 
 from ._errors import SelectionError, warn_user
 from ._framework import Alias
+from ._names import close_matches
 
 
 @frozen
@@ -127,7 +127,7 @@ def check_excluded_exist(
         from .params import ParamWarning
 
         listing = ", ".join(sorted(known)) or "(none)"
-        close = [m for name in missing for m in difflib.get_close_matches(name, known, n=1)]
+        close = [m for name in missing for m in close_matches(name, known, n=1)]
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         warn_user(
             ParamWarning(

@@ -55,7 +55,7 @@ from ._foreign import ForeignPatch, foreign_patches
 from ._selftest import self_test
 from ._stats import DeliveryStats, stats
 from ._ucm import UcmSource, UcmStatus, ucm_source
-from ._watch import Overwrite, check_overwrites, on_overwrite
+from ._watch import Overwrite, check_address, check_overwrites, on_overwrite, overwrites_found
 
 __all__ = [
     "END_OF_MEMORY",
@@ -87,11 +87,13 @@ __all__ = [
     "UcmStatus",
     "available",
     "backend",
+    "check_address",
     "check_overwrites",
     "coverage",
     "dispatcher",
     "foreign_patches",
     "on_overwrite",
+    "overwrites_found",
     "self_test",
     "stats",
     "ucm_source",

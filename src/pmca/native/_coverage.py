@@ -6,10 +6,7 @@ import _ctypes
 import ctypes
 import mmap
 import os
-import shutil
 import sys
-import sysconfig
-import tempfile
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -238,6 +235,8 @@ def mmap_module_madvise(c: Libc, m: Measure) -> PathOutcome:
 
 
 def mmap_module_resize(c: Libc, m: Measure) -> PathOutcome:
+    import tempfile  # here, not at import: every session imports this module
+
     with tempfile.TemporaryFile() as backing:
         backing.truncate(MIB)
         with mmap.mmap(backing.fileno(), MIB) as mapped:
@@ -251,6 +250,8 @@ def mmap_module_resize(c: Libc, m: Measure) -> PathOutcome:
 
 
 def obmalloc_arena(c: Libc, m: Measure) -> PathOutcome:
+    import sysconfig
+
     if sysconfig.get_config_var("Py_GIL_DISABLED"):
         raise NotRunnable("free-threaded CPython allocates with mimalloc, not obmalloc arenas")
     if os.environ.get("PYTHONMALLOC", "").startswith("malloc") or sys.flags.dev_mode:
@@ -287,6 +288,9 @@ def _library_mappings(path: Path) -> list[tuple[int, int]]:
 
 
 def _late_library_and_dlclose(c: Libc, m: Measure) -> tuple[PathOutcome, PathOutcome]:
+    import shutil
+    import tempfile
+
     source = probe_library_path()
     if not source.exists():
         raise NotRunnable(f"{source.name} was not built")

@@ -18,7 +18,6 @@ import itertools
 import operator
 import threading
 import time
-import traceback
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Final, Protocol
@@ -114,6 +113,8 @@ class Counters:
 
 def report_failure(callback: object, exc: BaseException, where: str = "release callback") -> None:
     """Report a callback's exception with its own traceback; delivery goes on."""
+    import traceback  # when a callback fails, not in every session
+
     details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     warnings.warn(
         f"pmca {where} {callback!r} raised {type(exc).__name__}: {exc}\n{details}",

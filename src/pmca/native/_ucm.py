@@ -17,7 +17,7 @@ import ctypes
 import os
 import sys
 import threading
-from pathlib import Path
+from collections.abc import Callable
 
 import attrs
 
@@ -56,8 +56,73 @@ class UcmStatus:
         return "not loaded, and no libucs found to load"
 
 
+class _ObjectInfo(ctypes.Structure):
+    """The head of glibc's ``struct dl_phdr_info``, up to the load/unload counters."""
+
+    _fields_ = (
+        ("addr", ctypes.c_void_p),
+        ("name", ctypes.c_char_p),
+        ("phdr", ctypes.c_void_p),
+        ("phnum", ctypes.c_uint16),
+        ("adds", ctypes.c_ulonglong),
+        ("subs", ctypes.c_ulonglong),
+    )
+
+
+_Visit = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.POINTER(_ObjectInfo), ctypes.c_size_t, ctypes.c_void_p
+)
+
+
+class _LoadedObjects:
+    """glibc's count of shared objects loaded and unloaded so far (``dlpi_adds``,
+    ``dlpi_subs``): while it stands still, the set of loaded objects has not changed
+    and what was read from ``/proc/self/maps`` about it still holds."""
+
+    def __init__(self) -> None:
+        self._counts: tuple[int, int] | None = None
+        self._visit = _Visit(self._first)
+        self._iterate: Callable[[object, object], int] | None
+        try:
+            self._iterate = ctypes.CDLL(None).dl_iterate_phdr
+        except (AttributeError, OSError):  # not glibc: no generation, no caching
+            self._iterate = None
+
+    def _first(self, info: ctypes._Pointer[_ObjectInfo], size: int, _data: object) -> int:
+        if size >= ctypes.sizeof(_ObjectInfo):
+            self._counts = (info.contents.adds, info.contents.subs)
+        return 1  # the counters are the same in every entry: stop at the first
+
+    def generation(self) -> tuple[int, int] | None:
+        if self._iterate is None:
+            return None
+        self._counts = None
+        self._iterate(self._visit, None)
+        return self._counts
+
+
+_loaded_objects = _LoadedObjects()
+_libucm_seen: tuple[tuple[int, int], str | None] | None = None
+
+
 def loaded_libucm() -> str | None:
-    """The path of the libucm this process has mapped, if any."""
+    """The path of the libucm this process has mapped, if any.
+
+    ``/proc/self/maps`` is read again only after a shared object was loaded
+    or unloaded (a session asks at every open; its answer seldom changes).
+    """
+    global _libucm_seen
+    generation = _loaded_objects.generation()
+    seen = _libucm_seen
+    if generation is not None and seen is not None and seen[0] == generation:
+        return seen[1]
+    path = _read_libucm_from_maps()
+    if generation is not None:
+        _libucm_seen = (generation, path)
+    return path
+
+
+def _read_libucm_from_maps() -> str | None:
     with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
         for line in maps:
             path = line.rstrip("\n").split(maxsplit=5)[-1]
@@ -66,17 +131,18 @@ def loaded_libucm() -> str | None:
     return None
 
 
-def libucs_candidates(explicit: str = "") -> list[Path]:
+def libucs_candidates(explicit: str = "") -> list[str]:
     """Where a libucs to load is looked for: ``explicit``, then the MPI wheels here."""
     if explicit:
-        return [Path(explicit)]
+        return [explicit]
     prefixes = dict.fromkeys([sys.prefix, sys.base_prefix])
-    return [Path(p) / d / _LIBUCS for p in prefixes for d in _WHEEL_DIRECTORIES]
+    # Plain strings: every session's memory/ucm open asks, and pathlib costs more than the stat.
+    return [os.path.join(p, d, _LIBUCS) for p in prefixes for d in _WHEEL_DIRECTORIES]
 
 
-def find_libucs(explicit: str = "") -> Path | None:
+def find_libucs(explicit: str = "") -> str | None:
     """The first existing candidate of :func:`libucs_candidates`."""
-    return next((path for path in libucs_candidates(explicit) if path.is_file()), None)
+    return next((path for path in libucs_candidates(explicit) if os.path.isfile(path)), None)
 
 
 class UcmSource:
@@ -106,10 +172,10 @@ class UcmSource:
             return path
         libucs = find_libucs(explicit)
         if libucs is None:
-            tried = ", ".join(str(p) for p in libucs_candidates(explicit))
+            tried = ", ".join(libucs_candidates(explicit))
             raise NativeUnavailable(f"UCX is not loaded and no {_LIBUCS} was found (tried {tried})")
         try:
-            self._loaded.append(ctypes.CDLL(str(libucs)))
+            self._loaded.append(ctypes.CDLL(libucs))
         except OSError as exc:
             raise NativeUnavailable(f"cannot load {libucs}: {exc}") from exc
         path = loaded_libucm()

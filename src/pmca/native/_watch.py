@@ -11,10 +11,12 @@ delivers events from now on.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -115,16 +117,31 @@ def check_overwrites(*, wait: bool = False) -> Overwrite | None:
     native = _native[0] if _native else _resolved()
     mask = int(native.check())
     if mask:
-        try:
-            return _react(mask)
-        finally:
-            with _reaction:
-                native.handled(0)
-                _reaction.notify_all()
+        return overwrites_found(mask)
     if wait and native.pending.value:
         with _reaction:
             _reaction.wait_for(lambda: not native.pending.value, timeout=REACTION_WAIT)
     return None
+
+
+def check_address() -> int:
+    """Where the native check is (``uint32_t (*)(void)``), for native code that runs
+    it on a hot path of its own; a nonzero result goes to :func:`overwrites_found`."""
+    function: Any = _resolved().check  # a ctypes function pointer
+    address = ctypes.cast(function, ctypes.c_void_p).value
+    assert address is not None
+    return address
+
+
+def overwrites_found(mask: int) -> Overwrite:
+    """React to the change the native check reported as ``mask`` (run the watchers)."""
+    native = _native[0] if _native else _resolved()
+    try:
+        return _react(mask)
+    finally:
+        with _reaction:
+            native.handled(0)
+            _reaction.notify_all()
 
 
 def _react(mask: int) -> Overwrite:

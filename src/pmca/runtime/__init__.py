@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from .._lazy import lazy_attributes
 from ._domains import CleanupFailure, FinalizeDomain
 from ._handle import FrameworkHandle
-from ._inventory import ComponentEntry, FrameworkEntry, inventory
 from ._runtime import RUNTIME, Runtime
 from ._session import Session
+
+#: ``typing.TYPE_CHECKING`` without importing typing (mypy goes by the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._inventory import ComponentEntry, FrameworkEntry, inventory
 
 __all__ = [
     "RUNTIME",
@@ -19,3 +24,13 @@ __all__ = [
     "Session",
     "inventory",
 ]
+
+#: ``pmca info``'s and ``pmca doctor``'s: imported at first use, not by every session.
+_TARGETS = {
+    "ComponentEntry": "._inventory:ComponentEntry",
+    "FrameworkEntry": "._inventory:FrameworkEntry",
+    "inventory": "._inventory:inventory",
+}
+
+if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all
+    __getattr__, __dir__ = lazy_attributes(__name__, _TARGETS)

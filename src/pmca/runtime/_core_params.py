@@ -8,7 +8,6 @@ installed by :func:`check_installed_names` once the frameworks are known.
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -23,6 +22,7 @@ from ..mca._failures import (
 from ..mca._framework import Framework
 from ..mca._loader import LOAD_LIST_VALID, LoadModeSpec, load_list_problem
 from ..mca._logging import DESTINATION_VALID, Destination
+from ..mca._names import close_matches
 from ..mca.params import (
     Enumeration,
     InvalidValue,
@@ -242,7 +242,7 @@ def _refuse(
     *,
     prefix: str = "",
 ) -> None:
-    close = difflib.get_close_matches(wrong, known, n=1)
+    close = close_matches(wrong, known, n=1)
     hint = f"; did you mean {prefix + close[0]!r}?" if close else ""
     raise ParamValueError(
         param.full_name,

@@ -216,12 +216,13 @@ class Session:
 
     def _attach_data_path(self) -> DataPath | None:
         """Modex and connections for the btl framework, if this session opened it."""
-        from ..p2p._attach import attach
-        from ..world import single
-
         btl = self._runtime.frameworks.get("btl")
         if "btl" not in self._opened or btl is None:
             return None
+        # Only now: a session without a btl imports neither p2p nor the bml.
+        from ..p2p._attach import attach
+        from ..world import single
+
         if self._world is None:
             self._world = single()
         timeout = float(self._runtime.params.value("pmca_base_modex_timeout"))

@@ -13,11 +13,11 @@ session that opened them all).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 
 from attrs import frozen
 
+from ..mca._names import close_matches
 from ..mca.params import Origin, ParamSpace
 
 CORE = "mca"
@@ -57,7 +57,7 @@ def unknown_name_messages(
             continue
         namespace = namespaces.get(framework)
         if namespace is None:
-            close = difflib.get_close_matches(name, known, n=3, cutoff=0.8)
+            close = close_matches(name, known, n=3, cutoff=0.8)
             if close or complete:
                 messages[name] = _message(
                     name, origin, close, "no installed framework or component has it"
@@ -102,6 +102,6 @@ def _component_of(rest: str, found: Iterable[str]) -> str | None:
 
 
 def _message(name: str, origin: Origin, candidates: list[str], problem: str) -> str:
-    close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
+    close = close_matches(name, candidates, n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     return f"unknown MCA parameter {name!r} (from {origin}): {problem}, the value is ignored{hint}"

@@ -19,16 +19,16 @@ from ._errors import (
     PmcaDeprecationWarning,
     UnknownParamError,
 )
-from ._param import Param, Synonym
-from ._paramfile import Entry, expand_home, parse_param_file, parse_param_text
-from ._space import (
+from ._inputs import (
     ENV_PREFIX,
     OVERRIDE_FILE,
     PARAM_FILES,
-    ParamSpace,
     default_override_file,
     default_param_files,
 )
+from ._param import Param, Synonym
+from ._paramfile import Entry, expand_home, parse_param_file, parse_param_text
+from ._space import ParamSpace
 from ._values import (
     AUTO_BOOL,
     BOOL_ENUM,

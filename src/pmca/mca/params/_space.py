@@ -13,26 +13,30 @@ run-time :meth:`ParamSpace.set` beats everything but the override file.
 
 from __future__ import annotations
 
-import difflib
 import os
-import sys
 import threading
 from collections.abc import Callable, Container, Mapping, Sequence
 from typing import Any, TypeVar
 
-import attrs
-
 from ..._forksafe import fresh_after_fork
+from .._names import close_matches
 from ._errors import (
-    ParamFileError,
     ParamPermissionError,
     ParamRegistrationError,
     ParamValueError,
     ParamWarning,
     UnknownParamError,
 )
+from ._inputs import (
+    LOOKUP_ORDER,
+    OVERRIDE_FILE,
+    PARAM_FILES,
+    Inputs,
+    Raw,
+    default_override_file,
+    default_param_files,
+)
 from ._param import Param, Synonym, describe_conflict, full_name_of, make_definition
-from ._paramfile import Entry, expand_home, parse_param_file
 from ._values import (
     DEFAULT_ORIGIN,
     Enumeration,
@@ -45,35 +49,9 @@ from ._values import (
 )
 from ._warnings import warn_deprecated, warn_from_caller
 
-#: Environment variables ``PMCA_MCA_<full_name>`` give parameter values.
-ENV_PREFIX = "PMCA_MCA_"
-PARAM_FILES = "mca_base_param_files"
-OVERRIDE_FILE = "mca_base_override_param_file"
-
-#: Pending sources, in the order resolution consults them.
-_LOOKUP_ORDER = (Source.OVERRIDE, Source.API, Source.ENV, Source.FILE)
-_ALL_SOURCES = frozenset(_LOOKUP_ORDER)
+#: Sources that resolution consults (every pending one).
+_ALL_SOURCES = frozenset(LOOKUP_ORDER)
 _CORE_SOURCES = frozenset({Source.API, Source.ENV})
-_DISABLED = ("", "none")
-
-
-def default_param_files() -> str:
-    """``~/.pmca/mca-params.conf,<sys.prefix>/etc/pmca-mca-params.conf``."""
-    system = os.path.join(sys.prefix, "etc", "pmca-mca-params.conf")
-    return f"~/.pmca/mca-params.conf,{system}"
-
-
-def default_override_file() -> str:
-    """``<sys.prefix>/etc/pmca-mca-params-override.conf``."""
-    return os.path.join(sys.prefix, "etc", "pmca-mca-params-override.conf")
-
-
-@attrs.frozen
-class _Raw:
-    """A value given for a name, not yet parsed (the parameter may not exist yet)."""
-
-    value: object
-    origin: Origin
 
 
 class ParamSpace:
@@ -101,35 +79,19 @@ class ParamSpace:
     ) -> None:
         # Re-entrant: resolution runs inside register/set, which hold the lock.
         self._lock = fresh_after_fork(threading.RLock())
-        self._environ = dict(os.environ if environ is None else environ)
+        self._inputs = Inputs(
+            os.environ if environ is None else environ, api or {}, param_files, override_file
+        )
+        self._environ = self._inputs.environ
+        self._pending = self._inputs.pending
         self._params: dict[str, Param] = {}
         self._names: dict[str, Param] = {}
         # Indexes, so that closing one of many components costs its own parameters only.
         self._by_group: dict[str, dict[str, Param]] = {}
         self._by_owner: dict[tuple[str, str | None], dict[str, Param]] = {}
         self._retired: dict[str, Param] = {}
-        self._pending: dict[Source, dict[str, _Raw]] = {source: {} for source in _LOOKUP_ORDER}
-        self._files_read: list[str] = []
-        self._override_read: str | None = None
-
-        for key, value in self._environ.items():
-            if key.startswith(ENV_PREFIX) and len(key) > len(ENV_PREFIX):
-                self._pending[Source.ENV][key[len(ENV_PREFIX) :]] = _Raw(
-                    value, Origin(Source.ENV, key)
-                )
-        for key, given in (api or {}).items():
-            self._pending[Source.API][str(key)] = _Raw(given, Origin(Source.API))
-        explicit_files = None
-        if param_files is not None:
-            explicit_files = [os.fspath(path) for path in param_files]
-            joined = ",".join(explicit_files) if explicit_files else "none"
-            self._pending[Source.API][PARAM_FILES] = _Raw(joined, Origin(Source.API))
-        if override_file is not None:
-            self._pending[Source.API][OVERRIDE_FILE] = _Raw(
-                os.fspath(override_file), Origin(Source.API)
-            )
         self._register_core()
-        self._read_files(explicit_files)
+        self._inputs.read_files(self._params[OVERRIDE_FILE], self._params[PARAM_FILES])
 
     # -- construction ---------------------------------------------------------
 
@@ -162,65 +124,6 @@ class ParamSpace:
             level=InfoLevel.USER_DETAIL,
             sources=_CORE_SOURCES,
         )
-
-    def _read_files(self, explicit_files: list[str] | None) -> None:
-        override = self._params[OVERRIDE_FILE]
-        path = str(override.value or "").strip()
-        if path.lower() not in _DISABLED:
-            path = expand_home(path, self._environ)
-            entries = self._read_one(path, override)
-            if entries is not None:
-                self._override_read = path
-                for entry in entries:
-                    origin = Origin.file(entry.path, entry.lineno, override=True)
-                    self._pending[Source.OVERRIDE][entry.key] = _Raw(entry.value, origin)
-
-        files_param = self._params[PARAM_FILES]
-        if explicit_files is not None:
-            files = explicit_files
-        else:
-            text = str(files_param.value or "").strip()
-            files = [] if text.lower() in _DISABLED else text.split(",")
-        paths = [expand_home(f.strip(), self._environ) for f in files if f.strip()]
-        # Right to left, each file replacing earlier entries: the leftmost wins,
-        # and within one file the last line wins (Open MPI's save_value()).
-        table = self._pending[Source.FILE]
-        read: list[str] = []
-        for file_path in reversed(paths):
-            entries = self._read_one(file_path, files_param)
-            if entries is None:
-                continue
-            read.append(file_path)
-            for entry in entries:
-                table[entry.key] = _Raw(entry.value, Origin.file(entry.path, entry.lineno))
-        self._files_read = list(reversed(read))
-        self._warn_core_in_files()
-
-    def _read_one(self, path: str, named_by: Param) -> list[Entry] | None:
-        """Parse one file; ``None`` if it is a missing default (skipped silently)."""
-        explicit = named_by.origin.source is not Source.DEFAULT
-        if not explicit and not os.path.lexists(path):
-            return None
-        try:
-            return parse_param_file(path)
-        except ParamFileError as exc:
-            if exc.lineno is None and explicit:
-                named = f"named by {named_by.full_name} from {named_by.origin}"
-                raise ParamFileError(path, None, f"{exc.problem} ({named})") from None
-            raise
-
-    def _warn_core_in_files(self) -> None:
-        for param in (self._params[PARAM_FILES], self._params[OVERRIDE_FILE]):
-            for name in (param.full_name, *(s.name for s in param.synonyms)):
-                for source in (Source.OVERRIDE, Source.FILE):
-                    raw = self._pending[source].get(name)
-                    if raw is not None:
-                        warn_from_caller(
-                            ParamWarning(
-                                f"MCA parameter {name!r} can only be set from the command line "
-                                f"or the environment; ignoring the value from {raw.origin}"
-                            )
-                        )
 
     # -- registration -----------------------------------------------------------
 
@@ -370,7 +273,7 @@ class ParamSpace:
         definition = param.definition
         names: list[tuple[str, Synonym | None]] = [(param.full_name, None)]
         names.extend((synonym.name, synonym) for synonym in definition.synonyms)
-        for source in _LOOKUP_ORDER:
+        for source in LOOKUP_ORDER:
             if source not in definition.sources:
                 if definition.informational:
                     self._warn_informational(param, names, source)
@@ -475,7 +378,7 @@ class ParamSpace:
                     origin,
                     f"another live session already gave {pending.value!r}",
                 )
-            self._pending[Source.API][name] = _Raw(value, origin)
+            self._pending[Source.API][name] = Raw(value, origin)
 
     def deregister(self, name: str) -> None:
         """Remove one parameter (by full name or synonym) and its synonyms."""
@@ -516,7 +419,7 @@ class ParamSpace:
     def _lookup(self, name: str) -> Param:
         param = self._names.get(name)
         if param is None:
-            raise UnknownParamError(name, difflib.get_close_matches(name, list(self._names), n=3))
+            raise UnknownParamError(name, close_matches(name, self._names, n=3))
         return param
 
     def value(self, name: str) -> Any:
@@ -565,21 +468,26 @@ class ParamSpace:
         """Like :meth:`unknown_names`, with where each was given (highest source)."""
         with self._lock:
             found: dict[str, Origin] = {}
-            for source in _LOOKUP_ORDER:
+            for source in LOOKUP_ORDER:
                 for name, raw in self._pending[source].items():
                     if name not in self._names and name not in found:
                         found[name] = raw.origin
             return found
 
     @property
+    def environ(self) -> Mapping[str, str]:
+        """The environment this space was built from (its ``HOME`` expands ``~``)."""
+        return self._environ
+
+    @property
     def param_files(self) -> tuple[str, ...]:
         """The parameter files that were read, leftmost (highest precedence) first."""
-        return tuple(self._files_read)
+        return tuple(self._inputs.files_read)
 
     @property
     def override_file(self) -> str | None:
         """The override file that was read, if any."""
-        return self._override_read
+        return self._inputs.override_read
 
     # -- run time ------------------------------------------------------------------
 

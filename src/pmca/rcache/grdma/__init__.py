@@ -43,6 +43,15 @@ class GrdmaComponent(Component):
             "them as lost and invalidates every registration",
         )
 
+        params.register(
+            "print_stats",
+            type=bool,
+            default=False,
+            level=9,
+            help="Print each cache's counters (hits, misses, evictions, invalidations, "
+            "pinned bytes) to stderr when it closes",
+        )
+
     @hookimpl
     def query(self, ctx: ComponentContext) -> Query:
         holder: list[GrdmaModule] = []
@@ -52,6 +61,7 @@ class GrdmaComponent(Component):
             leave_pinned=int(ctx.host.params.value("mpi_leave_pinned")),
             cache_max_bytes=int(ctx.params["cache_max_bytes"]),
             pending_max=int(ctx.params["pending_max"]),
+            print_stats=bool(ctx.params["print_stats"]),
             log=ctx.log,
         )
         holder.append(module)
@@ -61,10 +71,12 @@ class GrdmaComponent(Component):
 def _close_left(holder: list[GrdmaModule]) -> str | None:
     """The loader's unload guard: no index library unloads under a live cache."""
     module = holder.pop() if holder else None
-    if module is None or not module.caches():
+    if module is None:
         return None
     count = len(module.caches())
-    module.close_all()
+    module.close_all()  # also frees the handles of the caches closed before
+    if not count:
+        return None
     return f"unloading rcache/grdma while {count} cache(s) were open: closed them first"
 
 

@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from attrs import frozen
+
+from ...native._subscription import delivering
 from .._interface import Backend, CacheStats, RcacheError, Registration
 from ._pending import ADDRESS_LIMIT, ReleaseLog
-from ._tree import IntervalTree
+from ._tree import FULL_PATH, IntervalTree
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
 PAGE = mmap.PAGESIZE
 _MASK = PAGE - 1
+
+#: Ranges the one-call lookup takes (both address and size below): the rest
+#: (negative, too large) goes the full way, which names what is wrong.
+_FAST_LIMIT = 1 << 63
+
+#: Hook counters read before a drain: ``(producer position, drops)``.
+Counters = tuple[int, int]
 
 #: Backend failures after which evicting cached registrations may help
 #: (pinned-memory limits, a full registration table).
@@ -64,10 +75,17 @@ class GrdmaCache:
         self.cache_max_bytes = cache_max_bytes
         self._log = log
         self._drain: Callable[[], object] | None = None
+        self._counters: Callable[[], Counters] | None = None
+        self._lookup = tree.lookup
+        self._handle = tree.handle
         self._on_close = on_close
         self.releases = ReleaseLog(pending_max)
+        tree.watch(0, 0, ctypes.addressof(self.releases.pending), 0)
         self._unsubscribe: Callable[[], None] | None = None
-        #: Valid registrations (in the tree), by key.
+        #: Valid registrations, by their key in the tree: ``id(registration)``,
+        #: so that the tree's lookup hands back the object itself.  Indexed
+        #: while in this dict (what keeps them alive), removed from the tree
+        #: before leaving it.
         self._index: dict[int, Registration] = {}
         #: Registrations whose transport handle is alive (valid or not), by key.
         self._live: dict[int, Registration] = {}
@@ -79,11 +97,30 @@ class GrdmaCache:
         self._hits = self._misses = self._evictions = 0
         self._invalidations = self._overflows = 0
         self._pinned = 0
+        #: The counters as the cache closed (set by :meth:`close`).
+        self.final_stats: CacheStats | None = None
 
-    def subscribed(self, unsubscribe: Callable[[], None], *, drain: Callable[[], object]) -> None:
-        """Release events now reach :attr:`releases`; ``drain`` delivers pending ones."""
+    def subscribed(
+        self,
+        unsubscribe: Callable[[], None],
+        *,
+        drain: Callable[[], object],
+        watch: ReleaseWatch,
+    ) -> None:
+        """Release events now reach :attr:`releases`; ``drain`` delivers pending ones.
+
+        ``watch`` tells the index where the hooks count what they publish, so
+        that a lookup with nothing released since the last drain is one call.
+        """
         self._unsubscribe = unsubscribe
         self._drain = drain
+        self._counters = watch.counters
+        self._tree.watch(
+            watch.head_address,
+            watch.dropped_address,
+            ctypes.addressof(self.releases.pending),
+            watch.check_address,
+        )
 
     @property
     def coherent(self) -> bool:
@@ -93,17 +130,18 @@ class GrdmaCache:
     # -- the operations ----------------------------------------------------------
 
     def register(self, address: int, size: int) -> Registration:
+        if 0 <= address | size < _FAST_LIMIT:
+            with self._lock:
+                found = self._lookup(self._handle, address, size)
+                if isinstance(found, Registration):
+                    return self._hit_locked(found)
         base, bound = page_range(address, size)
-        self._sync()
+        synced = self._sync()
         with self._lock:
-            self._enter_locked()
+            self._enter_locked(synced)
             key = self._tree.find_covering(base, bound)
             if key is not None:
-                registration = self._index[key]
-                if registration.refcount == 0:
-                    self._lru.pop(key, None)
-                registration.refcount += 1
-                self._hits += 1
+                registration = self._hit_locked(self._index[key])
             else:
                 self._misses += 1
                 registration = self._register_locked(base, bound)
@@ -111,10 +149,17 @@ class GrdmaCache:
         self._release(dead)
         return registration
 
+    def _hit_locked(self, registration: Registration) -> Registration:
+        if registration.refcount == 0:
+            self._lru.pop(registration.key, None)
+        registration.refcount += 1
+        self._hits += 1
+        return registration
+
     def deregister(self, registration: Registration) -> None:
-        self._sync()
+        synced = self._sync()
         with self._lock:
-            self._enter_locked()
+            self._enter_locked(synced)
             if self._live.get(registration.key) is not registration:
                 raise RcacheError(f"{registration!r} does not belong to this {self.name} cache")
             if registration.refcount <= 0:
@@ -130,10 +175,16 @@ class GrdmaCache:
         self._release(dead)
 
     def find(self, address: int, size: int) -> Registration | None:
+        # The one native call: the index itself says whether anything was
+        # released since the last drain, and looks up when nothing was.
+        if 0 <= address | size < _FAST_LIMIT:
+            found = self._lookup(self._handle, address, size)
+            if found is not FULL_PATH:
+                return found  # type: ignore[return-value]
         base, bound = page_range(address, size)
-        self._sync()
+        synced = self._sync()
         with self._lock:
-            self._enter_locked()
+            self._enter_locked(synced)
             key = self._tree.find_covering(base, bound)
             found = self._index[key] if key is not None else None
             dead = self._take_garbage_locked()
@@ -143,33 +194,36 @@ class GrdmaCache:
     def invalidate(self, address: int, size: int) -> int:
         if size <= 0:
             raise ValueError(f"rcache: invalidate needs size > 0, got {size}")
-        self._sync()
+        synced = self._sync()
         with self._lock:
-            self._enter_locked()
+            self._enter_locked(synced)
             count = self._invalidate_locked(address, min(address + size, ADDRESS_LIMIT))
             dead = self._take_garbage_locked()
         self._release(dead)
         return count
 
     def stats(self) -> CacheStats:
-        self._sync()
+        synced = self._sync()
         with self._lock:
             if not self._closed:
-                self._enter_locked()
-            stats = CacheStats(
-                hits=self._hits,
-                misses=self._misses,
-                evictions=self._evictions,
-                invalidations=self._invalidations,
-                pinned_bytes=self._pinned,
-                registrations=len(self._index),
-                cached=len(self._lru),
-                garbage=len(self._garbage),
-                overflows=self._overflows,
-            )
+                self._enter_locked(synced)
+            stats = self._stats_locked()
             dead = self._take_garbage_locked()
         self._release(dead)
         return stats
+
+    def _stats_locked(self) -> CacheStats:
+        return CacheStats(
+            hits=self._hits,
+            misses=self._misses,
+            evictions=self._evictions,
+            invalidations=self._invalidations,
+            pinned_bytes=self._pinned,
+            registrations=len(self._index),
+            cached=len(self._lru),
+            garbage=len(self._garbage),
+            overflows=self._overflows,
+        )
 
     def close(self) -> None:
         unsubscribe, self._unsubscribe = self._unsubscribe, None
@@ -179,6 +233,12 @@ class GrdmaCache:
             if self._closed:
                 return
             self._closed = True
+            #: The counters as the cache closed (before its registrations went).
+            self.final_stats = self._stats_locked()
+            # The index goes first: what it holds is only referenced by the dicts.
+            self._tree.close()
+            self._lookup = _closed_lookup
+            self._drain = self._counters = None
             held = [r for r in self._live.values() if r.refcount > 0]
             for registration in self._live.values():
                 registration.valid = False
@@ -188,7 +248,6 @@ class GrdmaCache:
             self._index.clear()
             self._lru.clear()
             self._garbage.clear()
-            self._tree.close()
         if held:
             self._log.warning(
                 "rcache closed with registrations still held", count=len(held), first=repr(held[0])
@@ -202,27 +261,42 @@ class GrdmaCache:
 
     # -- internals ------------------------------------------------------------------
 
-    def _sync(self) -> None:
-        """Deliver every release published before now (outside the cache lock)."""
-        if self._drain is None:
-            return
+    def _sync(self) -> Counters | None:
+        """Deliver every release published before now (outside the cache lock).
+
+        Returns the hooks' counters as they were before the drain when it was
+        complete: once :meth:`_enter_locked` has applied what it delivered,
+        every release they count has been applied.
+        """
+        if self._drain is None or self._counters is None:
+            return None
+        overwritten = self._tree.take_overwrites()
+        if overwritten:  # the index's check found it: react as a drain would have
+            from ... import native
+
+            native.overwrites_found(overwritten)
+        counters = self._counters()
         try:
             self._drain()
         except Exception as exc:  # an incomplete drain: trust nothing
             self._log.warning("release drain failed; invalidating everything", error=repr(exc))
             self.releases.mark_overflow()
+            return None
+        # Inside a release callback a drain does not wait for other threads' callbacks.
+        return None if delivering() else counters
 
-    def _enter_locked(self) -> None:
+    def _enter_locked(self, synced: Counters | None) -> None:
         if self._closed:
             raise RcacheError(f"{self.name} cache is closed")
         overflow, ranges = self.releases.take()
         if overflow:
             self._invalidate_all_locked()
-            return
-        if not self._index:
-            return
-        for low, high in ranges:
-            self._invalidate_locked(low, high)
+        elif self._index:
+            for low, high in ranges:
+                self._invalidate_locked(low, high)
+        self.releases.settle()
+        if synced is not None:
+            self._tree.synced(*synced)
 
     def _register_locked(self, base: int, bound: int) -> Registration:
         size = bound - base
@@ -242,11 +316,11 @@ class GrdmaCache:
         self._next_key += 1
         registration = Registration(base, bound, handle, refcount=1, key=key)
         try:
-            self._tree.insert(base, bound, key)
+            self._tree.insert(base, bound, id(registration))
         except BaseException:
             self._release([registration])  # never indexed nor counted
             raise
-        self._index[key] = registration
+        self._index[id(registration)] = registration
         self._live[key] = registration
         self._pinned += size
         if self.leave_pinned:
@@ -274,8 +348,8 @@ class GrdmaCache:
     def _unindex_locked(self, registration: Registration) -> None:
         if registration.valid:
             registration.valid = False
-            del self._index[registration.key]
-            self._tree.remove(registration.base, registration.key)
+            self._tree.remove(registration.base, id(registration))  # first: see _index
+            del self._index[id(registration)]
 
     def _retire_locked(self, registration: Registration) -> None:
         self._unindex_locked(registration)
@@ -287,7 +361,7 @@ class GrdmaCache:
             registration = self._index[key]
             self._unindex_locked(registration)
             if registration.refcount == 0:
-                self._lru.pop(key, None)
+                self._lru.pop(registration.key, None)
                 self._discard_locked(registration)
         self._invalidations += len(keys)
         return len(keys)
@@ -318,6 +392,26 @@ class GrdmaCache:
                     registration=repr(registration),
                     error=repr(exc),
                 )
+
+
+def _closed_lookup(handle: int, address: int, size: int) -> object:
+    return FULL_PATH
+
+
+@frozen
+class ReleaseWatch:
+    """Where the memory hooks count releases, for the index's one-call lookup.
+
+    :param head_address: the producer position of the release ring (a uint64).
+    :param dropped_address: its count of lost events (a uint64).
+    :param check_address: the hooks' overwrite check, ``uint32_t (*)(void)``.
+    :param counters: reads both counters now.
+    """
+
+    head_address: int
+    dropped_address: int
+    check_address: int
+    counters: Callable[[], Counters]
 
 
 def options_error(options: dict[str, Any], known: tuple[str, ...]) -> str | None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
 from .._interface import Backend, RcacheError
-from ._cache import GrdmaCache
+from ._cache import GrdmaCache, ReleaseWatch
 from ._tree import IntervalTree
 
 if TYPE_CHECKING:
@@ -28,8 +29,10 @@ class GrdmaModule:
         cache_max_bytes: int,
         pending_max: int,
         log: FilteringBoundLogger,
+        print_stats: bool = False,
     ) -> None:
         self._cdll = cdll
+        self._print_stats = print_stats
         self._defaults: dict[str, Any] = {
             "leave_pinned": leave_pinned,
             "cache_max_bytes": cache_max_bytes,
@@ -38,6 +41,9 @@ class GrdmaModule:
         self._log = log
         self._lock = threading.Lock()
         self._caches: list[GrdmaCache] = []
+        #: Indexes of closed caches: their handles are freed at close_all, when
+        #: no thread can be racing with a cache's close any more.
+        self._retired: list[IntervalTree] = []
 
     def create(self, backend: Backend, **options: Any) -> GrdmaCache:
         unknown = sorted(set(options) - set(OPTIONS))
@@ -46,14 +52,15 @@ class GrdmaModule:
                 f"unknown grdma option(s) {', '.join(unknown)}; known: {', '.join(OPTIONS)}"
             )
         settings = {**self._defaults, **options}
+        tree = IntervalTree(self._cdll)
         cache = GrdmaCache(
-            IntervalTree(self._cdll),
+            tree,
             backend,
             leave_pinned=False,
             cache_max_bytes=int(settings["cache_max_bytes"]),
             pending_max=int(settings["pending_max"]),
             log=self._log,
-            on_close=self._forget,
+            on_close=lambda closed: self._forget(closed, tree),
         )
         why = _subscribe(cache)
         cache.leave_pinned = _leave_pinned(settings["leave_pinned"], hooked=why is None)
@@ -76,11 +83,21 @@ class GrdmaModule:
     def close_all(self) -> None:
         for cache in self.caches():
             cache.close()
-
-    def _forget(self, cache: GrdmaCache) -> None:
         with self._lock:
-            if cache in self._caches:
-                self._caches.remove(cache)
+            retired, self._retired = self._retired, []
+        for tree in retired:
+            tree.destroy()
+
+    def _forget(self, cache: GrdmaCache, tree: IntervalTree) -> None:
+        with self._lock:
+            if cache not in self._caches:
+                return
+            self._caches.remove(cache)
+            self._retired.append(tree)
+        if self._print_stats and cache.final_stats is not None:  # as Open MPI's grdma
+            from .. import describe_stats
+
+            print(f"rcache grdma: {describe_stats(cache.final_stats)}", file=sys.stderr, flush=True)
 
 
 def _leave_pinned(value: object, *, hooked: bool) -> bool:
@@ -92,11 +109,19 @@ def _leave_pinned(value: object, *, hooked: bool) -> bool:
 
 def _subscribe(cache: GrdmaCache) -> str | None:
     """Deliver release events to ``cache``; why not, when there are no hooks."""
-    from ... import memory
+    from ... import memory, native
 
     try:
         handle = memory.register_release(cache.releases.record_batch, batch=True)
     except memory.MemoryHooksUnavailable as exc:
         return str(exc)
-    cache.subscribed(handle.unregister, drain=memory.drain)
+    hooks = native.backend()
+    head, dropped = hooks.head_word, hooks.dropped_word
+    watch = ReleaseWatch(
+        head_address=ctypes.addressof(head),
+        dropped_address=ctypes.addressof(dropped),
+        check_address=native.check_address(),
+        counters=lambda: (head.value, dropped.value),
+    )
+    cache.subscribed(handle.unregister, drain=memory.drain, watch=watch)
     return None

@@ -9,6 +9,7 @@ of bytecodes and never while anything else is taken.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from typing import TYPE_CHECKING
 
@@ -27,12 +28,16 @@ class ReleaseLog:
         self._ranges: list[tuple[int, int]] = []
         self._overflow = False
         self._limit = limit
+        #: Nonzero from a record until :meth:`settle` finds everything applied: a
+        #: native word the index's one-call lookup reads (nonzero: the full way).
+        self.pending = ctypes.c_uint64(0)
 
     def record(self, address: int, length: int, kind: str, from_alloc: bool) -> None:
         """A ``pmca.memory.register_release`` callback: record, never invalidate here."""
         with self._lock:
             if self._overflow:
                 return
+            self.pending.value = 1
             if kind == "overflow" or len(self._ranges) >= self._limit:
                 self._overflow = True
                 self._ranges = []
@@ -46,6 +51,7 @@ class ReleaseLog:
         with self._lock:
             if self._overflow:
                 return
+            self.pending.value = 1
             if batch.overflow or len(self._ranges) + len(addresses) > self._limit:
                 self._overflow = True
                 self._ranges = []
@@ -58,6 +64,7 @@ class ReleaseLog:
     def mark_overflow(self) -> None:
         """Something was lost (an incomplete drain): everything counts as released."""
         with self._lock:
+            self.pending.value = 1
             self._overflow = True
             self._ranges = []
 
@@ -67,3 +74,10 @@ class ReleaseLog:
             overflow, ranges = self._overflow, self._ranges
             self._overflow, self._ranges = False, []
         return overflow, ranges
+
+    def settle(self) -> None:
+        """What :meth:`take` returned has been applied: clear :attr:`pending`, unless
+        more was recorded since (a lookup must not pass before then)."""
+        with self._lock:
+            if not self._ranges and not self._overflow:
+                self.pending.value = 0
