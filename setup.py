@@ -116,6 +116,7 @@ def native_extensions() -> list[Extension]:
                 "src/pmca/btl/sm/segment.c",
                 "src/pmca/btl/sm/queue.c",
                 "src/pmca/btl/sm/cma.c",
+                "src/pmca/btl/sm/lane.c",
             ],
             depends=["src/pmca/btl/sm/sm.h"],
             extra_compile_args=CFLAGS,

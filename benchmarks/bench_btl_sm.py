@@ -10,9 +10,17 @@ wheel) with ``--mca pml ob1 --mca btl self,sm``:
 Jobs alternate in ABBA order; each reports the median half round trip of
 8-byte messages (latency) and, for 1 KiB ... 64 MiB, the bandwidth of a
 ping-pong (bytes / half round trip).  The pmca job also measures the same
-8-byte ping-pong one and two layers down, to say where the time goes:
-the native transport alone (one ctypes call each way), the btl module
-(``sendi`` + ``progress`` with an active-message callback), then p2p.
+8-byte ping-pong through each layer, to say where the time goes: the
+native transport alone (one ctypes call each way, no match header), an sm
+lane alone (the native calls a blocking p2p send/recv makes: match header
+written and checked in C), the btl module (``sendi`` + ``progress`` with
+an active-message callback), p2p's general path (``isend``/``irecv`` +
+``wait``: what a blocking send/recv costs where no lane applies), and the
+p2p ``send``/``recv`` measured above (through the lane). Both sides also
+report what one 8-byte send and one receive of a message already there
+cost when nobody waits for the other: each side's own cost, which a loaded
+machine disturbs far less than a ping-pong, whose ranks must both be
+running at once.
 
 Goals (issue #10): bandwidth >= 0.9x mpi4py for every size >= 1 MiB
 (reported as mpi4py/pmca <= 1.11), and 8-byte latency <= 5x mpi4py's.
@@ -21,13 +29,8 @@ Skipped, with a note, when mpirun or mpi4py is not installed.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import signal
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -67,16 +70,51 @@ def _pingpong(
     return statistics.median(times)
 
 
-def _measure(rank: int, send: Any, recv: Any, quick: bool) -> dict[str, Any]:
+def _per_call(rank: int, send: Any, recv: Any, barrier: Any, quick: bool) -> dict[str, float]:
+    """Microseconds one 8-byte send and one receive of a message already there take.
+
+    Rank 1 sends a burst, then rank 0 receives it: nobody waits for the
+    other, so the numbers are each side's own cost (steady on a loaded
+    machine, unlike a ping-pong's). The 10th percentile of the bursts.
+    """
+    burst, rounds = 40, 20 if quick else 60
+    data, into = bytearray(LATENCY_BYTES), bytearray(LATENCY_BYTES)
+    sends, receives = [], []
+    for _ in range(rounds):
+        barrier()
+        if rank == 1:
+            start = time.perf_counter()
+            for _ in range(burst):
+                send(data)
+            sends.append((time.perf_counter() - start) / burst)
+        barrier()
+        if rank == 0:
+            start = time.perf_counter()
+            for _ in range(burst):
+                recv(into)
+            receives.append((time.perf_counter() - start) / burst)
+    barrier()
+    mine = sorted(sends or receives)[rounds // 10] * 1e6
+    return {"send_us" if rank == 1 else "recv_us": mine}
+
+
+def _measure(rank: int, send: Any, recv: Any, quick: bool, barrier: Any) -> dict[str, Any]:
     small = bytearray(LATENCY_BYTES)
     latency = _pingpong(rank, send, recv, small, bytearray(LATENCY_BYTES), 300 if quick else 1000)
+    per_call = _per_call(rank, send, recv, barrier, quick)
     bandwidth = {}
     for size in SIZES:
         data, into = bytearray(os.urandom(size)), bytearray(size)
         _pingpong(rank, send, recv, data, into, 1, blocks=1)  # first touch of the pages
         half = _pingpong(rank, send, recv, data, into, _iterations(size, quick) // 5 or 1)
         bandwidth[str(size)] = size / half / 1e6  # MB/s
-    return {"latency_us": latency * 1e6, "bandwidth": bandwidth}
+    return {"latency_us": latency * 1e6, "bandwidth": bandwidth, "per_call": per_call}
+
+
+def _gather_per_call(comm: Any, result: dict[str, Any]) -> None:
+    """Rank 0 reports both ranks' per-call costs (the sender's is rank 1's)."""
+    for part in comm.allgather(result["per_call"]):
+        result["per_call"] = {**result["per_call"], **part}
 
 
 def _role_mpi4py(args: dict[str, Any]) -> None:
@@ -91,7 +129,8 @@ def _role_mpi4py(args: dict[str, Any]) -> None:
     def recv(buf: bytearray) -> None:
         comm.Recv([buf, MPI.BYTE], source=peer, tag=1)
 
-    result = _measure(rank, send, recv, args["quick"])
+    result = _measure(rank, send, recv, args["quick"], comm.Barrier)
+    _gather_per_call(comm, result)
     if rank == 0:
         common.child_reply(result)
 
@@ -137,9 +176,40 @@ def _layers(rank: int, s: Any, quick: bool, barrier: Any) -> dict[str, float]:
     layers["btl"] = _pingpong(rank, btl_send, btl_recv, bytearray(), bytearray(), n)
     barrier()
     sm.unregister_recv(TAG_USER)
+    layers["lane"] = _lane_pingpong(rank, sm.open_lane(endpoint, TAG_USER), n)
+    barrier()
+    p2p = s.p2p
+
+    def request_send(buf: bytearray) -> None:
+        p2p.isend(peer, 2, buf).wait()
+
+    def request_recv(buf: bytearray) -> None:
+        p2p.irecv(peer, 2, buf).wait()
+
+    small = bytearray(LATENCY_BYTES)
+    layers["requests"] = _pingpong(rank, request_send, request_recv, small, small, n)
+    barrier()
     result = {name: seconds * 1e6 for name, seconds in layers.items()}
     result.update(_copies(rank, s, transport, sm.endpoint(peer).pid))
     return result
+
+
+def _lane_pingpong(rank: int, lane: Any, n: int) -> float:
+    """The 8-byte ping-pong through a lane's two native calls (its own sequence numbers)."""
+    message = bytes(LATENCY_BYTES)
+    sent, received = [0], [0]
+
+    def lane_send(_: bytearray) -> None:
+        while lane.send(sent[0], 1, 0, message, len(message)) != 0:
+            pass
+        sent[0] += 1
+
+    def lane_recv(_: bytearray) -> None:
+        while lane.receive(received[0], 1, 0) < 2:  # 2 + size: the awaited message landed
+            pass
+        received[0] += 1
+
+    return _pingpong(rank, lane_send, lane_recv, bytearray(), bytearray(), n)
 
 
 def _copies(rank: int, s: Any, transport: Any, peer_pid: int) -> dict[str, float]:
@@ -195,7 +265,8 @@ def _role_pmca(args: dict[str, Any]) -> None:
         def recv(buf: bytearray) -> None:
             p2p.recv(peer, tag=1, buf=buf)
 
-        result = _measure(rank, send, recv, args["quick"])
+        result = _measure(rank, send, recv, args["quick"], comm.Barrier)
+        _gather_per_call(comm, result)
         try:
             result["layers_us"] = _layers(rank, s, args["quick"], comm.Barrier)
         except Exception as exc:  # the layer breakdown is informative only
@@ -209,58 +280,10 @@ def _role_pmca(args: dict[str, Any]) -> None:
 # -- the parent ------------------------------------------------------------------------
 
 
-def _mpirun() -> str | None:
-    here = Path(sys.executable).parent / "mpirun"
-    return str(here) if here.exists() else shutil.which("mpirun")
-
-
-def _job(mpirun: str, role: str, quick: bool) -> dict[str, Any]:
-    env = dict(os.environ)
-    for name in [name for name in env if name.startswith(("PMCA_MCA_", "OMPI_MCA_"))]:
-        del env[name]
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    command = [
-        mpirun,
-        "-n",
-        "2",
-        "--oversubscribe",
-        "--mca",
-        "pml",
-        "ob1",
-        "--mca",
-        "btl",
-        "self,sm",
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--child",
-        role,
-        "--child-args",
-        json.dumps({"quick": quick}),
-    ]
-    # its own session, so that a job that hangs is killed with its ranks
-    with subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    ) as process:
-        try:
-            stdout, stderr = process.communicate(timeout=900)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGTERM)  # mpirun takes its ranks down
-            try:
-                stdout, stderr = process.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                stdout, stderr = process.communicate()
-    lines = [line for line in stdout.splitlines() if line.startswith("{")]
-    if process.returncode != 0 or not lines:
-        raise common.ChildFailed(
-            f"mpirun {role} exited with {process.returncode}:\n" + (stdout + stderr)[-3000:]
-        )
-    return dict(json.loads(lines[-1]))
+def _job(launcher: common.MpiLauncher, role: str, quick: bool) -> dict[str, Any]:
+    return launcher.run(
+        Path(__file__).resolve(), role, {"quick": quick}, mca={"pml": "ob1", "btl": "self,sm"}
+    )
 
 
 def main() -> None:
@@ -268,13 +291,8 @@ def main() -> None:
     if common.serve_child(args, {"mpi4py": _role_mpi4py, "pmca": _role_pmca}):
         return
     report = common.Report("btl_sm")
-    mpirun = _mpirun()
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        mpirun = None
-    if mpirun is None:
-        report.notes.append("skipped: needs mpirun and mpi4py (pip install 'pmca[mpi]')")
+    launcher = common.open_mpi_or_skip(report)
+    if launcher is None:
         report.emit()
         return
     rounds = 1 if args.quick else 2
@@ -282,7 +300,7 @@ def main() -> None:
     for index in range(rounds):
         order = ("mpi4py", "pmca") if index % 2 == 0 else ("pmca", "mpi4py")
         for role in (*order, *reversed(order)):
-            runs[role].append(_job(mpirun, role, args.quick))
+            runs[role].append(_job(launcher, role, args.quick))
     pmca_where = runs["pmca"][0].get("pmca", "?")
     print(f"pmca from {pmca_where}; {len(runs['pmca'])} jobs per side, ABBA order")
 
@@ -293,10 +311,27 @@ def main() -> None:
     latency = median("pmca", lambda r: r["latency_us"])
     print(f"\n8-byte half round trip: pmca {latency:.2f} us, mpi4py {base_latency:.2f} us")
     layers = runs["pmca"][0].get("layers_us", {})
-    for name in ("native", "btl"):
+    print("  where the time goes (the same ping-pong through each layer alone):")
+    for name, what in (
+        ("native", "native transport (send + poll)"),
+        ("lane", "sm lane (native match send + receive)"),
+        ("btl", "btl module (sendi + progress + callback)"),
+        ("requests", "p2p isend/irecv + wait (no lane)"),
+    ):
         values = [run["layers_us"][name] for run in runs["pmca"] if name in run["layers_us"]]
         if values:
-            print(f"  {name:>6} layer alone: {statistics.median(values):.2f} us")
+            print(f"    {what:<42} {statistics.median(values):6.2f} us")
+    print(f"    {'p2p send/recv (through the lane)':<42} {latency:6.2f} us")
+    mine = median("pmca", lambda r: r["per_call"]["send_us"] + r["per_call"]["recv_us"])
+    theirs = median("mpi4py", lambda r: r["per_call"]["send_us"] + r["per_call"]["recv_us"])
+    for role in ("pmca", "mpi4py"):
+        send_us = median(role, lambda r: r["per_call"]["send_us"])
+        recv_us = median(role, lambda r: r["per_call"]["recv_us"])
+        print(
+            f"  {role} per call, nobody waiting: send {send_us:.2f} us, "
+            f"recv of a waiting message {recv_us:.2f} us"
+        )
+    report.ratios["sm send + recv cost 8 B, nobody waiting (pmca / mpi4py)"] = mine / theirs
     for name, what in (("cma_MBps", "one CMA read"), ("memmove_MBps", "one local memmove")):
         values = [run["layers_us"][name] for run in runs["pmca"] if name in run["layers_us"]]
         if values:

@@ -18,6 +18,7 @@ from pmca.mca._markers import PROJECT
 from pmca.mca._plugins import ComponentManager
 from pmca.mca.params import ParamSpace
 from pmca.runtime import RUNTIME
+from pmca.runtime._catalog import BUILTIN_FRAMEWORKS, Catalog, builtin_name, load_builtin
 from pmca.testing import make_distribution, run_python
 from tests.conftest import component_source
 
@@ -240,3 +241,81 @@ def test_a_load_owns_the_modules_it_added_even_when_others_left_meanwhile() -> N
     finally:
         for name in names:
             sys.modules.pop(name, None)
+
+
+def test_a_component_registered_detached_is_callable_but_in_no_hook_until_attached() -> None:
+    manager = ComponentManager(PROJECT)
+    manager.add_hookspecs(_Spec)
+    plugins = [_Plugin(index) for index in range(3)]
+    for index, plugin in enumerate(plugins):
+        assert manager.register_detached(plugin, f"p{index}") == f"p{index}"
+    assert all(manager.is_registered(plugin) for plugin in plugins)
+    assert manager.get_name(plugins[1]) == "p1"
+    impl = manager.implementation(plugins[1], "query")
+    assert impl is not None and impl.function(None) == 1
+    assert manager.hook.query.get_hookimpls() == []
+    with pytest.raises(ValueError, match="already registered"):
+        manager.register_detached(_Plugin(9), "p0")
+    assert manager.unregister(plugins[1]) is plugins[1]
+    assert not manager.is_registered(plugins[1])
+    manager.attach(plugins[0])
+    manager.attach(plugins[2])
+    assert [impl.plugin for impl in manager.hook.query.get_hookimpls()] == [plugins[0], plugins[2]]
+    assert manager.hook.query(ctx=None) == 2
+    assert manager.get_hookcallers(plugins[2]) == [manager.hook.query]
+    manager.unregister(plugins[2])
+    assert manager.hook.query(ctx=None) == 0
+
+
+def test_a_detached_registration_checks_the_implementation_against_its_spec() -> None:
+    class Wrong:
+        @pmca.hookimpl
+        def query(self, ctx: object, extra: object) -> None: ...
+
+    manager = ComponentManager(PROJECT)
+    manager.add_hookspecs(_Spec)
+    with pytest.raises(pluggy.PluginValidationError, match="extra"):
+        manager.register_detached(Wrong(), "wrong")
+    assert manager.register_detached(_Plugin(1), "wrong") == "wrong"
+
+
+def test_only_selected_components_are_in_the_framework_hooks(install_framework, unique) -> None:
+    fw = unique("hooked")
+    install_framework(
+        fw,
+        {
+            name: component_source(fw, name, priority=priority)
+            for name, priority in (("low", 10), ("high", 50), ("mid", 30))
+        },
+    )
+    with pmca.Session(frameworks=[fw]):
+        state = RUNTIME.frameworks[fw]
+        hooked = {impl.plugin_name for impl in state.hook().query.get_hookimpls()}
+        assert hooked == {"high"}
+    assert state.pm.hook.query.get_hookimpls() == []
+
+
+def test_built_in_framework_declarations_are_imported_only_when_needed() -> None:
+    result = run_python(
+        """
+        import sys
+        import pmca
+        from pmca.runtime import RUNTIME
+        with pmca.Session(frameworks=["patcher"]):
+            names = list(RUNTIME.catalog.frameworks)
+            assert names[:4] == ["patcher", "memory", "rcache", "btl"], names
+            assert "pmca.btl._framework" not in sys.modules
+            assert "pmca.rcache._framework" not in sys.modules
+            assert RUNTIME.catalog.get("rcache").depends == ("memory",)
+            assert "pmca.rcache._framework" in sys.modules
+        print("ok")
+        """
+    )
+    assert result.stdout.strip().endswith("ok"), result.stderr
+
+
+def test_built_in_frameworks_depend_on_built_in_ones_only_without_a_cycle() -> None:
+    names = {builtin_name(target) for target in BUILTIN_FRAMEWORKS}
+    for target in BUILTIN_FRAMEWORKS:
+        assert set(load_builtin(target).depends) <= names, target
+    assert set(Catalog.discover().dependency_order(sorted(names))) == names

@@ -31,3 +31,13 @@ def test_large_messages_without_cma(
     output = f"--- stdout\n{child.stdout}\n--- stderr\n{child.stderr}"
     assert child.returncode == 0, output
     assert len(ok_lines(child.stdout)) == ranks, output
+
+
+@pytest.mark.parametrize("btl", ["self,sm", "self,sm,tcp"])
+def test_blocking_send_recv_through_lanes_and_back(launcher: Launcher, pmca_env, btl: str) -> None:
+    """Lanes carry blocking eager traffic; unexpected, posted, large, truncated, 64-bit
+    tags, threads and timeouts still behave as through requests."""
+    child = run_mpi(launcher, 2, [program("lanes.py"), "--btl", btl], timeout=300)
+    output = f"--- stdout\n{child.stdout}\n--- stderr\n{child.stderr}"
+    assert child.returncode == 0, output
+    assert len(ok_lines(child.stdout)) == 2, output

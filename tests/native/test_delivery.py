@@ -7,6 +7,9 @@ are bounded by counts, never by assertions on time.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any, NamedTuple
+
 import pytest
 
 pytestmark = pytest.mark.native
@@ -34,17 +37,34 @@ class Recorder:
         self.events.append((address, length, kind))
         time.sleep(0)                   # yield the GIL mid-delivery
         self.busy = False
+
+# A list that a new subscription of dispatch fills with every event, and the subscription.
+def collect(dispatch):
+    events = []
+    return events, dispatch.subscribe(lambda *event: events.append(event))
 """
 
 
-def test_an_event_is_published_before_the_memory_is_released(run_python):
-    # Thread A unmaps; thread B maps the same address as soon as the kernel
-    # lets it (MAP_FIXED_NOREPLACE fails while A's mapping exists), then
-    # drains.  The event must already be there: published after the
-    # syscall, it would sometimes not be.
-    result = run_python(
-        PRELUDE
-        + """
+class Scenario(NamedTuple):
+    """A child program: it must exit 0 within ``timeout`` seconds and print ``expect``.
+
+    ``empty_files`` name files in the scenario's directory (``SCENARIO_DIR``
+    in the child's environment) that must still be empty once it has exited.
+    """
+
+    program: str
+    expect: str
+    timeout: float = 60
+    empty_files: tuple[str, ...] = ()
+
+
+SCENARIOS = {
+    "an_event_is_published_before_the_memory_is_released": Scenario(
+        # Thread A unmaps; thread B maps the same address as soon as the kernel
+        # lets it (MAP_FIXED_NOREPLACE fails while A's mapping exists), then
+        # drains.  The event must already be there: published after the
+        # syscall, it would sometimes not be.
+        """
 site = hooks.install("munmap")
 seen = set()
 dispatch = native.ReleaseDispatcher(listen=False)
@@ -87,15 +107,11 @@ hooks.restore(site)
 print("stale", stale)
 assert stale == 0, stale
 """,
+        expect="stale 0",
         timeout=120,
-    )
-    assert "stale 0" in result.stdout
-
-
-def test_a_producer_stalled_mid_publish_makes_the_drain_incomplete_not_stuck(run_python):
-    result = run_python(
-        PRELUDE
-        + """
+    ),
+    "a_producer_stalled_mid_publish_makes_the_drain_incomplete_not_stuck": Scenario(
+        """
 recorder = Recorder()
 dispatch = native.ReleaseDispatcher(listen=False, stall_wait_ns=50_000_000, max_lag=600)
 subscription = dispatch.subscribe(recorder)
@@ -134,8 +150,7 @@ synthetic = [a for a in fast if 0x10000000 <= a < 0x10000000 + hooks.capacity * 
 assert len(synthetic) == 5 * (hooks.capacity // 4), len(synthetic)
 # A stall shorter than the bound is waited for: delivered, no overflow.
 patient = native.ReleaseDispatcher(listen=False, stall_wait_ns=20_000_000_000, max_lag=600)
-late = []
-p = patient.subscribe(lambda *e: late.append(e))
+late, p = collect(patient)
 release.value = 0
 slow = threading.Thread(
     target=lib.pmca_hooks_publish_stalled, args=(0xbeef000, PAGE, ctypes.byref(release))
@@ -152,17 +167,13 @@ assert (0xbeef000, PAGE, "munmap", True) in late, late
 assert not [e for e in late if e[2] == "overflow"]
 print("stall ok")
 """,
+        expect="stall ok",
         timeout=120,
-    )
-    assert "stall ok" in result.stdout
-
-
-def test_drain_delivers_everything_before_returning_even_when_callbacks_yield(run_python):
-    # The listener delivers concurrently; the callback takes a lock, logs and
-    # yields the GIL.  Every drain() must return with all its events delivered.
-    result = run_python(
-        PRELUDE
-        + """
+    ),
+    "drain_delivers_everything_before_returning_even_when_callbacks_yield": Scenario(
+        # The listener delivers concurrently; the callback takes a lock, logs and
+        # yields the GIL.  Every drain() must return with all its events delivered.
+        """
 import logging
 logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
 log = logging.getLogger("cache")
@@ -196,15 +207,11 @@ subscription.unregister()
 hooks.restore(site)
 print("complete", short)
 """,
+        expect="complete 0",
         timeout=120,
-    )
-    assert "complete 0" in result.stdout
-
-
-def test_four_threads_draining_deliver_each_event_once_per_subscriber(run_python):
-    result = run_python(
-        PRELUDE
-        + """
+    ),
+    "four_threads_draining_deliver_each_event_once_per_subscriber": Scenario(
+        """
 first, second = Recorder(), Recorder()
 dispatch = native.ReleaseDispatcher(max_lag=600)   # with a listener; patient (see above)
 subscriptions = [dispatch.subscribe(first), dispatch.subscribe(second)]
@@ -243,15 +250,11 @@ for recorder in (first, second):
 assert len(first.events) == len(second.events)
 print("once", len(first.events))
 """,
+        expect="once",
         timeout=180,
-    )
-    assert "once" in result.stdout
-
-
-def test_a_new_subscriber_sees_only_what_is_published_after_it_subscribed(run_python):
-    result = run_python(
-        PRELUDE
-        + """
+    ),
+    "a_new_subscriber_sees_only_what_is_published_after_it_subscribed": Scenario(
+        """
 dispatch = native.ReleaseDispatcher(listen=False)
 early = Recorder()
 s1 = dispatch.subscribe(early)
@@ -273,15 +276,10 @@ for s in (s1, s2, s3):
     s.unregister()
 print("epochs ok")
 """,
-        timeout=60,
-    )
-    assert "epochs ok" in result.stdout
-
-
-def test_batched_subscribers_get_columns_and_the_overflow_flag(run_python):
-    result = run_python(
-        PRELUDE
-        + """
+        expect="epochs ok",
+    ),
+    "batched_subscribers_get_columns_and_the_overflow_flag": Scenario(
+        """
 dispatch = native.ReleaseDispatcher(listen=False, max_lag=600)
 batches = []
 def on_batch(batch):
@@ -302,15 +300,10 @@ assert sum(b[0] for b in batches) == hooks.capacity
 s.unregister()
 print("batch ok")
 """,
-        timeout=60,
-    )
-    assert "batch ok" in result.stdout
-
-
-def test_the_listener_survives_any_exception_and_reports_it(run_python):
-    result = run_python(
-        PRELUDE
-        + """
+        expect="batch ok",
+    ),
+    "the_listener_survives_any_exception_and_reports_it": Scenario(
+        """
 warnings.simplefilter("always")
 caught = []
 warnings.showwarning = lambda message, *rest: caught.append(str(message))
@@ -339,9 +332,8 @@ for s in subs:
     s.unregister()
 # On a drain() caller, KeyboardInterrupt is re-raised, after the others got their events.
 dispatch = native.ReleaseDispatcher(listen=False)
-seen = []
 a = dispatch.subscribe(interrupts)
-b = dispatch.subscribe(lambda *e: seen.append(e))
+seen, b = collect(dispatch)
 hooks.publish_synthetic(3)
 try:
     dispatch.drain()
@@ -354,15 +346,11 @@ a.unregister(); b.unregister()
 hooks.restore(site)
 print("listener ok")
 """,
+        expect="listener ok",
         timeout=120,
-    )
-    assert "listener ok" in result.stdout
-
-
-def test_a_listener_that_cannot_start_leaves_nothing_subscribed(run_python):
-    result = run_python(
-        PRELUDE
-        + """
+    ),
+    "a_listener_that_cannot_start_leaves_nothing_subscribed": Scenario(
+        """
 real_start = threading.Thread.start
 def refuse(self):
     if self.name == "pmca-release-listener":
@@ -383,15 +371,10 @@ assert native.dispatcher().subscriber_count == 1 and native.dispatcher().listeni
 s.unregister()
 print("clean")
 """,
-        timeout=60,
-    )
-    assert "clean" in result.stdout
-
-
-def test_drain_from_inside_callbacks_while_threads_drain_does_not_deadlock(run_python):
-    result = run_python(
-        PRELUDE
-        + """
+        expect="clean",
+    ),
+    "drain_from_inside_callbacks_while_threads_drain_does_not_deadlock": Scenario(
+        """
 dispatch = native.dispatcher()
 calls = [0]
 def nested(*event):
@@ -414,19 +397,14 @@ for s in subs:
 assert calls[0] >= 2 * 3 * 200 * 20
 print("nested ok", calls[0])
 """,
+        expect="nested ok",
         timeout=150,
-    )
-    assert "nested ok" in result.stdout
-
-
-def test_a_forked_child_gets_an_overflow_for_events_pending_at_fork(run_python):
-    result = run_python(
-        PRELUDE
-        + """
+    ),
+    "a_forked_child_gets_an_overflow_for_events_pending_at_fork": Scenario(
+        """
 warnings.simplefilter("ignore", DeprecationWarning)
 dispatch = native.ReleaseDispatcher(listen=False)
-seen = []
-s = dispatch.subscribe(lambda *e: seen.append(e))
+seen, s = collect(dispatch)
 hooks.publish_synthetic(100)             # pending, never drained in the parent before fork
 pid = os.fork()
 if pid == 0:
@@ -448,22 +426,16 @@ assert len(seen) == 100 and not [e for e in seen if e[2] == "overflow"]
 s.unregister()
 print("fork ok")
 """,
-        timeout=60,
-    )
-    assert "fork ok" in result.stdout
-
-
-def test_closerange_of_every_fd_breaks_nothing(run_python, tmp_path):
-    target = tmp_path / "application.log"
-    result = run_python(
-        PRELUDE
-        + f"""
+        expect="fork ok",
+    ),
+    "closerange_of_every_fd_breaks_nothing": Scenario(
+        """
 warnings.simplefilter("ignore", DeprecationWarning)
 sites = [hooks.install(s) for s in hooks.symbols]
-seen = []
-s = native.dispatcher().subscribe(lambda *e: seen.append(e))
+seen, s = collect(native.dispatcher())
 os.closerange(3, 65536)                # what daemonizing code does
-fd = os.open({str(target)!r}, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+target = os.path.join(os.environ["SCENARIO_DIR"], "application.log")
+fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
 reader, writer = os.pipe()
 os.write(writer, b"application data")
 for _ in range(2000):
@@ -488,26 +460,20 @@ for site in reversed(sites):
     assert hooks.restore(site)
 print("fds ok")
 """,
-        timeout=60,
-    )
-    assert "fds ok" in result.stdout
-    assert target.read_bytes() == b""
-
-
-def test_every_hook_publishes_before_its_system_call(run_python):
-    # Deterministic twin of the race above: a call the kernel rejects still
-    # leaves its event, because the event went out before the call was made
-    # (an implementation that published after a successful call would leave
-    # none).  brk is left out: a rejected shrink cannot be provoked safely.
-    result = run_python(
-        PRELUDE
-        + """
+        expect="fds ok",
+        empty_files=("application.log",),
+    ),
+    "every_hook_publishes_before_its_system_call": Scenario(
+        # Deterministic twin of the race above: a call the kernel rejects still
+        # leaves its event, because the event went out before the call was made
+        # (an implementation that published after a successful call would leave
+        # none).  brk is left out: a rejected shrink cannot be provoked safely.
+        """
 import errno as E
 from pmca._libc import MADV_DONTNEED, MREMAP_MAYMOVE
 sites = [hooks.install(s) for s in ("munmap", "madvise", "mremap", "mmap", "shmdt")]
-seen = []
 dispatch = native.ReleaseDispatcher(listen=False)
-s = dispatch.subscribe(lambda *e: seen.append(e))
+seen, s = collect(dispatch)
 odd = c.map_anonymous(2 * PAGE) + 1                  # not page-aligned: EINVAL everywhere
 def rejected(call):
     try:
@@ -530,23 +496,17 @@ assert all(outcomes.values()), outcomes            # the kernel refused every on
 assert kinds == set(outcomes), kinds
 print("before ok")
 """,
-        timeout=60,
-    )
-    assert "before ok" in result.stdout
-
-
-def test_a_subscriber_far_behind_gets_an_overflow_instead_of_its_backlog(run_python):
-    result = run_python(
-        PRELUDE
-        + """
+        expect="before ok",
+    ),
+    "a_subscriber_far_behind_gets_an_overflow_instead_of_its_backlog": Scenario(
+        """
 dispatch = native.ReleaseDispatcher(listen=False, max_lag=0.5)
 seen = []
 def slow(address, length, kind, from_alloc):
     seen.append(kind)
     time.sleep(0.005)                    # 15 s for all 3000: far more than max_lag
 s = dispatch.subscribe(slow)
-fast = []
-f = dispatch.subscribe(lambda *e: fast.append(e))
+fast, f = collect(dispatch)
 before = native.stats().lagged
 hooks.publish_synthetic(3000)
 dispatch.drain()
@@ -555,6 +515,19 @@ assert len(fast) == 3000 and not [e for e in fast if e[2] == "overflow"]
 s.unregister(); f.unregister()
 print("lag ok")
 """,
-        timeout=60,
+        expect="lag ok",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_delivery(run_python: Any, tmp_path: Path, name: str) -> None:
+    scenario = SCENARIOS[name]
+    result = run_python(
+        PRELUDE + scenario.program,
+        timeout=scenario.timeout,
+        env={"SCENARIO_DIR": str(tmp_path)},
     )
-    assert "lag ok" in result.stdout
+    assert scenario.expect in result.stdout, result.stdout[-2000:]
+    for file in scenario.empty_files:
+        assert (tmp_path / file).read_bytes() == b"", f"{file} was written to"

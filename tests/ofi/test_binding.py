@@ -7,9 +7,12 @@ imported monitor above all) is process-wide.
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
+
+import structlog
 
 import pmca
-from pmca.btl.ofi import provider_matches
+from pmca.btl.ofi import DEFAULTS, fit_to_provider, provider_matches
 from pmca.testing import run_python
 
 EXPECTED_PROVIDERS = {"tcp;ofi_rxm", "shm", "sockets", "udp;ofi_rxd"}
@@ -114,3 +117,13 @@ def test_memory_monitor_import(libfabric: None) -> None:
     assert isinstance(report["notified"], int) and report["notified"] >= 1
     assert report["closed"] is True
     assert report["after_close"] is True
+
+
+def test_send_sizes_follow_a_provider_message_limit() -> None:
+    log = structlog.get_logger()
+    limited = SimpleNamespace(ep_attr=SimpleNamespace(max_msg_size=8192))
+    fitted = fit_to_provider(DEFAULTS, limited, log)
+    assert (fitted.max_send_size, fitted.eager_limit, fitted.rndv_eager_limit) == (8192,) * 3
+    assert fitted.put_limit == DEFAULTS.put_limit
+    unlimited = SimpleNamespace(ep_attr=SimpleNamespace(max_msg_size=(1 << 64) - 1))
+    assert fit_to_provider(DEFAULTS, unlimited, log) is DEFAULTS

@@ -341,7 +341,7 @@ class OpenFramework:
                 obj, expected_framework=self.name, expected_name=candidate.name
             )
             check_api(component, self.framework)
-            self.pm.register(component, name=candidate.name)
+            self.pm.register_detached(component, name=candidate.name)
         except Exception as exc:
             self._load_failed(candidate, "validate", exc, root if mode == "dso" else None)
             return
@@ -420,6 +420,11 @@ class OpenFramework:
         for loser in offers[len(keep) :]:
             self.log.debug("not selected", component=loser.component.name, priority=loser.priority)
             self._close_component(loser)
+        # Only now do the framework's hooks see a component, in the order of loading.
+        kept = set(keep)
+        for loaded in self.loaded:
+            if loaded in kept:
+                self.pm.attach(loaded.component)
         self.loaded = keep
         self._report_declined()
 

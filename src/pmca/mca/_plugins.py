@@ -7,6 +7,13 @@ instance. With hundreds of components in one framework those walks make an
 open quadratic. This manager keeps, per registered component (by identity,
 as pmca's components are hashed), its name, its hook callers and its
 implementations, and reads the hook markers once per class.
+
+A component can also be registered *detached*: validated against the hook
+specifications and callable through :meth:`ComponentManager.implementation`,
+but not yet in any hook caller. An open framework registers its components
+so and attaches only those it selects: the ones it closes unselected never
+enter (or leave) the hook callers' lists, which pluggy inserts into and
+removes from by scanning them.
 """
 
 from __future__ import annotations
@@ -66,6 +73,9 @@ class ComponentManager(pluggy.PluginManager):
         self._by_id: dict[int, tuple[object, str, list[pluggy.HookCaller], _Impls]] = {}
         #: The plugin being registered and its class's markers (``None``: read it as pluggy does).
         self._registering: tuple[object, dict[str, Any] | None] = (None, None)
+        #: id(plugin) of the plugins registered detached, and the names they hold.
+        self._detached: dict[int, str] = {}
+        self._detached_names: set[str] = set()
 
     def _class_markers(self, plugin: object) -> dict[str, Any] | None:
         """The hook markers of ``plugin``'s class, if the instance adds or hides none."""
@@ -124,7 +134,62 @@ class ComponentManager(pluggy.PluginManager):
         self._by_id[id(plugin)] = (plugin, registered, callers, impls)
         return registered
 
+    def register_detached(self, plugin: object, name: str) -> str | None:
+        """Register ``plugin`` under ``name`` outside every hook caller until :meth:`attach`.
+
+        Validation is pluggy's, now: an implementation that does not match
+        its hook's specification raises here. A plugin whose hooks pmca does
+        not read from its class (a module, a class, an instance with methods
+        of its own) is registered attached, as :meth:`register` does.
+        """
+        known = self._entry(plugin)
+        if known is not None:
+            raise ValueError(f"Plugin already registered under the name {known[1]!r}: {plugin}")
+        markers = self._class_markers(plugin)
+        if markers is None:
+            return self.register(plugin, name)
+        if name in self._name2plugin and self._name2plugin[name] is None:
+            return None  # a blocked name, as pluggy answers
+        if name in self._name2plugin or name in self._detached_names:
+            raise ValueError(f"Plugin name already registered: {name}={plugin}")
+        impls: _Impls = {}
+        for attribute, opts in markers.items():
+            hook_name = opts.get("specname") or attribute
+            impl = pluggy.HookImpl(plugin, name, getattr(plugin, attribute), opts)
+            hook: pluggy.HookCaller | None = getattr(self.hook, hook_name, None)
+            if hook is not None and hook.has_spec():
+                self._verify_hook(hook, impl)
+            impls[hook_name] = impl
+        self._by_id[id(plugin)] = (plugin, name, [], impls)
+        self._detached[id(plugin)] = name
+        self._detached_names.add(name)
+        return name
+
+    def _forget_detached(self, plugin: object) -> None:
+        self._detached_names.discard(self._detached.pop(id(plugin)))
+
+    def attach(self, plugin: object) -> None:
+        """Put a plugin registered detached into its hooks' callers (pluggy's order: last first)."""
+        entry = self._entry(plugin)
+        if entry is None or id(plugin) not in self._detached:
+            return
+        _, name, callers, impls = entry
+        self._forget_detached(plugin)
+        self._name2plugin[name] = plugin
+        for hook_name, impl in impls.items():
+            hook: pluggy.HookCaller | None = getattr(self.hook, hook_name, None)
+            if hook is None:
+                hook = pluggy.HookCaller(hook_name, self._hookexec)
+                setattr(self.hook, hook_name, hook)
+            hook._maybe_apply_history(impl)
+            hook._add_hookimpl(impl)
+            callers.append(hook)
+
     def unregister(self, plugin: object | None = None, name: str | None = None) -> Any | None:
+        if plugin is not None and self._entry(plugin) is not None and id(plugin) in self._detached:
+            self._forget_detached(plugin)
+            del self._by_id[id(plugin)]
+            return plugin
         removed = super().unregister(plugin, name)
         if removed is not None:
             self._by_id.pop(id(removed), None)

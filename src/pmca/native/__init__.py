@@ -21,6 +21,7 @@ shrinking shared memory.  :func:`coverage` measures them on this machine.
 
 from __future__ import annotations
 
+from .._lazy import lazy_attributes
 from ._backend import (
     HookBackend,
     PatchSite,
@@ -30,7 +31,6 @@ from ._backend import (
     backend,
     unavailable_reason,
 )
-from ._coverage import Coverage, PathResult, coverage
 from ._dispatch import (
     BatchCallback,
     HealthCheck,
@@ -52,10 +52,28 @@ from ._events import (
     ReleaseKind,
 )
 from ._foreign import ForeignPatch, foreign_patches
-from ._selftest import self_test
-from ._stats import DeliveryStats, stats
 from ._ucm import UcmSource, UcmStatus, ucm_source
 from ._watch import Overwrite, check_address, check_overwrites, on_overwrite, overwrites_found
+
+#: ``typing.TYPE_CHECKING`` without importing typing (mypy goes by the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._coverage import Coverage, PathResult, coverage
+    from ._selftest import self_test
+    from ._stats import DeliveryStats, stats
+
+# The measurements (``pmca doctor``, the tests) are imported at first use: a
+# session that installs the hooks needs none of them.
+_TARGETS = {
+    "Coverage": "._coverage:Coverage",
+    "PathResult": "._coverage:PathResult",
+    "coverage": "._coverage:coverage",
+    "self_test": "._selftest:self_test",
+    "DeliveryStats": "._stats:DeliveryStats",
+    "stats": "._stats:stats",
+}
+if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all
+    __getattr__, __dir__ = lazy_attributes(__name__, _TARGETS)
 
 __all__ = [
     "END_OF_MEMORY",

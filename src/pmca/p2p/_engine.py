@@ -24,14 +24,14 @@ from attrs import define
 from ..btl import BtlError, Endpoint, Flags, PeerFailed
 from ..btl.bml import Bml, BmlPeer, Route
 from . import _protocol as proto
+from ._blocking import LANE_SPIN, TAG_MAX, TAG_MIN, Blocking, Lane
 from ._buffers import address_of, as_bytes
-from ._requests import Request, TruncationError
+from ._requests import Request, TruncationError, truncation
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
 _SPINS = 64
-_TAG_MIN, _TAG_MAX = -(1 << 63), (1 << 63) - 1
 _MATCH_SIZE = proto.MATCH.size
 # bound once: every eager message packs and unpacks one match header
 _pack_match = proto.MATCH.pack
@@ -74,11 +74,12 @@ class _Fragments:
     received: int = 0
 
 
-class P2p:
+class P2p(Blocking):
     """``send``/``recv``/``isend``/``irecv`` of one session (``s.p2p``)."""
 
     def __init__(self, bml: Bml, am_tag: int, log: FilteringBoundLogger) -> None:
         self._bml = bml
+        self._peers = bml.peers
         self._tag = am_tag
         self._log = log
         size = len(bml.peers)
@@ -92,10 +93,8 @@ class P2p:
         self._pending: dict[int, Request] = {}
         self._ids = itertools.count(1)
         self._closed = False
-        #: Seconds a wait keeps polling before it sleeps (``btl_base_wait_spin``).
-        self.spin = 0.05
-        #: Yield the processor between polls (``mpi_yield_when_idle``; oversubscribed hosts).
-        self.yield_when_idle = False
+        self._spin = 0.05
+        self._yield_when_idle = False
         self._registered: list[Any] = []
         try:
             for module in bml.modules:
@@ -106,6 +105,8 @@ class P2p:
                 module.unregister_recv(am_tag)
             raise
         bml.on_failure(self._peer_failed)
+        self._lanes = _open_lanes(bml, am_tag)
+        self._set_lane_spin(LANE_SPIN)
 
     # -- public API ---------------------------------------------------------
 
@@ -117,13 +118,25 @@ class P2p:
     def size(self) -> int:
         return self._bml.world.size
 
-    def send(self, dest: int, tag: int, buf: Any, *, timeout: float | None = None) -> None:
-        """Send ``buf`` to ``dest``; return when ``buf`` may be reused."""
-        self.isend(dest, tag, buf).wait(timeout)
+    @property
+    def spin(self) -> float:
+        """Seconds a wait keeps polling before it sleeps (``btl_base_wait_spin``)."""
+        return self._spin
 
-    def recv(self, source: int, tag: int, buf: Any, *, timeout: float | None = None) -> int:
-        """Receive the next message from ``source`` with ``tag`` into ``buf``; return its size."""
-        return self.irecv(source, tag, buf).wait(timeout)
+    @spin.setter
+    def spin(self, seconds: float) -> None:
+        self._spin = seconds
+        self._set_lane_spin(0.0 if self._yield_when_idle else min(seconds, LANE_SPIN))
+
+    @property
+    def yield_when_idle(self) -> bool:
+        """Yield the processor between polls (``mpi_yield_when_idle``; oversubscribed hosts)."""
+        return self._yield_when_idle
+
+    @yield_when_idle.setter
+    def yield_when_idle(self, value: bool) -> None:
+        self._yield_when_idle = value
+        self.spin = self._spin
 
     def isend(self, dest: int, tag: int, buf: Any) -> Request:
         view = as_bytes(buf, writable=False, rank=dest, tag=tag)
@@ -246,7 +259,7 @@ class P2p:
     def _peer(self, rank: int, tag: int) -> BmlPeer:
         if self._closed:
             raise BtlError("p2p is closed (its session was finalized)")
-        if not isinstance(tag, int) or not _TAG_MIN <= tag <= _TAG_MAX:
+        if not isinstance(tag, int) or not TAG_MIN <= tag <= TAG_MAX:
             raise ValueError(f"p2p tag {tag!r} must be a 64-bit integer")
         return self._bml.peer(rank)
 
@@ -381,10 +394,7 @@ class P2p:
         self._finish(request, size)
 
     def _truncated(self, request: Request, size: int) -> TruncationError:
-        return TruncationError(
-            f"message of {size} bytes from rank {request.peer} tag {request.tag} does not fit "
-            f"the {request.view.nbytes}-byte receive buffer"
-        )
+        return truncation(size, request.peer, request.tag, request.view.nbytes)
 
     def _match(self, request: Request, incoming: _Incoming) -> None:
         if incoming.kind == proto.EAGER:
@@ -531,6 +541,20 @@ class P2p:
                 self._finish(request, 0, failure)
         for key in [k for k in self._posted if k[0] == rank]:
             del self._posted[key]
+
+
+def _open_lanes(bml: Bml, am_tag: int) -> dict[int, Lane]:
+    """Each peer's lane, where the btl of its eager route offers one."""
+    lanes: dict[int, Lane] = {}
+    for peer in bml.peers:
+        if peer.rank == bml.world.rank or not peer.send:
+            continue
+        route = peer.send[0]
+        open_lane = getattr(route.module, "open_lane", None)
+        lane = open_lane(route.endpoint, am_tag) if open_lane is not None else None
+        if lane is not None:
+            lanes[peer.rank] = lane
+    return lanes
 
 
 def _stripes(

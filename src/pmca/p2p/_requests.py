@@ -15,6 +15,14 @@ class TruncationError(BtlError):
     """A message was larger than the receive buffer (MPI_ERR_TRUNCATE)."""
 
 
+def truncation(size: int, source: int, tag: int, capacity: int) -> TruncationError:
+    """The error of a receive whose ``capacity``-byte buffer is too small for ``size`` bytes."""
+    return TruncationError(
+        f"message of {size} bytes from rank {source} tag {tag} does not fit "
+        f"the {capacity}-byte receive buffer"
+    )
+
+
 class Request:
     """A pending send or receive; ``wait()`` returns the bytes transferred."""
 

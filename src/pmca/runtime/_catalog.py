@@ -12,6 +12,7 @@ with the same name are both disabled, since neither is the obvious one.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator, MutableMapping
 
 from attrs import define, field, frozen
 
@@ -20,7 +21,8 @@ from ..mca._errors import FrameworkError
 from ..mca._framework import Framework
 from ..mca.params import ParamSpace
 
-#: pmca's own frameworks, ``module:attribute`` of their declaration.
+#: pmca's own frameworks, ``module:attribute`` of their declaration, each in
+#: ``pmca.<framework name>``; they depend on one another only.
 BUILTIN_FRAMEWORKS: tuple[str, ...] = (
     "pmca.patcher._framework:FRAMEWORK",
     "pmca.memory._framework:FRAMEWORK",
@@ -41,12 +43,58 @@ class FrameworkFailure:
         return f"framework {self.name} from {self.location}: {self.reason}"
 
 
+def builtin_name(target: str) -> str:
+    """The name of the framework one of :data:`BUILTIN_FRAMEWORKS` declares."""
+    return target.split(".")[1]
+
+
 def load_builtin(target: str) -> Framework:
     """One of :data:`BUILTIN_FRAMEWORKS`, imported."""
     module_name, _, attribute = target.partition(":")
     framework = getattr(importlib.import_module(module_name), attribute)
-    assert isinstance(framework, Framework)
+    assert isinstance(framework, Framework) and framework.name == builtin_name(target)
     return framework
+
+
+class Frameworks(MutableMapping[str, Framework]):
+    """Frameworks by name, in discovery order; pmca's own are imported at first use.
+
+    A session that opens one framework imports only its declaration and its
+    dependencies'. Iterating the names imports nothing; reading a value does.
+    """
+
+    def __init__(self) -> None:
+        #: A framework, or the ``module:attribute`` of a built-in one not yet imported.
+        self._entries: dict[str, Framework | str] = {}
+
+    def add_builtin(self, target: str) -> None:
+        self._entries[builtin_name(target)] = target
+
+    def loaded(self, name: str) -> Framework | None:
+        """The framework called ``name`` if it is imported, without importing it."""
+        entry = self._entries.get(name)
+        return entry if isinstance(entry, Framework) else None
+
+    def __getitem__(self, name: str) -> Framework:
+        entry = self._entries[name]
+        if isinstance(entry, str):
+            entry = self._entries[name] = load_builtin(entry)
+        return entry
+
+    def __setitem__(self, name: str, framework: Framework) -> None:
+        self._entries[name] = framework
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
 
 
 @define
@@ -54,7 +102,7 @@ class Catalog:
     """Frameworks by name, in discovery order, and the ones that failed."""
 
     entry_points: EntryPointIndex = field(factory=lambda: EntryPointIndex(()))
-    frameworks: dict[str, Framework] = field(factory=dict)
+    frameworks: Frameworks = field(factory=Frameworks)
     failures: list[FrameworkFailure] = field(factory=list)
     locations: dict[str, str] = field(factory=dict)
 
@@ -62,7 +110,8 @@ class Catalog:
     def discover(cls) -> Catalog:
         catalog = cls(EntryPointIndex.scan())
         for target in BUILTIN_FRAMEWORKS:
-            catalog._add(load_builtin(target), f"built-in ({target})")
+            catalog.frameworks.add_builtin(target)
+            catalog.locations[builtin_name(target)] = f"built-in ({target})"
         builtin = set(catalog.frameworks)
         third_party: dict[str, list[tuple[Framework, str]]] = {}
         for entry_point in catalog.entry_points.group("pmca.frameworks"):
@@ -105,8 +154,8 @@ class Catalog:
     def _disable_broken_dependencies(self) -> None:
         """Move frameworks with a missing dependency or a cycle to :attr:`failures`."""
         broken: dict[str, str] = {}
-        for name, framework in self.frameworks.items():
-            for dependency in framework.depends:
+        for name in self.frameworks:
+            for dependency in self._depends(name):
                 if dependency not in self.frameworks:
                     why = (
                         "is disabled"
@@ -122,10 +171,10 @@ class Catalog:
         changed = True
         while changed:
             changed = False
-            for name, framework in self.frameworks.items():
+            for name in self.frameworks:
                 if name in broken:
                     continue
-                bad = [d for d in framework.depends if d in broken]
+                bad = [d for d in self._depends(name) if d in broken]
                 if bad:
                     broken[name] = f"depends on framework {bad[0]!r}, which is disabled"
                     changed = True
@@ -134,6 +183,16 @@ class Catalog:
                 FrameworkFailure(name, self.locations[name], f"FrameworkError: {reason}")
             )
             del self.frameworks[name]
+
+    def _depends(self, name: str) -> tuple[str, ...]:
+        """What ``name`` depends on, as far as a broken dependency or a cycle can be.
+
+        A built-in framework not yet imported counts as depending on nothing:
+        it depends on other built-in ones only, which are always installed
+        and (tested) form no cycle, so importing it could change no answer.
+        """
+        framework = self.frameworks.loaded(name)
+        return () if framework is None else framework.depends
 
     def _cycles(self) -> list[list[str]]:
         """Every dependency cycle among the installed frameworks, each listed once."""
@@ -151,7 +210,7 @@ class Catalog:
             if name in done or name not in self.frameworks:
                 return
             path.append(name)
-            for dependency in self.frameworks[name].depends:
+            for dependency in self._depends(name):
                 visit(dependency, path)
             path.pop()
             done.add(name)

@@ -9,7 +9,7 @@ installed by :func:`check_installed_names` once the frameworks are known.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..mca._discovery import EntryPointIndex, discover_components
@@ -171,7 +171,7 @@ def register_core_params(space: ParamSpace) -> None:
 
 def check_installed_names(
     space: ParamSpace,
-    frameworks: dict[str, Framework],
+    frameworks: Mapping[str, Framework],
     other_names: Iterable[str],
     index: EntryPointIndex,
 ) -> None:

@@ -23,17 +23,24 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
+import attrs
+
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
 from .._interface import Flags, Limits
 from ..base import leave_pinned_wanted, read_limits, register_limits
 
+#: Eager up to the size of a posted receive buffer (``max_send_size``): below
+#: it one tagged send with a copy on each side beats the rendezvous (a
+#: request, a registration on each side, an ``fi_read``, a FIN). The four
+#: providers here advertise no message limit (``ep_attr.max_msg_size``); a
+#: provider that does lowers both limits to it.
 DEFAULTS = Limits(
     exclusivity=150,
     latency=50,
     bandwidth=10_000,
-    eager_limit=16 * 1024,
-    rndv_eager_limit=16 * 1024,
+    eager_limit=64 * 1024,
+    rndv_eager_limit=64 * 1024,
     max_send_size=64 * 1024,
     flags=Flags.SEND | Flags.RDMA | Flags.REGISTRATION_REQUIRED,
     put_limit=1 << 40,
@@ -54,6 +61,20 @@ def provider_matches(provider: str, items: list[str]) -> bool:
     """Whether ``provider`` (``tcp;ofi_rxm``) is named by one of ``items``."""
     layers = provider.split(";")
     return any(item == provider or item in layers for item in items)
+
+
+def fit_to_provider(limits: Limits, info: Any, log: Any) -> Limits:
+    """``limits`` with the send sizes lowered to the provider's largest message."""
+    largest = int(info.ep_attr.max_msg_size)
+    if largest >= limits.max_send_size:
+        return limits
+    log.info("send sizes lowered to the provider's largest message", max_msg_size=largest)
+    return attrs.evolve(
+        limits,
+        max_send_size=largest,
+        eager_limit=min(limits.eager_limit, largest),
+        rndv_eager_limit=min(limits.rndv_eager_limit, largest),
+    )
 
 
 class OfiComponent(Component):
@@ -148,7 +169,7 @@ class OfiComponent(Component):
             ctx.log.info("no libfabric provider left after include/exclude")
             return None
         self._import_monitor(ctx)
-        limits = read_limits(params, DEFAULTS)
+        limits = fit_to_provider(read_limits(params, DEFAULTS), fabric.info, ctx.log)
         space = ctx.host.params
         settings = OfiSettings(
             recv_buffers=max(1, int(params["recv_buffers"])),
@@ -197,4 +218,4 @@ class OfiComponent(Component):
         self._fi = None
 
 
-__all__ = ["DEFAULTS", "OfiComponent", "provider_matches"]
+__all__ = ["DEFAULTS", "OfiComponent", "fit_to_provider", "provider_matches"]

@@ -15,6 +15,8 @@ from __future__ import annotations
 import functools
 import itertools
 import struct
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -49,6 +51,12 @@ _RANK_MASK = (1 << _RANK_BITS) - 1
 _ALL_TAG_BITS = (1 << 64) - 1
 #: The largest single RMA operation posted; larger transfers are split.
 RMA_CHUNK = 4 << 20
+#: How long finalize keeps progressing while sends or RMA are in flight. A
+#: provider that makes its transfers reliable in software (``udp;ofi_rxd``)
+#: retransmits a lost packet only from this process's progress calls: a
+#: message posted just before finalize, a protocol's last FIN say, is lost
+#: if the endpoint closes first, and the peer waits for it forever.
+FLUSH_SECONDS = 2.0
 
 
 @frozen
@@ -140,6 +148,13 @@ class OfiModule(ModuleBase):
         self.ep = fabric.open_endpoint(self.av, self.cq)
         self._name = fabric.name_of(self.ep)
         self._entries = self.ffi.new("struct fi_cq_tagged_entry[]", settings.cq_batch)
+        #: Completions read from the CQ and not yet handled, oldest first. A
+        #: completion callback can progress again (a send that meets FI_EAGAIN
+        #: does): that inner call continues with these, in order, instead of
+        #: reading past them, and a callback that raises loses none of them.
+        self._completions: deque[tuple[Any, int, int, BaseException | None]] = deque()
+        #: Send copies are overwritten whole: cffi need not zero them first.
+        self._uncleared = self.ffi.new_allocator(should_clear_after_alloc=False)
         self._error = self.ffi.new("struct fi_cq_err_entry *")
         self._operations: dict[int, _Operation] = {}
         self._endpoints: dict[int, OfiEndpoint] = {}
@@ -281,7 +296,7 @@ class OfiModule(ModuleBase):
                 f"btl ofi: {total}-byte active message exceeds btl_ofi_max_send_size "
                 f"({self.limits.max_send_size})"
             )
-        buffer = self.ffi.new("char[]", max(total, 1))
+        buffer = self._uncleared("char[]", max(total, 1))
         offset = 0
         for view in views:
             self.ffi.memmove(buffer + offset, view, view.nbytes)
@@ -413,13 +428,16 @@ class OfiModule(ModuleBase):
 
     def progress(self) -> int:
         completed = 0
+        pending, entries, batch = self._completions, self._entries, self.settings.cq_batch
         while True:
-            count = self.cq.ops.read(self.cq, self._entries, self.settings.cq_batch)
+            while pending:
+                self._complete(*pending.popleft())
+                completed += 1
+            count = self.cq.ops.read(self.cq, entries, batch)
             if count == -c.FI_EAGAIN:
                 return completed
             if count == -c.FI_EAVAIL:
                 self._read_error()
-                completed += 1
                 continue
             if count < 0:
                 raise FabricError(
@@ -427,9 +445,8 @@ class OfiModule(ModuleBase):
                     code=count,
                 )
             for index in range(count):
-                entry = self._entries[index]
-                self._complete(entry.op_context, entry.len, entry.tag, None)
-            completed += count
+                entry = entries[index]
+                pending.append((entry.op_context, entry.len, entry.tag, None))
 
     def _read_error(self) -> None:
         code = self.cq.ops.readerr(self.cq, self._error, 0)
@@ -440,7 +457,7 @@ class OfiModule(ModuleBase):
             f"btl ofi ({self.provider}): operation failed: {self.fabric.fi.strerror(entry.err)}",
             code=-entry.err,
         )
-        self._complete(entry.op_context, entry.len, entry.tag, error)
+        self._completions.append((entry.op_context, entry.len, entry.tag, error))
 
     def _complete(self, context: Any, length: int, tag: int, error: BaseException | None) -> None:
         key = int(self.ffi.cast("uintptr_t", context))
@@ -477,7 +494,23 @@ class OfiModule(ModuleBase):
     def wait_fds(self) -> list[int] | None:
         return None  # completions arrive without a descriptor: keep polling
 
+    def _flush(self) -> None:
+        """Progress until no send or RMA is in flight, for :data:`FLUSH_SECONDS` at most."""
+        deadline = time.monotonic() + FLUSH_SECONDS
+        while True:
+            in_flight = sum(op.kind != "recv" for op in self._operations.values())
+            if not in_flight:
+                return
+            if time.monotonic() > deadline:
+                self.log.info("finalize with operations in flight", count=in_flight)
+                return
+            self.progress()
+
     def finalize(self) -> None:
+        try:
+            self._flush()
+        except FabricError as exc:
+            self.log.info("flush at finalize", error=str(exc))
         self._receiving = False
         for operation in list(self._operations.values()):
             if operation.kind == "recv":
@@ -492,6 +525,7 @@ class OfiModule(ModuleBase):
             if operation.on_done is not None:
                 operation.on_done(BtlError(f"btl ofi ({self.provider}): finalized"))
         self._operations.clear()
+        self._completions.clear()
         for failure in self.fabric.close():
             self.log.warning("close failed", failure=failure)
 

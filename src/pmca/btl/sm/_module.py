@@ -39,6 +39,7 @@ from .._interface import (
 )
 from ..base import ModuleBase, NoPinBackend, Registrations, host_id
 from ._emulated import INTERNAL_TAGS, Emulation
+from ._lane import SmLane
 from ._transport import SegmentAddress, Transport, TransportError, buffer_address
 
 if TYPE_CHECKING:
@@ -135,6 +136,8 @@ class SmModule(ModuleBase):
         self._host = host_id()
         self._namespace = pid_namespace()
         self._endpoints: dict[int, SmEndpoint] = {}
+        self._lanes: dict[int, list[SmLane]] = {}
+        self._lanes_blocked = False
         self._queues: dict[int, deque[_Queued]] = {}
         self._queued = 0  # sends waiting in _queues, so progress skips them cheaply
         self._armed = False
@@ -232,6 +235,9 @@ class SmModule(ModuleBase):
             self.transport.detach(endpoint.rank)
             self.attached_via.pop(endpoint.rank, None)
             self._queued -= len(queued)
+            for lane in self._lanes.pop(endpoint.rank, []):
+                lane.close()
+            self._queue_changed()
             for item in queued:
                 if item.callback is not None:
                     item.callback(failure)
@@ -290,6 +296,7 @@ class SmModule(ModuleBase):
             return
         queue.append(_Queued(tag, head, body, callback))
         self._queued += 1
+        self._queue_changed()
 
     def _send_internal(self, rank: int, tag: int, head: bytes, body: Any) -> None:
         queue = self._queues.get(rank)
@@ -299,6 +306,7 @@ class SmModule(ModuleBase):
             return
         queue.append(_Queued(tag, head, body, None))
         self._queued += 1
+        self._queue_changed()
 
     def _flush(self) -> int:
         done = 0
@@ -312,6 +320,8 @@ class SmModule(ModuleBase):
                 done += 1
                 if item.callback is not None:
                     item.callback(None)
+        if done:
+            self._queue_changed()
         return done
 
     # -- put / get ------------------------------------------------------------
@@ -413,22 +423,39 @@ class SmModule(ModuleBase):
         if message is None:
             return self._flush() if self._queued else 0
         done = 0
-        endpoints = self._endpoints
+        handle = self.handle
         while message is not None:
-            source, tag, data = message
-            endpoint = endpoints.get(source)
-            if endpoint is None:
-                message = transport.poll()
-                continue
-            if tag in INTERNAL_TAGS:
-                done += self._emulation.handle(source, tag, data)
-            else:
-                self.deliver(endpoint, tag, data)
-                done += 1
+            done += handle(*message)
             message = transport.poll()
         if self._queued:
             done += self._flush()
         return done
+
+    def handle(self, source: int, tag: int, data: memoryview) -> int:
+        """Act on one message taken off the FIFO; 1 if it counts as progress."""
+        endpoint = self._endpoints.get(source)
+        if endpoint is None:
+            return 0
+        if tag in INTERNAL_TAGS:
+            return self._emulation.handle(source, tag, data)
+        self.deliver(endpoint, tag, data)
+        return 1
+
+    def _queue_changed(self) -> None:
+        """Lanes stop while sends are queued (behind them, and for progress to flush them)."""
+        blocked = self._queued != 0
+        if blocked != self._lanes_blocked and not self.transport.closed:
+            self._lanes_blocked = blocked
+            self.transport.block_lanes(blocked)
+
+    def open_lane(self, endpoint: Endpoint, am_tag: int) -> SmLane | None:
+        """The message layer's fast path to ``endpoint`` for ``am_tag`` (see :class:`SmLane`)."""
+        rank = endpoint.rank
+        if self._endpoints.get(rank) is not endpoint or self.transport.closed:
+            return None
+        lane = SmLane(self, rank, am_tag)
+        self._lanes.setdefault(rank, []).append(lane)
+        return lane
 
     def wait_fds(self) -> list[int]:
         """Arms the wake pipe: call it right before each sleep (as the p2p engine does)."""

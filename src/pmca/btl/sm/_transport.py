@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ import attrs
 LIBRARY_NAME = "libpmca_btl_sm.so"
 ABI = 1
 FRAGMENT_HEADER_BYTES = 64
+#: The message layer's match header that lanes write and read (pmca.p2p._protocol.MATCH).
+MATCH_HEADER_BYTES = 24
 
 _VIA = {1: "pidfd_getfd", 2: "/proc/<pid>/fd"}
 
@@ -84,7 +87,16 @@ class _Delivery(ctypes.Structure):
     )
 
 
-_STAT_NAMES = ("sent", "received", "fifo_full", "no_fragment", "wakeups", "dropped")
+_STAT_NAMES = (
+    "sent",
+    "received",
+    "fifo_full",
+    "no_fragment",
+    "wakeups",
+    "dropped",
+    "lane_sent",
+    "lane_received",
+)
 
 
 class _Stats(ctypes.Structure):
@@ -126,6 +138,15 @@ _PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...], bool]] = {
     "pmca_sm_interrupt": (None, (_ptr,), True),
     "pmca_sm_stats": (None, (_ptr, _ptr), True),
     "pmca_sm_cma": (_i64, (_i32, _int, _u64, _u64, _u64), False),
+    # The lanes' hot calls take no argtypes: every argument is a C int, a
+    # bytes object or a prebuilt ctypes object (see lane.c and _lane.py).
+    "pmca_sm_lane_send": (_int, (), True),
+    "pmca_sm_lane_receive": (_int, (), True),
+    "pmca_sm_lane": (_u32, (_u32, _u32), True),
+    "pmca_sm_landing": (_ptr, (_ptr, ctypes.POINTER(_u64)), True),
+    "pmca_sm_set_lane_spin": (None, (_ptr, _u64), True),
+    "pmca_sm_block_lanes": (None, (_ptr, _int), True),
+    "pmca_sm_match_header_size": (_u32, (), True),
 }
 
 
@@ -247,6 +268,11 @@ class Transport:
         self._views: dict[int, memoryview] = {}
         self._magic = bytes(self._view(self._base, self._size)[:8])
         self.max_payload = self.config.max_size
+        self._on_close: list[Callable[[], None]] = []
+        if self._fn.match_header_size() != MATCH_HEADER_BYTES:
+            raise TransportError(
+                errno.EPROTO, f"{LIBRARY_NAME}'s match header does not match this pmca version"
+            )
 
     @staticmethod
     def _view(base: int, size: int) -> memoryview:
@@ -352,6 +378,47 @@ class Transport:
     def release(self) -> None:
         self._fn.release(self._ctx)
 
+    def segment(self, ident: int) -> memoryview | None:
+        """Peer ``ident``'s mapped segment (``None`` once detached)."""
+        return self._views.get(ident)
+
+    def lane_calls(self, ident: int, am_tag: int) -> tuple[Any, int, Any, Any, memoryview]:
+        """``(context, lane, lane_send, lane_receive, landing)``: lane.c's entry points for
+        a lane, and the landing buffer of its receives.
+
+        The context (a prebuilt ``c_void_p``) and the landing buffer are
+        freed at :meth:`close`: whoever holds these must stop using them
+        then (see :meth:`on_close`).
+        """
+        if self._ctx is None:
+            raise TransportError(errno.EBADF, "sm transport is closed (lane_calls called)")
+        lane = int(self._fn.lane(ident, am_tag))
+        if lane == 0xFFFFFFFF:
+            raise ValueError(f"no sm lane for peer {ident} and active-message tag {am_tag}")
+        size = ctypes.c_uint64(0)
+        landing = self._fn.landing(self._ctx, ctypes.byref(size))
+        if not landing:
+            raise _error(errno.ENOMEM, "cannot allocate the sm lanes' landing buffer")
+        return (
+            ctypes.c_void_p(self._ctx),
+            lane,
+            self._fn.lane_send,
+            self._fn.lane_receive,
+            self._view(int(landing), size.value),
+        )
+
+    def block_lanes(self, blocked: bool) -> None:
+        """Stop (or let again) every lane: sends are queued behind them."""
+        self._fn.block_lanes(self._ctx, int(blocked))
+
+    def set_lane_spin(self, seconds: float) -> None:
+        """How long a lane receive polls the FIFO before it gives up (lane.c)."""
+        self._fn.set_lane_spin(self._ctx, max(0, int(seconds * 1e9)))
+
+    def on_close(self, action: Callable[[], None]) -> None:
+        """Run ``action`` at :meth:`close`, before the context is freed."""
+        self._on_close.append(action)
+
     def pending(self) -> bool:
         return bool(self._fn.pending(self._ctx))
 
@@ -393,6 +460,9 @@ class Transport:
         """Unmap every segment and close the memfd (idempotent)."""
         if self._ctx is None:
             return
+        actions, self._on_close = self._on_close, []
+        for action in actions:
+            action()
         self._views.clear()
         self._fn.destroy(self._ctx)
         self._ctx = None

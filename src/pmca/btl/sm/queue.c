@@ -95,8 +95,8 @@ static void wake(struct sm_ctx *ctx, struct sm_peer *peer)
  * to peer `id`.  0 on success; -EAGAIN when no fragment is free or the
  * receiver's FIFO is full (progress and retry); -EMSGSIZE when it exceeds
  * the large fragment; -ENOTCONN for a peer that is not attached. */
-EXPORT int pmca_sm_send(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const void *head,
-                        uint64_t head_length, const void *body, uint64_t body_length)
+int sm_send_parts(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const void *head,
+                  uint64_t head_length, const void *body, uint64_t body_length)
 {
     if (!ctx->peers || id >= ctx->slots || !ctx->peers[id].segment)
         return -ENOTCONN;
@@ -127,7 +127,13 @@ EXPORT int pmca_sm_send(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const voi
     return 0;
 }
 
-static void release_delivered(struct sm_ctx *ctx)
+EXPORT int pmca_sm_send(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const void *head,
+                        uint64_t head_length, const void *body, uint64_t body_length)
+{
+    return sm_send_parts(ctx, id, tag, head, head_length, body, body_length);
+}
+
+void sm_release_delivered(struct sm_ctx *ctx)
 {
     if (ctx->delivered) {
         atomic_store_explicit(&ctx->delivered->state, FRAG_FREE, memory_order_release);
@@ -135,13 +141,9 @@ static void release_delivered(struct sm_ctx *ctx)
     }
 }
 
-/* Hand back the previous delivery, then take the next message: 1 and *out
- * filled, or 0 when the FIFO is empty.  The payload stays valid (in the
- * sender's segment) until the next poll, release or detach.  -EPROTO for a
- * FIFO entry that names no attached peer or no fragment of it. */
-EXPORT int pmca_sm_poll(struct sm_ctx *ctx, struct pmca_sm_delivery *out)
+/* Take the next message (the previous delivery already handed back). */
+int sm_take(struct sm_ctx *ctx, struct pmca_sm_delivery *out)
 {
-    release_delivered(ctx);
     uint64_t value;
     uint32_t owner;
     for (;;) {
@@ -170,7 +172,17 @@ EXPORT int pmca_sm_poll(struct sm_ctx *ctx, struct pmca_sm_delivery *out)
     return 1;
 }
 
-EXPORT void pmca_sm_release(struct sm_ctx *ctx) { release_delivered(ctx); }
+/* Hand back the previous delivery, then take the next message: 1 and *out
+ * filled, or 0 when the FIFO is empty.  The payload stays valid (in the
+ * sender's segment) until the next poll, release or detach.  -EPROTO for a
+ * FIFO entry that names no attached peer or no fragment of it. */
+EXPORT int pmca_sm_poll(struct sm_ctx *ctx, struct pmca_sm_delivery *out)
+{
+    sm_release_delivered(ctx);
+    return sm_take(ctx, out);
+}
+
+EXPORT void pmca_sm_release(struct sm_ctx *ctx) { sm_release_delivered(ctx); }
 
 /* 1 if a message is waiting in our FIFO (cheap; no state changes). */
 EXPORT int pmca_sm_pending(const struct sm_ctx *ctx) { return pmca_sm_fifo_ready(ctx->self); }
@@ -272,4 +284,6 @@ EXPORT void pmca_sm_stats(const struct sm_ctx *ctx, struct pmca_sm_stats *out)
     out->no_fragment = ctx->no_fragment;
     out->wakeups = ctx->wakeups;
     out->dropped = ctx->dropped;
+    out->lane_sent = ctx->lane_sent;
+    out->lane_received = ctx->lane_received;
 }

@@ -41,6 +41,7 @@ EXPORT void pmca_sm_destroy(struct sm_ctx *ctx)
     for (int i = 0; i < 2; i++)
         if (ctx->wake_pipe[i] >= 0)
             close(ctx->wake_pipe[i]);
+    free(ctx->landing);
     free(ctx);
 }
 

@@ -127,6 +127,11 @@ struct sm_ctx {
     struct sm_pool pools[POOLS];
     struct sm_frag *delivered; /* handed to the caller by the last poll */
     uint64_t sent, received, fifo_full, no_fragment, wakeups, dropped;
+    uint64_t lane_sent, lane_received; /* of sent/received: through a lane (lane.c) */
+    uint64_t lane_spin_ns; /* how long a lane receive polls the FIFO (lane.c) */
+    int lanes_blocked;     /* the Python side has sends queued (lane.c) */
+    void *landing;         /* where lane receives copy the awaited payload (lane.c) */
+    uint64_t landing_size;
 };
 
 /* Caller-visible structures (ctypes mirrors them). */
@@ -146,8 +151,23 @@ struct pmca_sm_delivery {
 };
 
 struct pmca_sm_stats {
-    uint64_t sent, received, fifo_full, no_fragment, wakeups, dropped;
+    uint64_t sent, received, fifo_full, no_fragment, wakeups, dropped, lane_sent, lane_received;
 };
+
+/* The message layer's match header (pmca.p2p._protocol.MATCH, "<BBxxIqQ"),
+ * which the lanes of lane.c write and read.  Little-endian hosts only, as
+ * the rest of the layout. */
+struct pmca_match_header {
+    uint8_t kind;
+    uint8_t flags;
+    uint16_t reserved;
+    uint32_t sequence;
+    int64_t tag;
+    uint64_t size;
+};
+#define MATCH_EAGER 1
+
+_Static_assert(sizeof(struct pmca_match_header) == 24, "match header size");
 
 static inline uint64_t encode(uint32_t owner, uint64_t offset)
 {
@@ -163,5 +183,10 @@ static inline int futex(_Atomic uint32_t *word, int op, uint32_t value, const st
 static inline uint64_t round_up(uint64_t value, uint64_t to) { return (value + to - 1) / to * to; }
 /* queue.c: 1 if a message waits in the FIFO of segment `h`. */
 int pmca_sm_fifo_ready(struct sm_header *h);
+/* queue.c, shared with lane.c (see pmca_sm_send and pmca_sm_poll). */
+int sm_send_parts(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const void *head,
+                  uint64_t head_length, const void *body, uint64_t body_length);
+int sm_take(struct sm_ctx *ctx, struct pmca_sm_delivery *out);
+void sm_release_delivered(struct sm_ctx *ctx);
 
 #endif

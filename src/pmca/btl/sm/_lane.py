@@ -1,0 +1,120 @@
+"""Lanes: the message layer's blocking eager send and receive to one sm peer.
+
+A blocking ``send`` of a small message and a blocking ``recv`` that waits
+for one are the latency of any ping-pong. Through the general path each
+builds a request, packs a match header in Python, runs the btl's progress
+and an active-message callback; a lane does each in one native call
+(``lane.c``): :attr:`SmLane.send` writes the match header and the payload
+into one fragment, and :attr:`SmLane.receive` polls the receive FIFO for a
+moment and, when its head is the awaited message, copies the payload out. Whatever else it
+takes off the FIFO goes through :meth:`SmModule.handle` as progress would
+take it, so the FIFO's order is never changed. The message layer decides
+when a lane may be used (nothing queued or posted for that stream); the
+lane only moves bytes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ._transport import MATCH_HEADER_BYTES, TransportError, _Delivery
+
+if TYPE_CHECKING:
+    from ._module import SmModule
+
+#: ``receive``: nothing arrived in time (or the lane cannot be used now).
+NOTHING = 0
+#: ``receive``: another message arrived; :meth:`SmLane.hand_on` passes it on.
+OTHER = 1
+#: ``receive`` at least this: the awaited message arrived, ``status - LANDED``
+#: bytes now in :attr:`SmLane.landing`.
+LANDED = 2
+
+
+def _unusable(*_: object) -> int:
+    return -errno.ENOTCONN
+
+
+class SmLane:
+    """Peer ``rank``'s lane for active-message tag ``am_tag``.
+
+    :attr:`send` and :attr:`receive` are the native calls themselves, bound
+    to this lane (a Python method around them would cost as much as the
+    rest of the fast path): ``send(sequence, tag_low, tag_high, data, size)``
+    with ``data`` a ``bytes`` of at most :attr:`payload_limit` bytes answers
+    0 when sent, another value when the message must go the general way
+    (sends queued ahead of it, no fragment or FIFO slot free, peer gone);
+    ``receive(sequence, tag_low, tag_high)`` answers :data:`NOTHING`,
+    :data:`OTHER`, ``LANDED + size`` (see :data:`LANDED`) or a negative
+    errno for :meth:`check`. ``tag_low``/``tag_high`` are the 64-bit tag's
+    halves (``tag & 0xFFFFFFFF``, ``tag >> 32``), each a C int: the calls
+    take no ctypes argtypes.
+    """
+
+    __slots__ = (
+        "_delivery",
+        "_module",
+        "_rank",
+        "landing",
+        "payload_limit",
+        "receive",
+        "send",
+    )
+
+    def __init__(self, module: SmModule, rank: int, am_tag: int) -> None:
+        transport = module.transport
+        self._module = module
+        self._rank = rank
+        context, lane, send, receive, landing = transport.lane_calls(rank, am_tag)
+        self._delivery = _Delivery()
+        self.send: Callable[[int, int, int, bytes, int], int] = functools.partial(
+            send, context, lane
+        )
+        self.receive: Callable[[int, int, int], int] = functools.partial(
+            receive, context, ctypes.byref(self._delivery), lane
+        )
+        #: Where :attr:`receive` copies the awaited payload (valid until the next receive).
+        self.landing = landing
+        #: The largest payload that goes in one eager message.
+        self.payload_limit = min(module.limits.eager_limit - MATCH_HEADER_BYTES, len(landing))
+        transport.on_close(self.close)
+
+    def hand_on(self) -> None:
+        """After :data:`OTHER`: act on that message as progress would."""
+        delivery = self._delivery
+        source, offset = delivery.source, delivery.offset
+        segment = self._module.transport.segment(source)
+        if segment is not None:
+            self._module.handle(source, delivery.tag, segment[offset : offset + delivery.length])
+
+    def check(self, status: int) -> None:
+        """Raise for a negative :attr:`receive` status that is not "use the general path"."""
+        if status < 0 and status != -errno.ENOTCONN:
+            raise TransportError(
+                -status,
+                f"sm receive FIFO holds an entry that names no peer fragment (lane to rank "
+                f"{self._rank}): {os.strerror(-status)}",
+            )
+
+    def set_spin(self, seconds: float) -> None:
+        """How long :attr:`receive` polls before it answers :data:`NOTHING` (every lane of
+        this transport)."""
+        if self.send is not _unusable:
+            self._module.transport.set_lane_spin(seconds)
+
+    def close(self) -> None:
+        """The peer is detached or the transport closed: every call answers "go the general way"."""
+        self.send = self.receive = _unusable
+        self.landing = memoryview(b"")
+
+    def __repr__(self) -> str:
+        state = "closed" if self.send is _unusable else "open"
+        return f"<sm lane to rank {self._rank}, {state}>"
+
+
+__all__ = ["LANDED", "NOTHING", "OTHER", "SmLane"]

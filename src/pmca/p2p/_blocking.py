@@ -1,0 +1,150 @@
+"""Blocking ``send``/``recv``: through a btl's lane when one applies, else a request.
+
+A lane (btl/sm offers them) moves one eager message to or from one peer in
+one native call. ``send`` uses it for a message that fits the eager limit
+when nothing is queued ahead of it; ``recv`` when nothing for its
+(source, tag) stream is already unexpected or posted and no message from
+that source waits out of order. The lane polls only its btl's receive queue
+and only briefly (``lane_spin``); whatever else it takes off that queue goes
+through the general path in arrival order, and when the awaited message does
+not come the receive becomes an ordinary request, so matching order,
+truncation, timeouts, peer failures and finalize behave exactly as they do
+for ``isend``/``irecv`` + ``wait``. Both run under the bml's lock, like
+every other p2p operation.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ._buffers import as_bytes
+from ._requests import Request, truncation
+
+if TYPE_CHECKING:
+    from ..btl.bml import Bml, BmlPeer
+
+TAG_MIN, TAG_MAX = -(1 << 63), (1 << 63) - 1
+#: How long a lane receive polls before the receive becomes a request.
+LANE_SPIN = 20e-6
+#: Messages of other streams a lane receive hands on before it becomes a request.
+_LANE_ROUNDS = 64
+_OTHER, _LANDED = 1, 2
+_LOW = 0xFFFFFFFF
+
+
+class Lane(Protocol):
+    """What a btl offers the message layer for one peer (``module.open_lane``).
+
+    ``send(sequence, tag_low, tag_high, data, size)`` sends ``data`` (bytes,
+    at most ``payload_limit``) as the eager message ``sequence``: 0 when
+    sent, anything else when it must go the general way.
+    ``receive(sequence, tag_low, tag_high)`` polls briefly for that message:
+    ``2 + size`` when it arrived and its payload is in ``landing``, 1 when
+    another one did and must be handed on (:meth:`hand_on`), 0 when nothing
+    came, < 0 an error (:meth:`check`). The tag travels as its low and high
+    32 bits.
+    """
+
+    payload_limit: int
+    landing: memoryview
+    send: Callable[[int, int, int, bytes, int], int]
+    receive: Callable[[int, int, int], int]
+
+    def hand_on(self) -> None: ...
+    def check(self, status: int) -> None: ...
+    def set_spin(self, seconds: float) -> None: ...
+
+
+class Blocking:
+    """``send``/``recv`` of :class:`pmca.p2p.P2p`."""
+
+    _bml: Bml
+    _peers: list[BmlPeer]
+    _closed: bool
+    _lanes: dict[int, Lane]
+    _seq_out: list[int]
+    _seq_in: list[int]
+    _stash: list[dict[int, tuple[int, bytes]]]
+    _posted: dict[tuple[int, int], deque[Request]]
+    _unexpected: dict[tuple[int, int], Any]
+
+    def isend(self, dest: int, tag: int, buf: Any) -> Request:
+        raise NotImplementedError
+
+    def irecv(self, source: int, tag: int, buf: Any) -> Request:
+        raise NotImplementedError
+
+    def send(self, dest: int, tag: int, buf: Any, *, timeout: float | None = None) -> None:
+        """Send ``buf`` to ``dest``; return when ``buf`` may be reused."""
+        lane = self._lanes.get(dest) if type(dest) is int else None
+        if lane is not None and type(tag) is int and TAG_MIN <= tag <= TAG_MAX:
+            kind = type(buf)
+            if kind is not bytes and kind is not bytearray:
+                buf = as_bytes(buf, writable=False, rank=dest, tag=tag)
+            if len(buf) <= lane.payload_limit:
+                # bytes pass to the native call as they are: copy anything else once
+                data = buf if kind is bytes else bytes(buf)
+                lock = self._bml.lock
+                lock.acquire()
+                try:
+                    if not self._closed and self._peers[dest].failed is None:
+                        sequence = self._seq_out[dest]
+                        if lane.send(sequence, tag & _LOW, tag >> 32, data, len(data)) == 0:
+                            self._seq_out[dest] = (sequence + 1) & _LOW
+                            return
+                finally:
+                    lock.release()
+        self.isend(dest, tag, buf).wait(timeout)
+
+    def recv(self, source: int, tag: int, buf: Any, *, timeout: float | None = None) -> int:
+        """Receive the next message from ``source`` with ``tag`` into ``buf``; return its size.
+
+        Through the lane while nothing of that (source, tag) stream is
+        unexpected or posted and nothing from ``source`` waits out of order;
+        a message that arrived before the peer failed is still received.
+        """
+        lane = self._lanes.get(source) if type(source) is int else None
+        if lane is not None and type(tag) is int and TAG_MIN <= tag <= TAG_MAX:
+            into = buf
+            if type(buf) is not bytearray:
+                into = as_bytes(buf, writable=True, rank=source, tag=tag)
+            low, high = tag & _LOW, tag >> 32
+            stash, posted, unexpected = self._stash[source], self._posted, self._unexpected
+            lock = self._bml.lock
+            lock.acquire()
+            try:
+                others = 0
+                while not (
+                    self._closed
+                    or (unexpected and (source, tag) in unexpected)
+                    or (posted and (source, tag) in posted)
+                    or stash
+                ):
+                    sequence = self._seq_in[source]
+                    status = lane.receive(sequence, low, high)
+                    if status >= _LANDED:
+                        self._seq_in[source] = (sequence + 1) & _LOW
+                        size = status - _LANDED
+                        if size > len(into):
+                            raise truncation(size, source, tag, len(into))
+                        into[:size] = lane.landing[:size]
+                        return size
+                    if status != _OTHER:
+                        lane.check(status)
+                        break
+                    lane.hand_on()
+                    others += 1
+                    if others == _LANE_ROUNDS:
+                        break
+            finally:
+                lock.release()
+        return self.irecv(source, tag, buf).wait(timeout)
+
+    def _set_lane_spin(self, seconds: float) -> None:
+        for lane in self._lanes.values():
+            lane.set_spin(seconds)
+
+
+__all__ = ["LANE_SPIN", "TAG_MAX", "TAG_MIN", "Blocking", "Lane"]

@@ -1,0 +1,228 @@
+"""Blocking send/recv through btl/sm's lanes, and every hand-over to the general path.
+
+Two ranks; rank 1 sends, rank 0 receives (and the reverse in the ping-pong).
+The transport's lane counters show which messages went through a lane:
+each case checks both the bytes and the path they took.
+"""
+
+import array
+import sys
+import threading
+import traceback
+
+import numpy as np
+from _common import arguments, payload, report, session
+from mpi4py import MPI
+
+from pmca.p2p import TruncationError
+
+args = arguments()
+comm = MPI.COMM_WORLD
+MATCH_HEADER = 24
+#: Any single receive: a lost or misrouted message fails the job instead of hanging it.
+T = 30
+
+
+def lane_counts(sm):
+    stats = sm.transport.stats()
+    return stats["lane_sent"], stats["lane_received"]
+
+
+def diagnosis(s, sm):
+    p = s.p2p
+    return {
+        "stash": [sorted(d) for d in p._stash],
+        "seq_in": p._seq_in,
+        "posted": list(p._posted),
+        "unexpected": list(p._unexpected),
+        "yield": p.yield_when_idle,
+        "queued": sm._queued,
+        "blocked": sm._lanes_blocked,
+        "lanes": p._lanes,
+        "stats": sm.transport.stats(),
+    }
+
+
+def cases(s):
+    p = s.p2p
+    me = p.rank
+    assert p.size == 2, "run with 2 ranks"
+    peer = 1 - me
+    sm = next(module for module in s.modules("btl") if module.name == "sm")
+    assert s.reach(peer)[0] == "sm", s.reach(peer)
+    limit = sm.limits.eager_limit - MATCH_HEADER  # the largest payload a lane carries
+
+    # 1. ping-pong: every send through a lane; bytes, bytearray and memoryview
+    sent0, _ = lane_counts(sm)
+    rounds = 200
+    into = bytearray(8)
+    for i in range(rounds):
+        message = i.to_bytes(8, "little")
+        if me == 0:
+            p.send(peer, 1, message if i % 3 else bytearray(message))
+            assert p.recv(peer, 1, into if i % 2 else memoryview(into), timeout=T) == 8
+        else:
+            assert p.recv(peer, 1, into, timeout=T) == 8
+            p.send(peer, 1, into if i % 2 else bytes(into))
+        assert into == message, (i, bytes(into))
+    sent1, received1 = lane_counts(sm)
+    assert sent1 - sent0 == rounds, (sent0, sent1)
+    # a receive that went the general way polls everything: none of case 2 may be there yet
+    comm.Barrier()
+
+    # 2. messages already waiting: each blocking recv takes one through the lane
+    waiting = 30
+    if me == 1:
+        for i in range(waiting):
+            p.send(peer, 2, payload("waiting", i, size=i * 100))
+    comm.Barrier()
+    if me == 0:
+        for i in range(waiting):
+            out = bytearray(i * 100 + 7)
+            assert p.recv(peer, 2, out, timeout=T) == i * 100
+            assert out[: i * 100] == payload("waiting", i, size=i * 100), i
+        _, received2 = lane_counts(sm)
+        assert received2 - received1 == waiting, (received1, received2, diagnosis(s, sm))
+    comm.Barrier()
+
+    # 3. unexpected messages, mixed tags and sizes across the eager limit
+    plan = [
+        (10, 5),
+        (11, limit),
+        (10, limit - 1),
+        (11, limit + 1),  # a rendezvous: never through a lane
+        (11, 0),
+        (10, 200_000),
+        (11, 3),
+        (12, 1 << 20),
+        (10, 1),
+    ]
+    large = []
+    if me == 1:
+        for index, (tag, size) in enumerate(plan):
+            data = payload("plan", index, size=size)
+            if size <= limit:
+                p.send(peer, tag, data)
+            else:  # a blocking send would wait for the receiver, behind the barrier
+                large.append(p.isend(peer, tag, data))
+    comm.Barrier()
+    for request in large:
+        request.wait(timeout=T)
+    if me == 0:
+        # tag 11 first: the lane hands the tag-10 messages in front on as unexpected
+        for tag in (11, 12, 10):
+            for index, (want, size) in enumerate(plan):
+                if want != tag:
+                    continue
+                out = bytearray(size)
+                assert p.recv(peer, tag, out, timeout=T) == size, (tag, size)
+                assert out == payload("plan", index, size=size), (tag, size)
+    comm.Barrier()
+
+    # 4. a receive posted first gets the first message of its stream
+    if me == 0:
+        first, second = bytearray(5), bytearray(6)
+        request = p.irecv(peer, 20, first)
+        comm.Barrier()
+        assert p.recv(peer, 20, second, timeout=T) == 6
+        assert request.wait(timeout=T) == 5
+        assert (first, second) == (b"first", b"second")
+    else:
+        comm.Barrier()
+        p.send(peer, 20, b"first")
+        p.send(peer, 20, b"second")
+    comm.Barrier()
+
+    # 5. truncation through a lane: the message is consumed, the stream goes on
+    if me == 1:
+        p.send(peer, 30, bytes(range(16)))
+        p.send(peer, 30, b"12345678")
+    comm.Barrier()
+    if me == 0:
+        _, before = lane_counts(sm)
+        try:
+            p.recv(peer, 30, bytearray(8), timeout=T)
+        except TruncationError as exc:
+            assert "16 bytes" in str(exc) and "8-byte" in str(exc), exc
+        else:
+            raise AssertionError("a 16-byte message fit an 8-byte buffer")
+        out = bytearray(8)
+        assert p.recv(peer, 30, out, timeout=T) == 8 and out == b"12345678"
+        assert lane_counts(sm)[1] - before == 2
+    comm.Barrier()
+
+    # 6. 64-bit tags: the halves of the tag must both match
+    tags = [5, (1 << 32) + 5, -(1 << 63), (1 << 63) - 1, -1, 1 << 32, -5]
+    if me == 1:
+        for tag in tags:
+            p.send(peer, tag, tag.to_bytes(8, "little", signed=True))
+    comm.Barrier()
+    if me == 0:
+        for tag in reversed(tags):
+            out = bytearray(8)
+            assert p.recv(peer, tag, out, timeout=T) == 8
+            assert int.from_bytes(out, "little", signed=True) == tag, tag
+    comm.Barrier()
+
+    # 7. numpy arrays and array.array, both ways
+    values = np.arange(100, dtype="float64") * (me + 1)
+    got = np.zeros(100, dtype="float64")
+    doubles = array.array("d", [0.0] * 100)
+    if me == 0:
+        p.send(peer, 40, values)
+        p.recv(peer, 40, got, timeout=T)
+        p.recv(peer, 41, doubles, timeout=T)
+    else:
+        p.recv(peer, 40, got, timeout=T)
+        p.send(peer, 40, values)
+        p.send(peer, 41, array.array("d", values))
+    assert np.array_equal(got, np.arange(100, dtype="float64") * (peer + 1))
+    if me == 0:
+        assert list(doubles) == list(np.arange(100, dtype="float64") * 2)
+    comm.Barrier()
+
+    # 8. two receiving threads, interleaved streams: each stays in order
+    per_thread = 150
+    if me == 0:
+        failures = []
+
+        def receive(tag):
+            out = bytearray(16)
+            for i in range(per_thread):
+                p.recv(peer, tag, out, timeout=60)
+                if out != payload("thread", tag, i, size=16):
+                    failures.append((tag, i))
+
+        threads = [threading.Thread(target=receive, args=(tag,)) for tag in (50, 51)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not any(thread.is_alive() for thread in threads), "a receiving thread hangs"
+        assert failures == [], failures[:5]
+    else:
+        for i in range(per_thread):
+            for tag in (50, 51):
+                p.send(peer, tag, payload("thread", tag, i, size=16))
+    comm.Barrier()
+
+    # 9. nothing comes: the lane gives up and the timeout is the request's
+    if me == 0:
+        try:
+            p.recv(peer, 60, bytearray(1), timeout=0.3)
+        except TimeoutError as exc:
+            assert "rank 1 tag 60" in str(exc), exc
+        else:
+            raise AssertionError("a receive of a message never sent returned")
+    comm.Barrier()
+
+
+with session(args.btl) as s:
+    try:
+        cases(s)
+    except BaseException:
+        # the peer may be blocked in an MPI barrier: fail the job now, not at its time-out
+        traceback.print_exc()
+        sys.stderr.flush()
+        comm.Abort(1)
+report(True, f"{args.btl} lanes")
