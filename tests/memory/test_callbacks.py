@@ -177,16 +177,20 @@ def test_unregister_is_idempotent() -> None:
         states = [handle.active]
         assert pmca.native.dispatcher().subscriber_count == 1
         handle.unregister()
+        # Whatever was released while it was registered (a Python arena freed
+        # by another thread, say) has been delivered by now; the kernel may
+        # hand that very range to the mmap below, so only what arrives from
+        # here on can tell whether the callback is still called.
+        delivered_while_registered = len(recorder.events)
         handle.unregister()
         states.append(handle.active)
         assert states == [True, False]
         assert pmca.native.dispatcher().subscriber_count == 0
         region = mmap.mmap(-1, 1 << 20)
-        address = mapped_address(region)
         region.close()
         pmca.memory.drain()
         handle.unregister()
-    assert not recorder.covering(address, 1 << 20, "munmap")
+    assert recorder.events[delivered_while_registered:] == []
 
 
 def test_duplicate_registration_is_rejected() -> None:

@@ -68,8 +68,11 @@ def test_killed_peer_is_named_not_a_hang(
         launcher_args=launcher.keep_going_args(),
         timeout=90,
     )
-    lines = ok_lines(result.read_text() if result.exists() else "")
-    assert lines and lines[0].startswith("OK rank 0 peer error"), child.stdout + child.stderr
+    reported = result.read_text() if result.exists() else ""
+    lines = ok_lines(reported)
+    assert lines and lines[0].startswith("OK rank 0 peer error"), (
+        reported + child.stdout + child.stderr
+    )
     assert "rank 1" in lines[0]
 
 

@@ -45,11 +45,22 @@ stop = threading.Event()
 workers = [threading.Thread(target=churn, args=(stop, i)) for i in range(threads_count)]
 for w in workers:
     w.start()
+def hook_calls():
+    return sum(hooks.calls(s) for s in hooks.symbols)
+
 cycles = 0
+calls_before = hook_calls()
 deadline = time.monotonic() + 0.3
-# At least 20 full cycles however loaded the machine is; more while time allows.
-while cycles < 20 or time.monotonic() < deadline:
+give_up = time.monotonic() + 20
+# At least 20 full cycles however loaded the machine is; more while time allows,
+# and until a worker called a target while it was patched: on a loaded machine
+# 20 cycles can pass before any worker is scheduled at all.
+while cycles < 20 or time.monotonic() < deadline or (
+    hook_calls() == calls_before and time.monotonic() < give_up
+):
     sites = [hooks.install(s) for s in hooks.symbols]
+    if cycles >= 20 and hook_calls() == calls_before:
+        time.sleep(0.001)  # let the workers in while the targets are patched
     for site in reversed(sites):
         assert hooks.restore(site), site
     cycles += 1

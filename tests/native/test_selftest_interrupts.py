@@ -25,6 +25,9 @@ ITERATIONS = 400
 
 CHILD = """
 import json, os, random, signal, statistics, time
+# SIGINT raises KeyboardInterrupt only if it was not ignored when Python
+# started: a test run launched in the background inherits it ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import pmca
 from pmca._libc import libc
 

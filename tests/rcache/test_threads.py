@@ -11,7 +11,7 @@ from .conftest import needs_native
 pytestmark = needs_native
 
 CHILD = """
-import json, random, threading
+import json, random, threading, time
 import pmca
 from pmca.rcache import UnpinnedBackend
 from tests.rcache.conftest import Pool
@@ -23,12 +23,27 @@ with pmca.Session():
     backend = UnpinnedBackend()
     rc = pmca.rcache.create("grdma", backend, leave_pinned=True, cache_max_bytes=16 * PAGE)
     stop = threading.Event()
+    released = [0]
+
+    def let_releases_in():
+        # Under load one thread can keep the GIL for a whole run of operations:
+        # wait (boundedly) until the releaser got a turn, so that releases
+        # really land between registrations instead of before or after them.
+        target = released[0] + 1
+        deadline = time.monotonic() + 60
+        while released[0] < target:
+            if time.monotonic() > deadline:
+                errors.append("the releaser made no progress for 60 s")
+                return
+            time.sleep(0.0005)
 
     def worker(seed):
         rng = random.Random(seed)
         held = []
         try:
-            for _ in range(1500):
+            for step in range(1500):
+                if step % 50 == 0:
+                    let_releases_in()
                 if held and rng.random() < 0.5:
                     rc.deregister(held.pop(rng.randrange(len(held))))
                 else:
@@ -47,6 +62,7 @@ with pmca.Session():
         rng = random.Random(99)
         while not stop.is_set():
             pool.release(rng.randrange(60), rng.randrange(1, 4))
+            released[0] += 1
 
     workers = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
     noise = threading.Thread(target=releaser)

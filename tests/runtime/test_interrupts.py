@@ -34,6 +34,9 @@ PHASES = ("init", "register", "unregister", "finalize")
 
 CHILD = """
 import json, os, random, signal, statistics, sys, time, traceback
+# SIGINT raises KeyboardInterrupt only if it was not ignored when Python
+# started: a test run launched in the background inherits it ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {root!r})
 import pmca
 from tests.runtime._lifecycle_child import (
@@ -309,6 +312,9 @@ class TestComponent(pmca.Component):
 
 SECOND_CTRL_C = """
 import os, signal, sys, threading, time
+# SIGINT raises KeyboardInterrupt only if it was not ignored when Python
+# started: a test run launched in the background inherits it ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {root!r})
 import pmca
 from pmca.runtime import RUNTIME

@@ -33,6 +33,9 @@ _METADATA_SUFFIXES = (".dist-info", ".egg-info")
 #: ``importlib_metadata.EntryPoint.pattern``: ``module[:attr.attr][ [extras]]``.
 _REFERENCE = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
 _SEPARATORS = re.compile(r"[-_.]+")
+#: From this ``importlib_metadata`` on, ``entry_points()`` lists the distributions
+#: with metadata before those without; earlier ones keep ``sys.path`` order.
+_PREFERS_VALID_FROM = (10, 1)
 
 
 class DistributionLike(Protocol):
@@ -237,6 +240,19 @@ def _parse(text: str, prefix: str, dist: MetadataDirectory) -> Iterable[EntryPoi
             yield EntryPoint(name.strip(), value.strip(), group, dist)
 
 
+def _prefers_valid(directories: list[MetadataDirectory]) -> bool | None:
+    """Whether the installed ``importlib_metadata`` lists distributions with
+    metadata first (10.1 on; on Python 3.10 pip installs 9.x, which does not);
+    ``None`` when its version cannot be told."""
+    for directory in directories:
+        if directory.normalized_name == "importlib_metadata" and directory.has_metadata():
+            release = re.match(r"(\d+)\.(\d+)", directory.version)
+            if release is None:
+                return None
+            return (int(release[1]), int(release[2])) >= _PREFERS_VALID_FROM
+    return None
+
+
 def read_entry_points(prefix: str) -> list[EntryPoint] | None:
     """The entry points of every group starting with ``prefix``, as
     ``importlib_metadata.entry_points()`` lists them; ``None`` where only
@@ -246,9 +262,14 @@ def read_entry_points(prefix: str) -> list[EntryPoint] | None:
     directories = _directories(sys.path)
     if directories is None:
         return None
-    valid = [d.has_metadata() for d in directories]
-    preferred = [d for d, ok in zip(directories, valid, strict=True) if ok]
-    preferred.extend(d for d, ok in zip(directories, valid, strict=True) if not ok)
+    prefers_valid = _prefers_valid(directories)
+    if prefers_valid is None:
+        return None
+    preferred = directories
+    if prefers_valid:
+        valid = [d.has_metadata() for d in directories]
+        preferred = [d for d, ok in zip(directories, valid, strict=True) if ok]
+        preferred.extend(d for d, ok in zip(directories, valid, strict=True) if not ok)
     chosen: set[str] = set()
     points: list[EntryPoint] = []
     for dist in preferred:

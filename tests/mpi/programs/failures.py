@@ -25,8 +25,16 @@ if args.case == "killed-peer":
     with session(args.btl) as s:
         p = s.p2p
         if me == 1:
+            entered = time.monotonic()
             request = p.isend(0, 1, bytes(64 << 20))
             p.progress()
+            if args.result:
+                # For a failure report: was the peer late to die, or rank 0 late to notice?
+                with open(args.result, "a") as f:
+                    f.write(
+                        f"rank 1 dies {time.monotonic() - entered:.2f}s into its session "
+                        f"(monotonic {time.monotonic():.3f})\n"
+                    )
             if args.death == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
             os._exit(137)  # no finalizer, no goodbye: the kernel closes everything
@@ -39,6 +47,8 @@ if args.case == "killed-peer":
             elapsed = time.monotonic() - start
             assert exc.rank == 1 and "rank 1" in str(exc), exc
             report(elapsed < args.timeout, f"peer error after {elapsed:.2f}s: {exc}")
+        except TimeoutError as exc:
+            report(False, f"{exc} (waiting since monotonic {start:.3f})")
         else:
             report(False, "no error although rank 1 was killed")
     # MPI_Finalize would wait for the dead rank: leave without it.
