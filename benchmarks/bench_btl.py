@@ -84,7 +84,7 @@ def _role_pmca(args: dict[str, Any]) -> None:
         def recv(buf: bytearray) -> None:
             p2p.recv(peer, tag=1, buf=buf)
 
-        result = sm_bench._measure(rank, send, recv, args["quick"])
+        result = sm_bench._measure(rank, send, recv, args["quick"], comm.Barrier)
         result["reach"] = s.reach(peer)
         if "tcp" in btl.split(","):
             try:
