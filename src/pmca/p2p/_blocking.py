@@ -4,7 +4,10 @@ A lane (btl/sm offers them) moves one eager message to or from one peer in
 one native call. ``send`` uses it for a message that fits the eager limit
 when nothing is queued ahead of it; ``recv`` when nothing for its
 (source, tag) stream is already unexpected or posted and no message from
-that source waits out of order. The lane polls only its btl's receive queue
+that source waits out of order. A receive into a buffer larger than the
+eager limit lands the message there directly, and the btl may read a
+rendezvous payload itself and answer FIN (btl/sm does, with CMA), so a large
+blocking receive costs no Python step either. The lane polls only its btl's receive queue
 and only briefly (``lane_spin``); whatever else it takes off that queue goes
 through the general path in arrival order, and when the awaited message does
 not come the receive becomes an ordinary request, so matching order,
@@ -19,7 +22,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._buffers import as_bytes
+from . import _protocol as proto
+from ._buffers import address_of, as_bytes
 from ._requests import Request, truncation
 
 if TYPE_CHECKING:
@@ -44,15 +48,20 @@ class Lane(Protocol):
     ``2 + size`` when it arrived and its payload is in ``landing``, 1 when
     another one did and must be handed on (:meth:`hand_on`), 0 when nothing
     came, < 0 an error (:meth:`check`). The tag travels as its low and high
-    32 bits.
+    32 bits. ``receive_into(sequence, tag_low, tag_high, address, capacity)``
+    answers the same, but the awaited message (eager, or a rendezvous the
+    lane may read itself) lands at ``address``; after such a rendezvous,
+    :meth:`owed_fin` names a FIN the lane could not send.
     """
 
     payload_limit: int
     landing: memoryview
     send: Callable[[int, int, int, bytes, int], int]
     receive: Callable[[int, int, int], int]
+    receive_into: Callable[[int, int, int, int, int], int]
 
     def hand_on(self) -> None: ...
+    def owed_fin(self) -> int: ...
     def check(self, status: int) -> None: ...
     def set_spin(self, seconds: float) -> None: ...
 
@@ -74,6 +83,9 @@ class Blocking:
         raise NotImplementedError
 
     def irecv(self, source: int, tag: int, buf: Any) -> Request:
+        raise NotImplementedError
+
+    def _control_to(self, rank: int, message: bytes) -> None:
         raise NotImplementedError
 
     def send(self, dest: int, tag: int, buf: Any, *, timeout: float | None = None) -> None:
@@ -111,6 +123,12 @@ class Blocking:
             if type(buf) is not bytearray:
                 into = as_bytes(buf, writable=True, rank=source, tag=tag)
             low, high = tag & _LOW, tag >> 32
+            capacity = len(into)
+            # a buffer only a rendezvous could fill lands the message in place
+            target = (memoryview(into) if type(into) is bytearray else into) if (
+                capacity > lane.payload_limit
+            ) else None
+            address = address_of(target) if target is not None else 0
             stash, posted, unexpected = self._stash[source], self._posted, self._unexpected
             lock = self._bml.lock
             lock.acquire()
@@ -123,12 +141,21 @@ class Blocking:
                     or stash
                 ):
                     sequence = self._seq_in[source]
-                    status = lane.receive(sequence, low, high)
+                    if target is None:
+                        status = lane.receive(sequence, low, high)
+                    else:
+                        status = lane.receive_into(sequence, low, high, address, capacity)
                     if status >= _LANDED:
                         self._seq_in[source] = (sequence + 1) & _LOW
                         size = status - _LANDED
-                        if size > len(into):
-                            raise truncation(size, source, tag, len(into))
+                        if target is not None:
+                            owed = lane.owed_fin()
+                            if owed:
+                                fin = proto.FIN_MSG.pack(proto.FIN, proto.STATUS_OK, owed)
+                                self._control_to(source, fin)
+                            return size
+                        if size > capacity:
+                            raise truncation(size, source, tag, capacity)
                         into[:size] = lane.landing[:size]
                         return size
                     if status != _OTHER:

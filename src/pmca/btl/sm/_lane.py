@@ -8,7 +8,10 @@ and an active-message callback; a lane does each in one native call
 into one fragment, and :attr:`SmLane.receive` polls the receive FIFO for a
 moment and, when its head is the awaited message, copies the payload out. Whatever else it
 takes off the FIFO goes through :meth:`SmModule.handle` as progress would
-take it, so the FIFO's order is never changed. The message layer decides
+take it, so the FIFO's order is never changed. :attr:`SmLane.receive_into`
+lands the awaited message in the caller's buffer instead, and reads a
+rendezvous (RGET) payload there itself with CMA and answers FIN, which
+saves a rendezvous receive every Python step of the general path. The message layer decides
 when a lane may be used (nothing queued or posted for that stream); the
 lane only moves bytes.
 """
@@ -63,6 +66,7 @@ class SmLane:
         "landing",
         "payload_limit",
         "receive",
+        "receive_into",
         "send",
     )
 
@@ -70,13 +74,19 @@ class SmLane:
         transport = module.transport
         self._module = module
         self._rank = rank
-        context, lane, send, receive, landing = transport.lane_calls(rank, am_tag)
+        context, lane, send, receive, receive_into, landing = transport.lane_calls(rank, am_tag)
         self._delivery = _Delivery()
         self.send: Callable[[int, int, int, bytes, int], int] = functools.partial(
             send, context, lane
         )
         self.receive: Callable[[int, int, int], int] = functools.partial(
             receive, context, ctypes.byref(self._delivery), lane
+        )
+        #: ``receive_into(sequence, tag_low, tag_high, address, capacity)``: as
+        #: :attr:`receive`, but the awaited message, eager or a rendezvous this
+        #: process may read with CMA, lands at ``address`` (``capacity`` bytes).
+        self.receive_into: Callable[[int, int, int, int, int], int] = functools.partial(
+            receive_into, context, ctypes.byref(self._delivery), lane
         )
         #: Where :attr:`receive` copies the awaited payload (valid until the next receive).
         self.landing = landing
@@ -91,6 +101,11 @@ class SmLane:
         segment = self._module.transport.segment(source)
         if segment is not None:
             self._module.handle(source, delivery.tag, segment[offset : offset + delivery.length])
+
+    def owed_fin(self) -> int:
+        """After :attr:`receive_into` landed a rendezvous: the send id of the FIN that found
+        no room to go (the caller sends it), else 0."""
+        return int(self._delivery.offset)
 
     def check(self, status: int) -> None:
         """Raise for a negative :attr:`receive` status that is not "use the general path"."""
@@ -109,7 +124,7 @@ class SmLane:
 
     def close(self) -> None:
         """The peer is detached or the transport closed: every call answers "go the general way"."""
-        self.send = self.receive = _unusable
+        self.send = self.receive = self.receive_into = _unusable
         self.landing = memoryview(b"")
 
     def __repr__(self) -> str:

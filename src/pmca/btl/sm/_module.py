@@ -220,6 +220,8 @@ class SmModule(ModuleBase):
         """CMA was refused: emulate put/get from now on (copy-in/copy-out)."""
         self.mechanism = "emulated"
         self.limits = _limits_for(self.limits, "emulated")
+        if not self.transport.closed:
+            self.transport.set_lane_cma(False)
         self.log.warning(
             "CMA refused; put/get emulated through the segment (copy-in/copy-out)",
             rank=rank,
@@ -454,6 +456,7 @@ class SmModule(ModuleBase):
         if self._endpoints.get(rank) is not endpoint or self.transport.closed:
             return None
         lane = SmLane(self, rank, am_tag)
+        self.transport.set_lane_cma(self.mechanism == "cma")
         self._lanes.setdefault(rank, []).append(lane)
         return lane
 

@@ -142,6 +142,9 @@ _PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...], bool]] = {
     # bytes object or a prebuilt ctypes object (see lane.c and _lane.py).
     "pmca_sm_lane_send": (_int, (), True),
     "pmca_sm_lane_receive": (_int, (), True),
+    # may read a whole rendezvous payload with CMA: without the GIL
+    "pmca_sm_lane_receive_into": (_i64, (_ptr, _ptr, _u32, _u32, _u32, _u32, _ptr, _u64), False),
+    "pmca_sm_set_lane_cma": (None, (_ptr, _int), True),
     "pmca_sm_lane": (_u32, (_u32, _u32), True),
     "pmca_sm_landing": (_ptr, (_ptr, ctypes.POINTER(_u64)), True),
     "pmca_sm_set_lane_spin": (None, (_ptr, _u64), True),
@@ -382,9 +385,9 @@ class Transport:
         """Peer ``ident``'s mapped segment (``None`` once detached)."""
         return self._views.get(ident)
 
-    def lane_calls(self, ident: int, am_tag: int) -> tuple[Any, int, Any, Any, memoryview]:
-        """``(context, lane, lane_send, lane_receive, landing)``: lane.c's entry points for
-        a lane, and the landing buffer of its receives.
+    def lane_calls(self, ident: int, am_tag: int) -> tuple[Any, int, Any, Any, Any, memoryview]:
+        """``(context, lane, lane_send, lane_receive, lane_receive_into, landing)``: lane.c's
+        entry points for a lane, and the landing buffer of its receives.
 
         The context (a prebuilt ``c_void_p``) and the landing buffer are
         freed at :meth:`close`: whoever holds these must stop using them
@@ -404,12 +407,17 @@ class Transport:
             lane,
             self._fn.lane_send,
             self._fn.lane_receive,
+            self._fn.lane_receive_into,
             self._view(int(landing), size.value),
         )
 
     def block_lanes(self, blocked: bool) -> None:
         """Stop (or let again) every lane: sends are queued behind them."""
         self._fn.block_lanes(self._ctx, int(blocked))
+
+    def set_lane_cma(self, allowed: bool) -> None:
+        """Whether lane receives read rendezvous payloads themselves with CMA (lane.c)."""
+        self._fn.set_lane_cma(self._ctx, int(allowed))
 
     def set_lane_spin(self, seconds: float) -> None:
         """How long a lane receive polls the FIFO before it gives up (lane.c)."""

@@ -65,15 +65,41 @@ static int spin(struct sm_ctx *ctx, uint64_t ns)
     }
 }
 
-static int is_awaited(const struct pmca_sm_delivery *d, uint32_t lane, const char *payload,
-                      uint32_t sequence, int64_t tag)
+/* The match header at `payload` when delivery `d` is message `sequence`
+ * with user tag `tag` from the lane's peer; kind 0 when it is not. */
+static struct pmca_match_header awaited(const struct pmca_sm_delivery *d, uint32_t lane,
+                                        const char *payload, uint32_t sequence, int64_t tag)
 {
-    struct pmca_match_header header;
+    struct pmca_match_header header = {0};
     if (d->source != lane_peer(lane) || d->tag != lane_tag(lane) || d->length < sizeof header)
-        return 0;
+        return header;
     memcpy(&header, payload, sizeof header);
-    return header.kind == MATCH_EAGER && header.sequence == sequence && header.tag == tag &&
-           header.size == d->length - sizeof header;
+    if (header.sequence != sequence || header.tag != tag)
+        header.kind = 0;
+    return header;
+}
+
+static int is_eager(const struct pmca_match_header *header, const struct pmca_sm_delivery *d)
+{
+    return header->kind == MATCH_EAGER && header->size == d->length - sizeof *header;
+}
+
+/* Hand back the previous delivery, poll the FIFO for up to the lane spin,
+ * then take its head into *out: 1 and *payload set when there was one,
+ * else the receive's status (0 or a negative errno). */
+static int take(struct sm_ctx *ctx, struct pmca_sm_delivery *out, uint32_t lane,
+                const char **payload)
+{
+    sm_release_delivered(ctx);
+    uint32_t peer = lane_peer(lane);
+    if (!ctx->peers || peer >= ctx->slots || !ctx->peers[peer].segment || !ctx->landing)
+        return -ENOTCONN;
+    if (ctx->lanes_blocked || !spin(ctx, ctx->lane_spin_ns))
+        return 0;
+    int status = sm_take(ctx, out);
+    if (status == 1)
+        *payload = (const char *)ctx->peers[out->source].segment + out->offset;
+    return status;
 }
 
 /* Hand back the previous delivery, poll the FIFO for up to the lane spin
@@ -88,25 +114,81 @@ static int is_awaited(const struct pmca_sm_delivery *d, uint32_t lane, const cha
 EXPORT int pmca_sm_lane_receive(struct sm_ctx *ctx, struct pmca_sm_delivery *out, uint32_t lane,
                                 uint32_t sequence, uint32_t tag_low, uint32_t tag_high)
 {
-    sm_release_delivered(ctx);
-    uint32_t peer = lane_peer(lane);
-    if (!ctx->peers || peer >= ctx->slots || !ctx->peers[peer].segment || !ctx->landing)
-        return -ENOTCONN;
-    if (ctx->lanes_blocked || !spin(ctx, ctx->lane_spin_ns))
-        return 0;
-    int status = sm_take(ctx, out);
+    const char *payload = NULL;
+    int status = take(ctx, out, lane, &payload);
     if (status != 1)
         return status;
-    const char *payload = (const char *)ctx->peers[out->source].segment + out->offset;
-    if (!is_awaited(out, lane, payload, sequence, join_tag(tag_low, tag_high)))
-        return 1;
-    uint64_t length = out->length - sizeof(struct pmca_match_header);
-    if (length > ctx->landing_size || length > INT32_MAX - 2)
-        return 1; /* cannot land it: the general path takes it */
-    memcpy(ctx->landing, payload + sizeof(struct pmca_match_header), length);
+    struct pmca_match_header header =
+        awaited(out, lane, payload, sequence, join_tag(tag_low, tag_high));
+    if (!is_eager(&header, out) || header.size > ctx->landing_size || header.size > INT32_MAX - 2)
+        return 1; /* not the awaited eager message, or it cannot land: the general path */
+    memcpy(ctx->landing, payload + sizeof header, header.size);
     sm_release_delivered(ctx);
     ctx->lane_received++;
-    return 2 + (int)length;
+    return 2 + (int)header.size;
+}
+
+/* The awaited message is an RGET of `size` bytes (payload: its match
+ * header, body and handles): read them from the sender into `target` with
+ * CMA, hand the fragment back and answer FIN.  1 (the general path takes
+ * the message, which is still delivered in *out) unless it names exactly
+ * one btl/sm handle covering the range and the read succeeds; the general
+ * path then reads again, reporting a refusal or a dead peer as usual. */
+static int64_t read_rget(struct sm_ctx *ctx, struct pmca_sm_delivery *out, uint32_t lane,
+                         const char *payload, uint64_t size, void *target)
+{
+    struct pmca_rget_body body;
+    struct pmca_sm_handle handle;
+    const uint64_t at = sizeof(struct pmca_match_header);
+    if (out->length != at + sizeof body + sizeof handle || size > INT64_MAX - 2)
+        return 1;
+    memcpy(&body, payload + at, sizeof body);
+    memcpy(&handle, payload + at + sizeof body, sizeof handle);
+    if (body.handles != 1 || handle.name_length != 2 || memcmp(handle.name, "sm", 2) != 0 ||
+        handle.length != 3 * sizeof(uint64_t) || body.address < handle.base ||
+        body.address - handle.base > handle.size || size > handle.size - (body.address - handle.base))
+        return 1;
+    uint32_t peer = out->source;
+    if (pmca_sm_cma(ctx->peers[peer].pid, 0, (uint64_t)(uintptr_t)target, body.address, size) !=
+        (int64_t)size)
+        return 1;
+    sm_release_delivered(ctx);
+    ctx->lane_received++;
+    struct pmca_fin fin = {MATCH_FIN, {0}, 0, body.send_id};
+    /* a FIN that finds no fragment or FIFO slot now is the caller's to send */
+    out->offset = sm_send_parts(ctx, peer, lane_tag(lane), &fin, sizeof fin, NULL, 0) == 0
+                      ? 0
+                      : body.send_id;
+    return 2 + (int64_t)size;
+}
+
+/* pmca_sm_lane_receive for a receive into `target` (`capacity` bytes),
+ * run without the GIL: the awaited message lands there directly, and when
+ * it is a rendezvous (RGET) that lanes may read (pmca_sm_set_lane_cma), its
+ * payload is read from the sender with CMA and FIN answered here.
+ * Statuses as pmca_sm_lane_receive's; after a landing (>= 2), out->offset
+ * is the send id of a FIN the caller still owes the peer (0: none). */
+EXPORT int64_t pmca_sm_lane_receive_into(struct sm_ctx *ctx, struct pmca_sm_delivery *out,
+                                         uint32_t lane, uint32_t sequence, uint32_t tag_low,
+                                         uint32_t tag_high, void *target, uint64_t capacity)
+{
+    const char *payload = NULL;
+    int status = take(ctx, out, lane, &payload);
+    if (status != 1)
+        return status;
+    struct pmca_match_header header =
+        awaited(out, lane, payload, sequence, join_tag(tag_low, tag_high));
+    if (header.size > capacity || header.size > INT64_MAX - 2)
+        return 1; /* truncated: the general path reports it */
+    if (header.kind == MATCH_RGET && ctx->lane_cma)
+        return read_rget(ctx, out, lane, payload, header.size, target);
+    if (!is_eager(&header, out))
+        return 1;
+    memcpy(target, payload + sizeof header, header.size);
+    sm_release_delivered(ctx);
+    ctx->lane_received++;
+    out->offset = 0;
+    return 2 + (int64_t)header.size;
 }
 
 /* The landing buffer of lane receives (allocated at the first call, freed
@@ -132,5 +214,7 @@ EXPORT uint32_t pmca_sm_lane(uint32_t peer, uint32_t am_tag)
 EXPORT void pmca_sm_set_lane_spin(struct sm_ctx *ctx, uint64_t ns) { ctx->lane_spin_ns = ns; }
 
 EXPORT void pmca_sm_block_lanes(struct sm_ctx *ctx, int blocked) { ctx->lanes_blocked = blocked; }
+
+EXPORT void pmca_sm_set_lane_cma(struct sm_ctx *ctx, int allowed) { ctx->lane_cma = allowed; }
 
 EXPORT uint32_t pmca_sm_match_header_size(void) { return sizeof(struct pmca_match_header); }

@@ -130,6 +130,7 @@ struct sm_ctx {
     uint64_t lane_sent, lane_received; /* of sent/received: through a lane (lane.c) */
     uint64_t lane_spin_ns; /* how long a lane receive polls the FIFO (lane.c) */
     int lanes_blocked;     /* the Python side has sends queued (lane.c) */
+    int lane_cma;          /* lane receives may read rendezvous payloads with CMA (lane.c) */
     void *landing;         /* where lane receives copy the awaited payload (lane.c) */
     uint64_t landing_size;
 };
@@ -166,8 +167,35 @@ struct pmca_match_header {
     uint64_t size;
 };
 #define MATCH_EAGER 1
+#define MATCH_RGET 2
+#define MATCH_FIN 4
+
+/* After the match header of an RGET (pmca.p2p._protocol.RGET_BODY, "<QQB"),
+ * then one handle per readable route: name length, name, handle length,
+ * handle (btl/sm's handle: key, base, size, "<QQQ"). */
+struct __attribute__((packed)) pmca_rget_body {
+    uint64_t send_id;
+    uint64_t address;
+    uint8_t handles;
+};
+struct __attribute__((packed)) pmca_sm_handle {
+    uint8_t name_length;
+    char name[2]; /* "sm" */
+    uint8_t length;
+    uint64_t key, base, size;
+};
+/* pmca.p2p._protocol.FIN_MSG, "<BxxxIQ". */
+struct pmca_fin {
+    uint8_t kind;
+    uint8_t reserved[3];
+    uint32_t status;
+    uint64_t send_id;
+};
 
 _Static_assert(sizeof(struct pmca_match_header) == 24, "match header size");
+_Static_assert(sizeof(struct pmca_rget_body) == 17, "rget body size");
+_Static_assert(sizeof(struct pmca_sm_handle) == 28, "sm handle size");
+_Static_assert(sizeof(struct pmca_fin) == 16, "fin size");
 
 static inline uint64_t encode(uint32_t owner, uint64_t offset)
 {
@@ -188,5 +216,7 @@ int sm_send_parts(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const void *hea
                   uint64_t head_length, const void *body, uint64_t body_length);
 int sm_take(struct sm_ctx *ctx, struct pmca_sm_delivery *out);
 void sm_release_delivered(struct sm_ctx *ctx);
+/* cma.c: see pmca_sm_cma. */
+int64_t pmca_sm_cma(int32_t pid, int write, uint64_t local, uint64_t remote, uint64_t length);
 
 #endif
