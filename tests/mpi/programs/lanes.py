@@ -90,7 +90,7 @@ def cases(s):
         (10, 5),
         (11, limit),
         (10, limit - 1),
-        (11, limit + 1),  # a rendezvous: never through a lane
+        (11, limit + 1),  # a rendezvous behind unexpected messages: the general path
         (11, 0),
         (10, 200_000),
         (11, 3),
@@ -217,9 +217,77 @@ def cases(s):
     comm.Barrier()
 
 
+def rendezvous_cases(s):
+    """Receives into buffers larger than the eager limit land in place; a rendezvous
+    waiting at the head of the FIFO is read by the lane itself (CMA and FIN)."""
+    p = s.p2p
+    me, peer = p.rank, 1 - p.rank
+    sm = next(module for module in s.modules("btl") if module.name == "sm")
+    limit = sm.limits.eager_limit - MATCH_HEADER
+
+    # 10. rendezvous and eager messages already waiting, each received into a larger buffer
+    sizes = [limit + 1, 4096, 10, 100_000, 0, 1 << 20]
+    requests = []
+    if me == 1:
+        for index, size in enumerate(sizes):
+            requests.append(p.isend(peer, 70, payload("in place", index, size=size)))
+    comm.Barrier()
+    if me == 0:
+        _, before = lane_counts(sm)
+        for index, size in enumerate(sizes):
+            out = bytearray(size + 4096 + 13)
+            assert p.recv(peer, 70, out, timeout=T) == size, (index, size)
+            assert out[:size] == payload("in place", index, size=size), (index, size)
+            assert not any(out[size:]), (index, size)
+        _, after = lane_counts(sm)
+        if sm.mechanism == "cma":  # emulated put/get is the general path's
+            assert after - before == len(sizes), (before, after, diagnosis(s, sm))
+    for request in requests:
+        request.wait(timeout=T)
+    comm.Barrier()
+
+    # 11. a rendezvous too large for the buffer: both sides see the truncation, the
+    # stream goes on
+    if me == 1:
+        large = p.isend(peer, 71, payload("too large", size=1 << 20))
+        p.send(peer, 71, b"after")
+    comm.Barrier()
+    if me == 0:
+        try:
+            p.recv(peer, 71, bytearray(limit + 100), timeout=T)
+        except TruncationError as exc:
+            assert f"{1 << 20} bytes" in str(exc), exc
+        else:
+            raise AssertionError("a 1 MiB rendezvous fit a smaller buffer")
+        out = bytearray(limit + 100)
+        assert p.recv(peer, 71, out, timeout=T) == 5 and out[:5] == b"after"
+    else:
+        try:
+            large.wait(timeout=T)
+        except TruncationError:
+            pass
+        else:
+            raise AssertionError("the sender of a truncated rendezvous was not told")
+    comm.Barrier()
+
+    # 12. a blocking ping-pong of rendezvous messages, both ways through the lanes
+    into = bytearray(1 << 18)
+    for i in range(20):
+        data = payload("pingpong", i, size=(1 << 18) - i)
+        if me == 0:
+            p.send(peer, 72, data, timeout=T)
+            assert p.recv(peer, 72, into, timeout=T) == len(data)
+        else:
+            assert p.recv(peer, 72, into, timeout=T) == len(data)
+            p.send(peer, 72, into[: len(data)], timeout=T)
+        assert into[: len(data)] == data, i
+    comm.Barrier()
+
+
 with session(args.btl) as s:
     try:
         cases(s)
+        rendezvous_cases(s)
     except BaseException:
         # the peer may be blocked in an MPI barrier: fail the job now, not at its time-out
         traceback.print_exc()
