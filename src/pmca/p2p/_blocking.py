@@ -124,10 +124,9 @@ class Blocking:
                 into = as_bytes(buf, writable=True, rank=source, tag=tag)
             low, high = tag & _LOW, tag >> 32
             capacity = len(into)
-            # a buffer only a rendezvous could fill lands the message in place
-            target = (memoryview(into) if type(into) is bytearray else into) if (
-                capacity > lane.payload_limit
-            ) else None
+            target = None
+            if capacity > lane.payload_limit:  # only a rendezvous fills it: land in place
+                target = memoryview(into) if type(into) is bytearray else into
             address = address_of(target) if target is not None else 0
             stash, posted, unexpected = self._stash[source], self._posted, self._unexpected
             lock = self._bml.lock
