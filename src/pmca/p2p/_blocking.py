@@ -52,11 +52,14 @@ class Lane(Protocol):
     answers the same, but the awaited message (eager, or a rendezvous the
     lane may read itself) lands at ``address``; after such a rendezvous,
     :meth:`owed_fin` names a FIN the lane could not send.
+    ``send_rget(sequence, tag, send_id, address, size, handle, len(handle))``
+    sends a rendezvous header whose payload only this btl's ``handle`` reads.
     """
 
     payload_limit: int
     landing: memoryview
     send: Callable[[int, int, int, bytes, int], int]
+    send_rget: Callable[[int, int, int, int, int, bytes, int], int]
     receive: Callable[[int, int, int], int]
     receive_into: Callable[[int, int, int, int, int], int]
 

@@ -305,6 +305,12 @@ class P2p(Blocking):
         send_id = next(self._ids)
         self._sends[send_id] = request
         request.cleanup.append(lambda: self._sends.pop(send_id, None))
+        lane = self._lanes.get(request.peer)
+        if lane is not None and len(handles) == 1 and peer.rdma[0][0].module is route.module:
+            # the lane packs the same header in one native call
+            handle = handles[0][1]
+            if lane.send_rget(seq, request.tag, send_id, address, size, handle, len(handle)) == 0:
+                return
         message = b"".join(
             (
                 proto.MATCH.pack(proto.RGET, 0, seq, request.tag, size),

@@ -68,16 +68,25 @@ class SmLane:
         "receive",
         "receive_into",
         "send",
+        "send_rget",
     )
 
     def __init__(self, module: SmModule, rank: int, am_tag: int) -> None:
         transport = module.transport
         self._module = module
         self._rank = rank
-        context, lane, send, receive, receive_into, landing = transport.lane_calls(rank, am_tag)
+        context, lane, send, send_rget, receive, receive_into, landing = transport.lane_calls(
+            rank, am_tag
+        )
         self._delivery = _Delivery()
         self.send: Callable[[int, int, int, bytes, int], int] = functools.partial(
             send, context, lane
+        )
+        #: ``send_rget(sequence, tag, send_id, address, size, handle, len(handle))``:
+        #: the rendezvous header of a message readable through this btl's
+        #: ``handle`` alone, as the message layer packs it (0 when sent).
+        self.send_rget: Callable[[int, int, int, int, int, bytes, int], int] = functools.partial(
+            send_rget, context, lane
         )
         self.receive: Callable[[int, int, int], int] = functools.partial(
             receive, context, ctypes.byref(self._delivery), lane
@@ -124,7 +133,7 @@ class SmLane:
 
     def close(self) -> None:
         """The peer is detached or the transport closed: every call answers "go the general way"."""
-        self.send = self.receive = self.receive_into = _unusable
+        self.send = self.send_rget = self.receive = self.receive_into = _unusable
         self.landing = memoryview(b"")
 
     def __repr__(self) -> str:

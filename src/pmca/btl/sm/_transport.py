@@ -145,6 +145,7 @@ _PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...], bool]] = {
     # may read a whole rendezvous payload with CMA: without the GIL
     "pmca_sm_lane_receive_into": (_i64, (_ptr, _ptr, _u32, _u32, _u32, _u32, _ptr, _u64), False),
     "pmca_sm_set_lane_cma": (None, (_ptr, _int), True),
+    "pmca_sm_lane_send_rget": (_int, (_ptr, _u32, _u32, _i64, _u64, _u64, _u64, _ptr, _u32), True),
     "pmca_sm_lane": (_u32, (_u32, _u32), True),
     "pmca_sm_landing": (_ptr, (_ptr, ctypes.POINTER(_u64)), True),
     "pmca_sm_set_lane_spin": (None, (_ptr, _u64), True),
@@ -385,9 +386,11 @@ class Transport:
         """Peer ``ident``'s mapped segment (``None`` once detached)."""
         return self._views.get(ident)
 
-    def lane_calls(self, ident: int, am_tag: int) -> tuple[Any, int, Any, Any, Any, memoryview]:
-        """``(context, lane, lane_send, lane_receive, lane_receive_into, landing)``: lane.c's
-        entry points for a lane, and the landing buffer of its receives.
+    def lane_calls(
+        self, ident: int, am_tag: int
+    ) -> tuple[Any, int, Any, Any, Any, Any, memoryview]:
+        """``(context, lane, lane_send, lane_send_rget, lane_receive, lane_receive_into,
+        landing)``: lane.c's entry points for a lane, and the landing buffer of its receives.
 
         The context (a prebuilt ``c_void_p``) and the landing buffer are
         freed at :meth:`close`: whoever holds these must stop using them
@@ -406,6 +409,7 @@ class Transport:
             ctypes.c_void_p(self._ctx),
             lane,
             self._fn.lane_send,
+            self._fn.lane_send_rget,
             self._fn.lane_receive,
             self._fn.lane_receive_into,
             self._view(int(landing), size.value),

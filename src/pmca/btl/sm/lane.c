@@ -41,6 +41,33 @@ EXPORT int pmca_sm_lane_send(struct sm_ctx *ctx, uint32_t lane, uint32_t sequenc
     return status;
 }
 
+/* Send the rendezvous (RGET) header of message `sequence`: `size` bytes at
+ * `address`, readable through btl/sm handle `handle` (`handle_length`
+ * bytes) alone, for the sender's request `send_id`; the bytes the message
+ * layer would pack (pmca.p2p._protocol).  As pmca_sm_lane_send returns. */
+EXPORT int pmca_sm_lane_send_rget(struct sm_ctx *ctx, uint32_t lane, uint32_t sequence,
+                                  int64_t tag, uint64_t send_id, uint64_t address, uint64_t size,
+                                  const void *handle, uint32_t handle_length)
+{
+    if (ctx->lanes_blocked)
+        return -EAGAIN;
+    struct __attribute__((packed)) {
+        struct pmca_match_header header;
+        struct pmca_rget_body body;
+        uint8_t name_length;
+        char name[2];
+        uint8_t length;
+    } head = {{MATCH_RGET, 0, 0, sequence, tag, size}, {send_id, address, 1}, 2, "sm", 0};
+    if (handle_length > UINT8_MAX)
+        return -EMSGSIZE;
+    head.length = (uint8_t)handle_length;
+    int status =
+        sm_send_parts(ctx, lane_peer(lane), lane_tag(lane), &head, sizeof head, handle, handle_length);
+    if (status == 0)
+        ctx->lane_sent++;
+    return status;
+}
+
 static uint64_t now_ns(void)
 {
     struct timespec now;
