@@ -129,6 +129,26 @@ static int take(struct sm_ctx *ctx, struct pmca_sm_delivery *out, uint32_t lane,
     return status;
 }
 
+/* take, then the match header of the message taken when it is the awaited
+ * one (kind 0 when not). */
+static int take_awaited(struct sm_ctx *ctx, struct pmca_sm_delivery *out, uint32_t lane,
+                        uint32_t sequence, uint32_t tag_low, uint32_t tag_high,
+                        const char **payload, struct pmca_match_header *header)
+{
+    int status = take(ctx, out, lane, payload);
+    if (status == 1)
+        *header = awaited(out, lane, *payload, sequence, join_tag(tag_low, tag_high));
+    return status;
+}
+
+/* Copy the awaited eager message's payload to `into` and hand its fragment back. */
+static void land(struct sm_ctx *ctx, void *into, const char *payload, uint64_t size)
+{
+    memcpy(into, payload + sizeof(struct pmca_match_header), size);
+    sm_release_delivered(ctx);
+    ctx->lane_received++;
+}
+
 /* Hand back the previous delivery, poll the FIFO for up to the lane spin
  * (pmca_sm_set_lane_spin), then take its head:
  *  >= 2: the eager message `sequence` with user tag (tag_high, tag_low) from
@@ -142,16 +162,13 @@ EXPORT int pmca_sm_lane_receive(struct sm_ctx *ctx, struct pmca_sm_delivery *out
                                 uint32_t sequence, uint32_t tag_low, uint32_t tag_high)
 {
     const char *payload = NULL;
-    int status = take(ctx, out, lane, &payload);
+    struct pmca_match_header header;
+    int status = take_awaited(ctx, out, lane, sequence, tag_low, tag_high, &payload, &header);
     if (status != 1)
         return status;
-    struct pmca_match_header header =
-        awaited(out, lane, payload, sequence, join_tag(tag_low, tag_high));
     if (!is_eager(&header, out) || header.size > ctx->landing_size || header.size > INT32_MAX - 2)
         return 1; /* not the awaited eager message, or it cannot land: the general path */
-    memcpy(ctx->landing, payload + sizeof header, header.size);
-    sm_release_delivered(ctx);
-    ctx->lane_received++;
+    land(ctx, ctx->landing, payload, header.size);
     return 2 + (int)header.size;
 }
 
@@ -200,20 +217,17 @@ EXPORT int64_t pmca_sm_lane_receive_into(struct sm_ctx *ctx, struct pmca_sm_deli
                                          uint32_t tag_high, void *target, uint64_t capacity)
 {
     const char *payload = NULL;
-    int status = take(ctx, out, lane, &payload);
+    struct pmca_match_header header;
+    int64_t status = take_awaited(ctx, out, lane, sequence, tag_low, tag_high, &payload, &header);
     if (status != 1)
         return status;
-    struct pmca_match_header header =
-        awaited(out, lane, payload, sequence, join_tag(tag_low, tag_high));
     if (header.size > capacity || header.size > INT64_MAX - 2)
         return 1; /* truncated: the general path reports it */
     if (header.kind == MATCH_RGET && ctx->lane_cma)
         return read_rget(ctx, out, lane, payload, header.size, target);
     if (!is_eager(&header, out))
         return 1;
-    memcpy(target, payload + sizeof header, header.size);
-    sm_release_delivered(ctx);
-    ctx->lane_received++;
+    land(ctx, target, payload, header.size);
     out->offset = 0;
     return 2 + (int64_t)header.size;
 }
