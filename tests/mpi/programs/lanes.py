@@ -272,6 +272,7 @@ def rendezvous_cases(s):
 
     # 12. a blocking ping-pong of rendezvous messages, both ways through the lanes
     into = bytearray(1 << 18)
+    sent_before, _ = lane_counts(sm)
     for i in range(20):
         data = payload("pingpong", i, size=(1 << 18) - i)
         if me == 0:
@@ -281,6 +282,8 @@ def rendezvous_cases(s):
             assert p.recv(peer, 72, into, timeout=T) == len(data)
             p.send(peer, 72, into[: len(data)], timeout=T)
         assert into[: len(data)] == data, i
+    # nothing queued in a ping-pong: every rendezvous header went through the lane
+    assert lane_counts(sm)[0] - sent_before == 20, (sent_before, diagnosis(s, sm))
     comm.Barrier()
 
 
