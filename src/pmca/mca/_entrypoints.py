@@ -222,7 +222,10 @@ def _directories(path: Iterable[object]) -> list[MetadataDirectory] | None:
 
 
 def metadata_directories() -> list[MetadataDirectory] | None:
-    """Every metadata directory on ``sys.path``; ``None`` with a zip or an egg on it."""
+    """Every metadata directory on ``sys.path``; ``None`` with a zip or an egg on
+    it, or a distribution finder that may know of others."""
+    if not _standard_finders_only():
+        return None
     return _directories(sys.path)
 
 
