@@ -308,8 +308,8 @@ class P2p(Blocking):
         lane = self._lanes.get(request.peer)
         if lane is not None and len(handles) == 1 and peer.rdma[0][0].module is route.module:
             # the lane packs the same header in one native call
-            handle = handles[0][1]
-            if lane.send_rget(seq, request.tag, send_id, address, size, handle, len(handle)) == 0:
+            packed = handles[0][1]
+            if lane.send_rget(seq, request.tag, send_id, address, size, packed, len(packed)) == 0:
                 return
         message = b"".join(
             (
