@@ -260,9 +260,7 @@ def read_entry_points(prefix: str) -> list[EntryPoint] | None:
     """The entry points of every group starting with ``prefix``, as
     ``importlib_metadata.entry_points()`` lists them; ``None`` where only
     ``importlib_metadata`` can read the installed metadata."""
-    if not _standard_finders_only():
-        return None
-    directories = _directories(sys.path)
+    directories = metadata_directories()
     if directories is None:
         return None
     prefers_valid = _prefers_valid(directories)
