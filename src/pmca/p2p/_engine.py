@@ -1,7 +1,9 @@
 """Point-to-point messages over the bml (a thin ob1).
 
 Eager: a message whose header and payload fit the route's eager limit goes
-in one active message. Larger ones use a rendezvous: with RDMA-capable
+in one active message; a btl that receives large ones in pieces (tcp) asks
+where it goes, and one that matches a posted receive lands straight in that
+receive's buffer. Larger ones use a rendezvous: with RDMA-capable
 routes the sender registers its buffer and the receiver, once matched,
 reads it with btl ``get`` (striped across the routes by bandwidth) and sends
 FIN; without RDMA the receiver answers a clear-to-send and the sender
@@ -21,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import define
 
-from ..btl import BtlError, Endpoint, Flags, PeerFailed
+from ..btl import BtlError, Endpoint, Flags, PeerFailed, Placement
 from ..btl.bml import Bml, BmlPeer, Route
 from . import _protocol as proto
-from ._blocking import LANE_SPIN, TAG_MAX, TAG_MIN, Blocking, Lane
+from ._blocking import LANE_SPIN, TAG_MAX, TAG_MIN, Blocking
 from ._buffers import address_of, as_bytes
 from ._requests import Request, TruncationError, truncation
+from ._routes import open_lanes, stripes
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -100,12 +103,15 @@ class P2p(Blocking):
             for module in bml.modules:
                 module.register_recv(am_tag, self._arrived)
                 self._registered.append(module)
+                register_placer = getattr(module, "register_placer", None)
+                if register_placer is not None:
+                    register_placer(am_tag, self._place)
         except BaseException:
             for module in self._registered:
                 module.unregister_recv(am_tag)
             raise
         bml.on_failure(self._peer_failed)
-        self._lanes = _open_lanes(bml, am_tag)
+        self._lanes = open_lanes(bml, am_tag)
         self._set_lane_spin(LANE_SPIN)
 
     # -- public API ---------------------------------------------------------
@@ -343,13 +349,7 @@ class P2p(Blocking):
                 self._stash[source][header[2]] = (kind, bytes(data))
                 return
             self._in_order(source, header, data)
-            stash = self._stash[source]
-            while stash:
-                entry = stash.pop(self._seq_in[source], None)
-                if entry is None:
-                    break
-                early = memoryview(entry[1])
-                self._in_order(source, _unpack_match(early), early)
+            self._drain_stash(source)
         elif kind == proto.FIN:
             _, status, send_id = proto.FIN_MSG.unpack(data)
             self._fin(source, status, send_id)
@@ -360,6 +360,43 @@ class P2p(Blocking):
             self._fragment(data)
         else:
             self._log.error("unknown p2p message kind; dropped", kind=kind, source=source)
+
+    def _drain_stash(self, source: int) -> None:
+        """Match the messages from ``source`` that arrived early and are now next."""
+        stash = self._stash[source]
+        while stash:
+            entry = stash.pop(self._seq_in[source], None)
+            if entry is None:
+                break
+            early = memoryview(entry[1])
+            self._in_order(source, _unpack_match(early), early)
+
+    def _place(
+        self, endpoint: Endpoint, _tag: int, head: memoryview, length: int
+    ) -> Placement | None:
+        """Land a large eager message that is next from its source in its posted receive."""
+        if head[0] != proto.EAGER or head.nbytes < _MATCH_SIZE:
+            return None
+        _kind, _flags, seq, tag, size = _unpack_match(head)
+        source = endpoint.rank
+        posted = self._posted.get((source, tag))
+        if (
+            not posted
+            or seq != self._seq_in[source]
+            or _MATCH_SIZE + size != length
+            or size > posted[0].view.nbytes
+        ):
+            return None  # unexpected, early, malformed or truncated: the usual path decides
+        request = posted.popleft()
+        if not posted:
+            del self._posted[(source, tag)]
+        self._seq_in[source] = (seq + 1) & 0xFFFFFFFF
+        self._drain_stash(source)
+
+        def landed(error: BaseException | None) -> None:
+            self._finish(request, 0 if error else size, error)
+
+        return Placement(_MATCH_SIZE, request.view[:size], landed)
 
     def _in_order(
         self, source: int, header: tuple[int, int, int, int, int], data: memoryview
@@ -442,8 +479,8 @@ class P2p(Blocking):
             )
             return
         total = sum(weight for _, weight in routes)
-        stripes = _stripes([(r, w / total) for r, w in routes], size)
-        state = _Countdown(len(stripes))
+        pieces = stripes([(r, w / total) for r, w in routes], size)
+        state = _Countdown(len(pieces))
 
         def piece_done(error: BaseException | None) -> None:
             if state.count(error):
@@ -454,11 +491,11 @@ class P2p(Blocking):
                 )
                 self._finish(request, size if failed is None else 0, failed)
 
-        if not stripes:
+        if not pieces:
             state.left = 1
             piece_done(None)
             return
-        for route, offset, length in stripes:
+        for route, offset, length in pieces:
             local = request.view[offset : offset + length]
             module = route.module
             local_handle = None
@@ -547,35 +584,3 @@ class P2p(Blocking):
                 self._finish(request, 0, failure)
         for key in [k for k in self._posted if k[0] == rank]:
             del self._posted[key]
-
-
-def _open_lanes(bml: Bml, am_tag: int) -> dict[int, Lane]:
-    """Each peer's lane, where the btl of its eager route offers one."""
-    lanes: dict[int, Lane] = {}
-    for peer in bml.peers:
-        if peer.rank == bml.world.rank or not peer.send:
-            continue
-        route = peer.send[0]
-        open_lane = getattr(route.module, "open_lane", None)
-        lane = open_lane(route.endpoint, am_tag) if open_lane is not None else None
-        if lane is not None:
-            lanes[peer.rank] = lane
-    return lanes
-
-
-def _stripes(
-    routes: list[tuple[Route, float]], size: int, granule: int = 1 << 16
-) -> list[tuple[Route, int, int]]:
-    pieces: list[tuple[Route, int, int]] = []
-    offset = 0
-    for index, (route, weight) in enumerate(routes):
-        length = (
-            size - offset if index == len(routes) - 1 else int(size * weight) // granule * granule
-        )
-        limit = route.module.limits.get_limit or length
-        while length > 0:
-            chunk = min(length, limit)
-            pieces.append((route, offset, chunk))
-            offset += chunk
-            length -= chunk
-    return pieces
