@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import define
 
-from ..btl import BtlError, Endpoint, Flags, PeerFailed, Placement
+from ..btl import BtlError, Endpoint, Flags, PeerFailed
 from ..btl.bml import Bml, BmlPeer, Route
 from . import _protocol as proto
 from ._blocking import LANE_SPIN, TAG_MAX, TAG_MIN, Blocking
 from ._buffers import address_of, as_bytes
+from ._placing import Placing
 from ._requests import Request, TruncationError, truncation
 from ._routes import open_lanes, stripes
 
@@ -49,7 +50,7 @@ class _Incoming:
     kind: int
     source: int
     size: int
-    payload: bytes = b""
+    payload: bytes | bytearray = b""
     send_id: int = 0
     address: int = 0
     handles: dict[str, bytes] | None = None
@@ -77,7 +78,7 @@ class _Fragments:
     received: int = 0
 
 
-class P2p(Blocking):
+class P2p(Placing, Blocking):
     """``send``/``recv``/``isend``/``irecv`` of one session (``s.p2p``)."""
 
     def __init__(self, bml: Bml, am_tag: int, log: FilteringBoundLogger) -> None:
@@ -348,7 +349,7 @@ class P2p(Blocking):
             if header[2] != self._seq_in[source]:
                 self._stash[source][header[2]] = (kind, bytes(data))
                 return
-            self._in_order(source, header, data)
+            self._in_order(source, header, data[_MATCH_SIZE:])
             self._drain_stash(source)
         elif kind == proto.FIN:
             _, status, send_id = proto.FIN_MSG.unpack(data)
@@ -369,41 +370,18 @@ class P2p(Blocking):
             if entry is None:
                 break
             early = memoryview(entry[1])
-            self._in_order(source, _unpack_match(early), early)
-
-    def _place(
-        self, endpoint: Endpoint, _tag: int, head: memoryview, length: int
-    ) -> Placement | None:
-        """Land a large eager message that is next from its source in its posted receive."""
-        if head[0] != proto.EAGER or head.nbytes < _MATCH_SIZE:
-            return None
-        _kind, _flags, seq, tag, size = _unpack_match(head)
-        source = endpoint.rank
-        posted = self._posted.get((source, tag))
-        if (
-            not posted
-            or seq != self._seq_in[source]
-            or _MATCH_SIZE + size != length
-            or size > posted[0].view.nbytes
-        ):
-            return None  # unexpected, early, malformed or truncated: the usual path decides
-        request = posted.popleft()
-        if not posted:
-            del self._posted[(source, tag)]
-        self._seq_in[source] = (seq + 1) & 0xFFFFFFFF
-        self._drain_stash(source)
-
-        def landed(error: BaseException | None) -> None:
-            self._finish(request, 0 if error else size, error)
-
-        return Placement(_MATCH_SIZE, request.view[:size], landed)
+            self._in_order(source, _unpack_match(early), early[_MATCH_SIZE:])
 
     def _in_order(
-        self, source: int, header: tuple[int, int, int, int, int], data: memoryview
+        self,
+        source: int,
+        header: tuple[int, int, int, int, int],
+        body: memoryview,
+        owned: bytearray | None = None,
     ) -> None:
+        """Match one message; ``owned`` holds an eager payload that may be kept as it is."""
         kind, _flags, seq, tag, size = header
         self._seq_in[source] = (seq + 1) & 0xFFFFFFFF
-        body = data[_MATCH_SIZE:]
         if kind == proto.EAGER:
             posted = self._posted.get((source, tag))
             if posted:  # the common case: the receive is already waiting
@@ -412,7 +390,7 @@ class P2p(Blocking):
                     del self._posted[(source, tag)]
                 self._deliver_eager(request, body, size)
                 return
-            incoming = _Incoming(kind, source, size, bytes(body))
+            incoming = _Incoming(kind, source, size, bytes(body) if owned is None else owned)
         elif kind == proto.RGET:
             send_id, address, count = proto.RGET_BODY.unpack_from(body)
             handles = proto.unpack_handles(body[proto.RGET_BODY.size :], count)
@@ -429,7 +407,9 @@ class P2p(Blocking):
             return
         self._unexpected.setdefault((source, tag), deque()).append(incoming)
 
-    def _deliver_eager(self, request: Request, payload: memoryview | bytes, size: int) -> None:
+    def _deliver_eager(
+        self, request: Request, payload: memoryview | bytes | bytearray, size: int
+    ) -> None:
         if size > request.view.nbytes:
             self._finish(request, 0, self._truncated(request, size))
             return
