@@ -11,6 +11,7 @@ else (early, malformed, truncated) is left to the usual path.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 from ..btl import Endpoint, Placement
 from . import _protocol as proto
@@ -28,23 +29,11 @@ class Placing:
     _seq_in: list[int]
     _posted: dict[tuple[int, int], deque[Request]]
 
-    def _drain_stash(self, source: int) -> None:
-        raise NotImplementedError
-
-    def _finish(self, request: Request, nbytes: int, error: BaseException | None = None) -> None:
-        raise NotImplementedError
-
-    def _arrived(self, endpoint: Endpoint, _tag: int, data: memoryview) -> None:
-        raise NotImplementedError
-
-    def _in_order(
-        self,
-        source: int,
-        header: tuple[int, int, int, int, int],
-        body: memoryview,
-        owned: bytearray | None = None,
-    ) -> None:
-        raise NotImplementedError
+    # P2p's, used here:
+    _drain_stash: Callable[[int], None]
+    _finish: Callable[..., None]
+    _arrived: Callable[[Endpoint, int, memoryview], None]
+    _in_order: Callable[..., None]
 
     def _place(
         self, endpoint: Endpoint, _tag: int, head: memoryview, length: int
