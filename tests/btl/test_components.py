@@ -43,6 +43,22 @@ def test_contradictory_limits_isolate_the_component(pmca_env) -> None:
         assert s.reach(0) == ["self"]
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("keepalive_probes", 500, "expected 1 to 127 probes"),
+        ("keepalive_interval", 0, "expected 1 to 32767 seconds"),
+        ("keepalive_time", -1, "expected 0 to 32767 seconds"),
+    ],
+)
+def test_bad_keepalive_isolates_the_component(pmca_env, name, value, expected) -> None:
+    with pmca.Session(mca={"btl": "self,tcp", f"btl_tcp_{name}": value}, frameworks=["btl"]) as s:
+        assert [m.name for m in s.modules("btl")] == ["self"]
+        (failure,) = s.failures("btl")
+        assert f"btl_tcp_{name} = {value} (" in failure.message, failure.message
+        assert expected in failure.message, failure.message
+
+
 def test_interface_selection(pmca_env) -> None:
     with pmca.Session(mca={"btl": "tcp", "btl_tcp_if_include": "lo"}, frameworks=["btl"]) as s:
         (tcp,) = s.modules("btl")

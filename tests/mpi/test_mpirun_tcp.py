@@ -1,4 +1,4 @@
-"""btl/tcp under a real launcher: large eager messages streamed into place, paced or not."""
+"""btl/tcp under a real launcher: large eager messages streamed into place, keepalive."""
 
 from __future__ import annotations
 
@@ -34,3 +34,11 @@ def test_peer_leaving_mid_message_is_named(launcher: Launcher, pmca_env, tmp_pat
     reported = result.read_text() if result.exists() else ""
     lines = ok_lines(reported)
     assert lines and "torn message: 1 placed" in lines[0], reported + child.stdout + child.stderr
+
+
+def test_keepalive_reaches_the_kernel_at_both_ends(launcher: Launcher, pmca_env) -> None:
+    command = [program("tcp_streams.py"), "--btl", "self,tcp", "--case", "keepalive"]
+    child = run_mpi(launcher, 2, command, timeout=120)
+    output = f"--- stdout\n{child.stdout}\n--- stderr\n{child.stderr}"
+    assert child.returncode == 0, output
+    assert len(ok_lines(child.stdout)) == 2, output

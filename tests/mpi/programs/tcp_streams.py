@@ -7,6 +7,8 @@ whose receive was placed, gets an error naming rank 0, not a hang.
 """
 
 import os
+import socket
+import sys
 import time
 
 from _common import arguments, digest, payload, report, session
@@ -27,6 +29,32 @@ BIG = (1 << 20) + 3
 def same(data, *key):
     return digest(data) == digest(payload(*key, size=len(data)))
 
+
+if args.case == "keepalive":
+    # What btl_tcp_keepalive_* asked for is what the kernel holds, at both ends.
+    settings = {"btl_tcp_keepalive_time": 7, "btl_tcp_keepalive_interval": 1}
+    with session(args.btl, **settings, btl_tcp_keepalive_probes=4) as s:
+        s.p2p.send(1 - me, 1, b"x")
+        s.p2p.recv(1 - me, 1, bytearray(1))
+        tcp = next(m for m in s.modules("btl") if m.name == "tcp")
+        (connection,) = tcp._connections.values()
+        sock = connection.sock
+        held = (
+            sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+            sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+            sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
+            sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT),
+        )
+        assert held[0] != 0 and held[1:] == (7, 1, 4), held
+    with session(args.btl, btl_tcp_keepalive_time=0) as s:
+        s.p2p.send(1 - me, 1, b"x")
+        s.p2p.recv(1 - me, 1, bytearray(1))
+        tcp = next(m for m in s.modules("btl") if m.name == "tcp")
+        (connection,) = tcp._connections.values()
+        off = connection.sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)
+        assert off == 0, off
+    report(True, f"keepalive {held}")
+    sys.exit(0)
 
 if args.case == "torn":
     with session(args.btl, **mca) as s:

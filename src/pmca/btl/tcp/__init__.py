@@ -80,6 +80,8 @@ class TcpComponent(Component):
             "and, on loopback, read once this many bytes (or the rest) are waiting; 0 "
             "writes and reads whatever the socket takes",
         )
+        for name, default, _, _, what in _KEEPALIVE:
+            params.register(name, type=int, default=default, level=5, help=what)
 
     @hookimpl
     def open(self, ctx: ComponentContext) -> None:
@@ -92,6 +94,7 @@ class TcpComponent(Component):
     @hookimpl
     def query(self, ctx: ComponentContext) -> Query:
         params = ctx.params
+        keepalive = tuple(_keepalive_value(params, entry[0]) for entry in _KEEPALIVE)
         zerocopy = str(params["zerocopy"]).lower()
         if zerocopy not in ("true", "false", "auto"):
             param = params.param("zerocopy")
@@ -112,10 +115,39 @@ class TcpComponent(Component):
             zerocopy_threshold=int(params["zerocopy_threshold"]),
             connect_timeout=float(ctx.host.params.value("pmca_base_modex_timeout")),
             bulk_chunk=int(params["bulk_chunk"]),
+            keepalive=keepalive if keepalive[0] else None,
             leave_pinned=leave_pinned,
         )
         limits = read_limits(params, DEFAULTS)
         return Query(priority=limits.exclusivity, module=TcpModule(limits, settings, ctx.log))
+
+
+#: TCP keepalive, as UCX sets it on its tcp connections (``UCX_TCP_KEEP*``):
+#: name, default, the kernel's range, unit, help.
+_KEEPALIVE = (
+    (
+        "keepalive_time",
+        10,
+        (0, 32767),
+        "seconds",
+        "Seconds a connection may stay silent before the kernel probes its peer (TCP "
+        "keepalive): a receive waiting on a host that died fails with PeerFailed after "
+        "time + interval * probes seconds instead of waiting forever; 0 turns it off",
+    ),
+    ("keepalive_interval", 2, (1, 32767), "seconds", "Seconds between unanswered probes"),
+    ("keepalive_probes", 3, (1, 127), "probes", "Unanswered probes that fail the connection"),
+)
+
+
+def _keepalive_value(params: ComponentParams, name: str) -> int:
+    least, most, unit = next((r[0], r[1], u) for n, _, r, u, _ in _KEEPALIVE if n == name)
+    value = int(params[name])
+    if not least <= value <= most:
+        param = params.param(name)
+        raise ValueError(
+            f"{param.full_name} = {value} ({param.origin}): expected {least} to {most} {unit}"
+        )
+    return value
 
 
 __all__ = ["TcpComponent", "TcpModule"]

@@ -65,6 +65,8 @@ class TcpSettings:
     connect_timeout: float
     bulk_chunk: int
     leave_pinned: bool
+    #: (idle, interval, probes) in seconds, seconds, probes; None: no keepalive.
+    keepalive: tuple[int, ...] | None = None
 
 
 class TcpModule(ModuleBase):
@@ -179,6 +181,14 @@ class TcpModule(ModuleBase):
 
     def _adopt(self, rank: int, sock: socket.socket) -> None:
         loopback = sock.getpeername()[0].startswith("127.")
+        if self.settings.keepalive is not None:
+            # No TCP_USER_TIMEOUT: it also aborts a connection whose peer, alive, just
+            # does not read for that long (a zero window), which a computing rank may do.
+            idle, interval, probes = self.settings.keepalive
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, idle)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, interval)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, probes)
         wanted = self.settings.zerocopy == "true" or (
             self.settings.zerocopy == "auto" and not loopback
         )
