@@ -120,10 +120,10 @@ def test_unused_sessions_still_take_tags_in_creation_order(pmca_env) -> None:
         pmca.Session(mca={"btl": "self"}, frameworks=["btl"]) as first,
         pmca.Session(mca={"btl": "self"}, frameworks=["btl"]) as second,
     ):
-        tags = (first._data.tag, second._data.tag)  # type: ignore[union-attr]
+        tags = (first._slot.tag, second._slot.tag)  # type: ignore[union-attr]
         assert tags[0] < tags[1] and set(tags) == _data._tags_in_use
         second.reach(0)  # built later, still the tag it took at init
-        assert second._data.tag == tags[1]  # type: ignore[union-attr]
+        assert second._slot.tag == tags[1]  # type: ignore[union-attr]
     assert not _data._tags_in_use
 
 

@@ -55,11 +55,6 @@ class DataPathSlot:
         self._path: DataPath | None = None
         self._failure: BaseException | None = None
 
-    @property
-    def path(self) -> DataPath | None:
-        """The data path, once built (``None`` before, and after :meth:`close`)."""
-        return self._path
-
     def get(self) -> DataPath:
         if self._path is None:
             if self._failure is not None:

@@ -100,7 +100,9 @@ class Session:
         self._opened: list[str] = []
         self._attached = False
         self._world = world
-        self._data: DataPathSlot | None = None
+        #: The btl data path's tag and builder, and the path once built.
+        self._slot: DataPathSlot | None = None
+        self._data: DataPath | None = None
         #: An interrupt ended the last transition (a retried finalize is a no-op).
         self._interrupted = False
         #: Cleanups run at this session's finalize, last registered first.
@@ -231,16 +233,16 @@ class Session:
         if self._world is None:
             self._world = single()
         timeout = float(self._runtime.params.value("pmca_base_modex_timeout"))
-        self._data = DataPathSlot(btl, self._world, timeout)
+        self._slot = DataPathSlot(btl, self._world, timeout)
         if self._world.size != 1:
-            self._data.get()
+            self._data = self._slot.get()
 
     def _close_data_path(self) -> list[BaseException]:
-        data, self._data = self._data, None
-        if data is None:
+        slot, self._slot, self._data = self._slot, None, None
+        if slot is None:
             return []
         try:
-            data.close(float(self._runtime.params.value("pmca_base_modex_timeout")))
+            slot.close(float(self._runtime.params.value("pmca_base_modex_timeout")))
         except BaseException as exc:
             return [exc]
         return []
@@ -294,19 +296,20 @@ class Session:
 
     def _data_path(self) -> DataPath:
         self._require_active()
-        data = self._data
-        if data is None:
+        data, slot = self._data, self._slot
+        if data is not None:
+            return data
+        if slot is None:
             raise FrameworkError(
                 "this session has no data path: open the btl framework "
                 "(frameworks=None or including 'btl')"
             )
-        if data.path is not None:
-            return data.path
         # First use in a world of one rank: built like a transition, so a
         # concurrent finalize waits for it (or has already run).
         with self._runtime.lock, deferred_interrupts():
             self._require_active()
-            return data.get()
+            self._data = slot.get()
+            return self._data
 
     @property
     def world(self) -> World | None:
