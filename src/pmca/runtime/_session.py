@@ -82,7 +82,8 @@ class Session:
     :param frameworks: the frameworks to open (with their dependencies);
         ``None`` opens every installed framework.
     :param world: the processes to exchange btl addresses with (one
-        allgather at init); default :func:`pmca.world.single`.
+        allgather at init; for a world of one rank, at the first use of
+        :attr:`p2p` or :meth:`reach`); default :func:`pmca.world.single`.
     """
 
     def __init__(
