@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from attrs import define
 
+from ..._records import Record
 from .._interface import Completion, PeerFailed
 from . import _wire as wire
 
@@ -29,15 +30,15 @@ SO_ZEROCOPY = 60
 _IOV_MAX = 512
 
 
-@define(eq=False)
-class Outgoing:
+@define(eq=False, repr=False)
+class Outgoing(Record):
     buffers: list[memoryview]
     callback: Completion | None
     zerocopy: bool = False
 
 
-@define(eq=False)
-class Sink:
+@define(eq=False, repr=False)
+class Sink(Record):
     """Where a bulk body goes: ``target[done:]`` still to fill."""
 
     target: memoryview
