@@ -10,6 +10,7 @@ from ._framework import FRAMEWORK
 from ._interface import (
     API_VERSION,
     MAX_PACKED_HANDLE,
+    PLACEMENT_HEAD,
     TAG_DOCTOR,
     TAG_MAX,
     TAG_P2P_FIRST,
@@ -25,6 +26,8 @@ from ._interface import (
     MemoryHandle,
     ModexError,
     PeerFailed,
+    Placement,
+    Placer,
     Proc,
     RecvCallback,
 )
@@ -33,6 +36,7 @@ __all__ = [
     "API_VERSION",
     "FRAMEWORK",
     "MAX_PACKED_HANDLE",
+    "PLACEMENT_HEAD",
     "TAG_DOCTOR",
     "TAG_MAX",
     "TAG_P2P_FIRST",
@@ -48,6 +52,8 @@ __all__ = [
     "MemoryHandle",
     "ModexError",
     "PeerFailed",
+    "Placement",
+    "Placer",
     "Proc",
     "RecvCallback",
 ]

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 from attrs import frozen
 
@@ -176,6 +176,32 @@ Completion = Callable[[BaseException | None], None]
 #: ``btl_register_error``); every later operation on it fails.
 ErrorCallback = Callable[["Endpoint", BaseException], None]
 
+#: Bytes of a large active message a :data:`Placer` sees before answering
+#: (all of it when the message is shorter).
+PLACEMENT_HEAD = 64
+
+
+class Placement(NamedTuple):
+    """Where the rest of a large active message goes (a :data:`Placer`'s answer)."""
+
+    #: Leading bytes of the message the placer consumed from ``head`` (at most
+    #: :data:`PLACEMENT_HEAD`); they are not written anywhere.
+    skip: int
+    #: The receiver's memory for the following ``target.nbytes`` bytes, exactly
+    #: the rest of the message.
+    target: memoryview
+    #: Called once: ``None`` when ``target`` is filled, or the error that ended
+    #: the transfer (the peer was lost, the module finalized).
+    finished: Completion
+
+
+#: ``place(endpoint, tag, head, length)``: a ``length``-byte active message with
+#: ``tag`` is arriving and ``head`` holds its first bytes. Answer a
+#: :class:`Placement` to have the rest received straight into the receiver's
+#: memory (no staging copy), or ``None`` to have it delivered to the tag's
+#: :data:`RecvCallback` as usual. Called under the same rules as the callback.
+Placer = Callable[["Endpoint", int, memoryview, int], "Placement | None"]
+
 
 class BtlError(PmcaError):
     """A byte transfer failed; the message names the module and the peer."""
@@ -200,6 +226,12 @@ class BtlModule(Protocol):
     :class:`pmca.btl.base.ModuleBase` implements the bookkeeping shared by
     every module (the active-message table, error callbacks, the limits), so a
     component only writes its transport.
+
+    One operation is optional: ``register_placer(tag, place)`` (see
+    :data:`Placer`). A module that receives a large active message in pieces
+    asks the tag's placer where the rest goes; the message layer registers
+    one wherever the module has the method (:class:`~pmca.btl.base.ModuleBase`
+    does), so a module without it works unchanged.
     """
 
     #: The component name (``"tcp"``); used in messages and in ``s.reach()``.
@@ -243,7 +275,10 @@ class BtlModule(Protocol):
         ...
 
     def unregister_recv(self, tag: int) -> None:
-        """Stop delivering ``tag``; messages that arrive for it are dropped and logged."""
+        """Stop delivering ``tag``; messages that arrive for it are dropped and logged.
+
+        Also forgets the tag's placer (see ``register_placer``).
+        """
         ...
 
     def register_error(self, callback: ErrorCallback) -> None:
@@ -355,6 +390,7 @@ class BtlModule(Protocol):
 __all__ = [
     "API_VERSION",
     "MAX_PACKED_HANDLE",
+    "PLACEMENT_HEAD",
     "TAG_DOCTOR",
     "TAG_MAX",
     "TAG_P2P_FIRST",
@@ -371,6 +407,8 @@ __all__ = [
     "MemoryHandle",
     "ModexError",
     "PeerFailed",
+    "Placement",
+    "Placer",
     "Proc",
     "RecvCallback",
 ]

@@ -1,7 +1,9 @@
 """Point-to-point messages over the bml (a thin ob1).
 
 Eager: a message whose header and payload fit the route's eager limit goes
-in one active message. Larger ones use a rendezvous: with RDMA-capable
+in one active message; a btl that receives large ones in pieces (tcp) asks
+where it goes, and one that matches a posted receive lands straight in that
+receive's buffer. Larger ones use a rendezvous: with RDMA-capable
 routes the sender registers its buffer and the receiver, once matched,
 reads it with btl ``get`` (striped across the routes by bandwidth) and sends
 FIN; without RDMA the receiver answers a clear-to-send and the sender
@@ -24,9 +26,11 @@ from attrs import define
 from ..btl import BtlError, Endpoint, Flags, PeerFailed
 from ..btl.bml import Bml, BmlPeer, Route
 from . import _protocol as proto
-from ._blocking import LANE_SPIN, TAG_MAX, TAG_MIN, Blocking, Lane
+from ._blocking import LANE_SPIN, TAG_MAX, TAG_MIN, Blocking
 from ._buffers import address_of, as_bytes
+from ._placing import Placing
 from ._requests import Request, TruncationError, truncation
+from ._routes import open_lanes, stripes
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -46,7 +50,7 @@ class _Incoming:
     kind: int
     source: int
     size: int
-    payload: bytes = b""
+    payload: bytes | bytearray = b""
     send_id: int = 0
     address: int = 0
     handles: dict[str, bytes] | None = None
@@ -74,7 +78,7 @@ class _Fragments:
     received: int = 0
 
 
-class P2p(Blocking):
+class P2p(Placing, Blocking):
     """``send``/``recv``/``isend``/``irecv`` of one session (``s.p2p``)."""
 
     def __init__(self, bml: Bml, am_tag: int, log: FilteringBoundLogger) -> None:
@@ -100,12 +104,15 @@ class P2p(Blocking):
             for module in bml.modules:
                 module.register_recv(am_tag, self._arrived)
                 self._registered.append(module)
+                register_placer = getattr(module, "register_placer", None)
+                if register_placer is not None:
+                    register_placer(am_tag, self._place)
         except BaseException:
             for module in self._registered:
                 module.unregister_recv(am_tag)
             raise
         bml.on_failure(self._peer_failed)
-        self._lanes = _open_lanes(bml, am_tag)
+        self._lanes = open_lanes(bml, am_tag)
         self._set_lane_spin(LANE_SPIN)
 
     # -- public API ---------------------------------------------------------
@@ -342,14 +349,8 @@ class P2p(Blocking):
             if header[2] != self._seq_in[source]:
                 self._stash[source][header[2]] = (kind, bytes(data))
                 return
-            self._in_order(source, header, data)
-            stash = self._stash[source]
-            while stash:
-                entry = stash.pop(self._seq_in[source], None)
-                if entry is None:
-                    break
-                early = memoryview(entry[1])
-                self._in_order(source, _unpack_match(early), early)
+            self._in_order(source, header, data[_MATCH_SIZE:])
+            self._drain_stash(source)
         elif kind == proto.FIN:
             _, status, send_id = proto.FIN_MSG.unpack(data)
             self._fin(source, status, send_id)
@@ -361,12 +362,26 @@ class P2p(Blocking):
         else:
             self._log.error("unknown p2p message kind; dropped", kind=kind, source=source)
 
+    def _drain_stash(self, source: int) -> None:
+        """Match the messages from ``source`` that arrived early and are now next."""
+        stash = self._stash[source]
+        while stash:
+            entry = stash.pop(self._seq_in[source], None)
+            if entry is None:
+                break
+            early = memoryview(entry[1])
+            self._in_order(source, _unpack_match(early), early[_MATCH_SIZE:])
+
     def _in_order(
-        self, source: int, header: tuple[int, int, int, int, int], data: memoryview
+        self,
+        source: int,
+        header: tuple[int, int, int, int, int],
+        body: memoryview,
+        owned: bytearray | None = None,
     ) -> None:
+        """Match one message; ``owned`` holds an eager payload that may be kept as it is."""
         kind, _flags, seq, tag, size = header
         self._seq_in[source] = (seq + 1) & 0xFFFFFFFF
-        body = data[_MATCH_SIZE:]
         if kind == proto.EAGER:
             posted = self._posted.get((source, tag))
             if posted:  # the common case: the receive is already waiting
@@ -375,7 +390,7 @@ class P2p(Blocking):
                     del self._posted[(source, tag)]
                 self._deliver_eager(request, body, size)
                 return
-            incoming = _Incoming(kind, source, size, bytes(body))
+            incoming = _Incoming(kind, source, size, bytes(body) if owned is None else owned)
         elif kind == proto.RGET:
             send_id, address, count = proto.RGET_BODY.unpack_from(body)
             handles = proto.unpack_handles(body[proto.RGET_BODY.size :], count)
@@ -392,7 +407,9 @@ class P2p(Blocking):
             return
         self._unexpected.setdefault((source, tag), deque()).append(incoming)
 
-    def _deliver_eager(self, request: Request, payload: memoryview | bytes, size: int) -> None:
+    def _deliver_eager(
+        self, request: Request, payload: memoryview | bytes | bytearray, size: int
+    ) -> None:
         if size > request.view.nbytes:
             self._finish(request, 0, self._truncated(request, size))
             return
@@ -442,8 +459,8 @@ class P2p(Blocking):
             )
             return
         total = sum(weight for _, weight in routes)
-        stripes = _stripes([(r, w / total) for r, w in routes], size)
-        state = _Countdown(len(stripes))
+        pieces = stripes([(r, w / total) for r, w in routes], size)
+        state = _Countdown(len(pieces))
 
         def piece_done(error: BaseException | None) -> None:
             if state.count(error):
@@ -454,11 +471,11 @@ class P2p(Blocking):
                 )
                 self._finish(request, size if failed is None else 0, failed)
 
-        if not stripes:
+        if not pieces:
             state.left = 1
             piece_done(None)
             return
-        for route, offset, length in stripes:
+        for route, offset, length in pieces:
             local = request.view[offset : offset + length]
             module = route.module
             local_handle = None
@@ -547,35 +564,3 @@ class P2p(Blocking):
                 self._finish(request, 0, failure)
         for key in [k for k in self._posted if k[0] == rank]:
             del self._posted[key]
-
-
-def _open_lanes(bml: Bml, am_tag: int) -> dict[int, Lane]:
-    """Each peer's lane, where the btl of its eager route offers one."""
-    lanes: dict[int, Lane] = {}
-    for peer in bml.peers:
-        if peer.rank == bml.world.rank or not peer.send:
-            continue
-        route = peer.send[0]
-        open_lane = getattr(route.module, "open_lane", None)
-        lane = open_lane(route.endpoint, am_tag) if open_lane is not None else None
-        if lane is not None:
-            lanes[peer.rank] = lane
-    return lanes
-
-
-def _stripes(
-    routes: list[tuple[Route, float]], size: int, granule: int = 1 << 16
-) -> list[tuple[Route, int, int]]:
-    pieces: list[tuple[Route, int, int]] = []
-    offset = 0
-    for index, (route, weight) in enumerate(routes):
-        length = (
-            size - offset if index == len(routes) - 1 else int(size * weight) // granule * granule
-        )
-        limit = route.module.limits.get_limit or length
-        while length > 0:
-            chunk = min(length, limit)
-            pieces.append((route, offset, chunk))
-            offset += chunk
-            length -= chunk
-    return pieces

@@ -13,6 +13,8 @@ from .._interface import (
     ErrorCallback,
     Limits,
     MemoryHandle,
+    Placement,
+    Placer,
     RecvCallback,
 )
 
@@ -40,6 +42,7 @@ class ModuleBase:
         self.log = log
         self._receivers: list[RecvCallback | None] = [None] * (TAG_MAX + 1)
         self._error_callbacks: list[ErrorCallback] = []
+        self._placers: dict[int, Placer] = {}
 
     def register_recv(self, tag: int, callback: RecvCallback) -> None:
         _check_tag(tag)
@@ -50,6 +53,21 @@ class ModuleBase:
     def unregister_recv(self, tag: int) -> None:
         _check_tag(tag)
         self._receivers[tag] = None
+        self._placers.pop(tag, None)
+
+    def register_placer(self, tag: int, place: Placer) -> None:
+        """Ask ``place`` where large active messages with ``tag`` go (see :data:`Placer`)."""
+        _check_tag(tag)
+        if self._receivers[tag] is None:
+            raise BtlError(f"btl {self.name}: placer for tag {tag}, which has no receiver")
+        self._placers[tag] = place
+
+    def placement(
+        self, endpoint: Endpoint, tag: int, head: memoryview, length: int
+    ) -> Placement | None:
+        """The tag placer's answer for a large active message (``None``: deliver it whole)."""
+        place = self._placers.get(tag)
+        return None if place is None else place(endpoint, tag, head, length)
 
     def register_error(self, callback: ErrorCallback) -> None:
         self._error_callbacks.append(callback)

@@ -13,9 +13,11 @@ DEFAULTS = Limits(
     exclusivity=100,  # MCA_BTL_EXCLUSIVITY_LOW
     latency=100,
     bandwidth=10_000,
-    eager_limit=64 * 1024,
+    # Eager up to 4 MiB: the receiver streams a matched message straight into the
+    # posted buffer, so only an unexpected one is staged, and no round trip is paid.
+    eager_limit=4 * 1024 * 1024,
     rndv_eager_limit=64 * 1024,
-    max_send_size=256 * 1024,
+    max_send_size=4 * 1024 * 1024,
     flags=Flags.SEND | Flags.SEND_INPLACE | Flags.RDMA,
     put_limit=(1 << 32) - 64,
     get_limit=1 << 62,
@@ -69,6 +71,15 @@ class TcpComponent(Component):
             level=6,
             help="Smallest body sent with MSG_ZEROCOPY",
         )
+        params.register(
+            "bulk_chunk",
+            type="size",
+            default=256 * 1024,
+            level=5,
+            help="Pacing of large bodies: written at most this many bytes per system call, "
+            "read once this many bytes (or the rest) are waiting; 0 writes and reads "
+            "whatever the socket takes",
+        )
 
     @hookimpl
     def open(self, ctx: ComponentContext) -> None:
@@ -100,6 +111,7 @@ class TcpComponent(Component):
             zerocopy=zerocopy,
             zerocopy_threshold=int(params["zerocopy_threshold"]),
             connect_timeout=float(ctx.host.params.value("pmca_base_modex_timeout")),
+            bulk_chunk=int(params["bulk_chunk"]),
             leave_pinned=leave_pinned,
         )
         limits = read_limits(params, DEFAULTS)

@@ -4,13 +4,24 @@ Receiving reads as much as the socket has into one buffer and parses every
 complete frame from it, so a burst of small messages costs one system call.
 Bulk bodies (get data, put data) go straight from the socket into their
 destination with ``recv_into`` once the buffered part is copied: a large
-transfer is never staged.
+transfer is never staged. So does a large active message whose receiver
+places it (:data:`pmca.btl.Placer`: p2p places an eager message that matches
+a posted receive into that receive's buffer); one nobody places is received
+into a buffer of its own and delivered whole.
+
+Bulk bodies are paced at both ends by ``btl_tcp_bulk_chunk``. The sender
+writes at most that much per system call and the receiver reads only once
+that much is waiting (``SO_RCVLOWAT``, checked with a lock-free ``poll``).
+A receiver that spins on small reads holds the socket lock against the
+sender's stream and more than doubles the cost of every byte on loopback;
+paced, the two copies run side by side instead.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import select
 import socket
 from collections import deque
 from collections.abc import Callable
@@ -19,7 +30,7 @@ from typing import TYPE_CHECKING
 from attrs import define
 
 from ..._records import Record
-from .._interface import Completion, PeerFailed
+from .._interface import PLACEMENT_HEAD, BtlError, Completion, PeerFailed
 from . import _wire as wire
 
 if TYPE_CHECKING:
@@ -28,6 +39,13 @@ if TYPE_CHECKING:
 MSG_ZEROCOPY = 0x4000000
 SO_ZEROCOPY = 60
 _IOV_MAX = 512
+#: Unready polls of a paced bulk read before reading whatever is there anyway
+#: (a guard against a kernel that never reports the low-water mark reached).
+_PACING_PATIENCE = 256
+#: Active messages with a longer body are streamed (placed, or received into
+#: their own buffer) instead of being parsed out of the connection's buffer.
+STREAM_MIN = 64 * 1024
+_BUFFER_SIZE = 1 << 20
 
 
 @define(eq=False, repr=False)
@@ -44,13 +62,21 @@ class Sink(Record):
     target: memoryview
     done: int
     finished: Callable[[], None]
+    #: Told why, when the connection ends before ``target`` is full.
+    abandoned: Completion | None = None
 
 
 class Connection:
     """The byte stream to one peer."""
 
     def __init__(
-        self, module: TcpModule, rank: int, sock: socket.socket, *, zerocopy: bool
+        self,
+        module: TcpModule,
+        rank: int,
+        sock: socket.socket,
+        *,
+        zerocopy: bool,
+        bulk_chunk: int = 0,
     ) -> None:
         self.module = module
         self.rank = rank
@@ -59,8 +85,7 @@ class Connection:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.fd = sock.fileno()
         self.queue: deque[Outgoing] = deque()
-        size = max(1 << 20, 2 * (module.limits.max_send_size + wire.FRAME.size))
-        self._buffer = bytearray(size)
+        self._buffer = bytearray(_BUFFER_SIZE)
         self._view = memoryview(self._buffer)
         self._start = 0
         self._end = 0
@@ -70,6 +95,11 @@ class Connection:
         self.zerocopy_pending = 0
         #: Sends that went out with MSG_ZEROCOPY (for reports and tests).
         self.zerocopy_sends = 0
+        self.bulk_chunk = bulk_chunk
+        self._poller = select.poll()
+        self._poller.register(self.fd, select.POLLIN)
+        self._low_water = 1
+        self._unready = 0
 
     @property
     def rank_name(self) -> str:
@@ -102,12 +132,14 @@ class Connection:
             outgoing = self.queue[0]
             buffers = outgoing.buffers
             flags = MSG_ZEROCOPY if outgoing.zerocopy and self.zerocopy else 0
+            chunk = self.bulk_chunk
             try:
-                sent = (
-                    sock.sendmsg(buffers[:_IOV_MAX], (), flags)
-                    if len(buffers) > 1
-                    else sock.send(buffers[0], flags)
-                )
+                if len(buffers) == 1:
+                    only = buffers[0]
+                    cut = chunk and only.nbytes > chunk + (chunk >> 2)
+                    sent = sock.send(only[:chunk] if cut else only, flags)
+                else:
+                    sent = sock.sendmsg(_first_bytes(buffers, chunk), (), flags)
             except BlockingIOError:
                 return done
             except OSError as exc:
@@ -195,6 +227,8 @@ class Connection:
         sink = self._sink
         assert sink is not None
         while sink.done < sink.target.nbytes:
+            if self.bulk_chunk and not self._paced_ready(sink.target.nbytes - sink.done):
+                return False
             try:
                 count = self.sock.recv_into(sink.target[sink.done :])
             except (BlockingIOError, InterruptedError):
@@ -209,8 +243,30 @@ class Connection:
                 return False
             sink.done += count
         self._sink = None
+        self._set_low_water(1)
         sink.finished()
         return True
+
+    def _paced_ready(self, remaining: int) -> bool:
+        """Whether a paced bulk read should happen now (one chunk, or the rest, is waiting)."""
+        self._set_low_water(min(remaining, self.bulk_chunk))
+        if self._poller.poll(0):
+            self._unready = 0
+            return True
+        self._unready += 1
+        if self._unready < _PACING_PATIENCE:
+            return False
+        self._unready = 0
+        return True
+
+    def _set_low_water(self, size: int) -> None:
+        if size != self._low_water and self.closed is None:
+            try:
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, size)
+            except OSError:
+                self.bulk_chunk = 0  # the socket refuses pacing: read whatever arrives
+                return
+            self._low_water = size
 
     def _parse(self) -> int:
         handled = 0
@@ -222,6 +278,21 @@ class Connection:
             if kind in (wire.GET_DATA, wire.PUT):
                 self._start = body_at
                 self._begin_bulk(kind, length, aux)
+                handled += 1
+                continue
+            if kind == wire.AM and length > STREAM_MIN:
+                if length > self.module.limits.max_send_size:
+                    self.lost(
+                        ValueError(
+                            f"{self.rank_name} sent a {length}-byte active message, above "
+                            f"btl_tcp_max_send_size ({self.module.limits.max_send_size})"
+                        )
+                    )
+                    return handled
+                if self._end - body_at < PLACEMENT_HEAD:
+                    break
+                self._start = body_at
+                self._begin_stream(tag, length)
                 handled += 1
                 continue
             if kind not in wire.KINDS:
@@ -262,6 +333,25 @@ class Connection:
         self._sink = Sink(target, 0, finished)
         self._copy_buffered()
 
+    def _begin_stream(self, tag: int, length: int) -> None:
+        """Route a large active message: into the place its receiver names, or its own buffer."""
+        head = self._view[self._start : self._start + PLACEMENT_HEAD]
+        placement = self.module.place(self, tag, head, length)
+        if placement is not None:
+            self.module.streams_placed += 1
+            self._start += placement.skip
+            finished = placement.finished
+            self._sink = Sink(placement.target, 0, lambda: finished(None), finished)
+        else:
+            self.module.streams_staged += 1
+            body = bytearray(length)
+
+            def arrived() -> None:
+                self.module.dispatch(self, wire.AM, tag, 0, memoryview(body))
+
+            self._sink = Sink(memoryview(body), 0, arrived)
+        self._copy_buffered()
+
     def _put_body(self, head: bytes, length: int) -> None:
         target, finished = self.module.put_target(self, head, length)
         self._sink = Sink(target, 0, finished)
@@ -279,6 +369,7 @@ class Connection:
             self._start += available
         if sink.done == sink.target.nbytes:
             self._sink = None
+            self._set_low_water(1)
             sink.finished()
 
     # -- failure -----------------------------------------------------------
@@ -288,16 +379,42 @@ class Connection:
             return
         self.closed = error
         failure = PeerFailed(f"btl tcp: lost {self.rank_name}: {error}", rank=self.rank)
-        self.close()
+        self.close(failure)
         queue, self.queue = self.queue, deque()
         for outgoing in queue:
             if outgoing.callback is not None:
                 outgoing.callback(failure)
         self.module.connection_lost(self, failure)
 
-    def close(self) -> None:
+    def close(self, why: BaseException | None = None) -> None:
         if self.closed is None:
             self.closed = ConnectionAbortedError("closed locally")
         with contextlib.suppress(OSError):
             self.sock.close()
-        self._sink = None
+        sink, self._sink = self._sink, None
+        if sink is not None and sink.abandoned is not None:
+            if why is None:
+                why = BtlError(f"btl tcp: connection to {self.rank_name} closed mid-message")
+            sink.abandoned(why)
+
+
+def _first_bytes(buffers: list[memoryview], limit: int) -> list[memoryview]:
+    """The leading buffers (at most ``_IOV_MAX``) cut to ``limit`` bytes in all (0: no cut).
+
+    A remainder under a quarter of ``limit`` goes along rather than costing a
+    system call (and a wake-up of the reader) of its own.
+    """
+    head = buffers[:_IOV_MAX]
+    if not limit:
+        return head
+    slack = limit >> 2
+    taken: list[memoryview] = []
+    for buffer in head:
+        if buffer.nbytes > limit + slack:
+            taken.append(buffer[:limit])
+            break
+        taken.append(buffer)
+        limit -= buffer.nbytes
+        if limit <= 0:
+            break
+    return taken
