@@ -15,6 +15,10 @@ trivial loop of the same shape (an object with ``init``/``finalize`` that
 copies its parameters), the baseline of the ratio. Resident memory
 (``VmRSS``) is read after the warm-up and after the last cycle; the
 difference should stay under 1 MiB, or finalize leaves something behind.
+What is really in use is read at the same two points, to tell a leak from
+allocator high water: Python's allocated blocks (``sys.getallocatedblocks``)
+and glibc malloc's bytes in use (``mallinfo2``). RSS can grow while both
+stay flat: freed memory that pymalloc's arenas or malloc's heap keep.
 """
 
 from __future__ import annotations
@@ -69,6 +73,39 @@ def builtin_frameworks() -> list[str]:
     return [name for name, where in catalog.locations.items() if where.startswith("built-in")]
 
 
+def _in_use() -> dict[str, int]:
+    """Python's allocated blocks and, with glibc >= 2.33, malloc's bytes in use."""
+    import ctypes
+
+    found = {"python_blocks": sys.getallocatedblocks()}
+
+    class _MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in (
+                "arena",
+                "ordblks",
+                "smblks",
+                "hblks",
+                "hblkhd",
+                "usmblks",
+                "fsmblks",
+                "uordblks",
+                "fordblks",
+                "keepcost",
+            )
+        ]
+
+    try:
+        mallinfo2 = ctypes.CDLL(None).mallinfo2
+    except (AttributeError, OSError):
+        return found
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    found["malloc_in_use"] = int(info.uordblks) + int(info.hblkhd)
+    return found
+
+
 def _cycle(factory: Callable[[], Any], *, use_data_path: bool = False) -> Callable[[int], None]:
     def run(count: int) -> None:
         for _ in range(count):
@@ -112,6 +149,7 @@ def child_cycles(args: dict) -> None:
     per_block = args["cycles"] // args["blocks"]
     common.timed(lambda: None)  # collects garbage before the reading below
     rss_before = common.rss_bytes()
+    in_use_before = _in_use()
     trace: list[int] = []
 
     def session_block() -> float:
@@ -127,8 +165,14 @@ def child_cycles(args: dict) -> None:
         repeats=args["blocks"],
     )
     common.timed(lambda: None)
+    in_use_after = _in_use()
     common.child_reply(
         {
+            "in_use": {
+                key: in_use_after[key] - value
+                for key, value in in_use_before.items()
+                if key in in_use_after
+            },
             "frameworks": frameworks,
             "samples": samples,
             "cycles": per_block * args["blocks"],
@@ -190,6 +234,14 @@ def measure(
         f"  VmRSS    {before:.2f} -> {after:.2f} MiB (growth {growth:+.3f} MiB);"
         f" after each block: [{trace}]"
     )
+    in_use = reply.get("in_use", {})
+    if in_use:
+        malloc = in_use.get("malloc_in_use")
+        shown = "n/a" if malloc is None else f"{malloc / 1024:+.1f} KiB"
+        print(
+            f"  in use   Python blocks {in_use['python_blocks']:+d}, malloc {shown} "
+            "(a leak grows these; allocator high water grows only VmRSS)"
+        )
     key = f"{label}, {mode}"
     report.ratios[f"{key}: session/trivial per cycle"] = ratio
     report.goals.append(common.Goal(f"{key}: RSS growth", growth, GOAL_RSS_MIB, " MiB"))
