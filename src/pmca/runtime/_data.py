@@ -43,8 +43,8 @@ class DataPathSlot:
     a build that fails raises, and every later :meth:`get` raises that same
     error again (the session stays usable for everything else, and its
     finalize closes the modules the failed build touched). An interrupt
-    during the build is not remembered: the next call tries again. :meth:`close` releases
-    whatever was built, and the tag.
+    during the build is not remembered: the next call tries again.
+    :meth:`close` releases whatever was built, and the tag.
     """
 
     def __init__(self, btl: OpenFramework, world: World, timeout: float) -> None:
