@@ -14,6 +14,11 @@ Jobs (each ``-n 2``, ABBA order, medians over jobs):
   comparison; **subject** ``pmca`` with ``btl = self,sm`` and ``self,tcp``
   under the same ``mpiexec``.
 
+Where a large tcp message's time goes: the pmca job also times a 1 MiB
+ping-pong over a plain loopback socket between the same two ranks, no pmca
+in the way, once reading whatever has arrived and once paced as btl/tcp
+paces (256 KiB writes, reads once 256 KiB waits): the kernel's floor.
+
 The shared-memory comparison on Open MPI is ``bench_btl_sm.py``. Sizes,
 iteration counts and the ping-pong loop are that benchmark's, so the numbers
 line up. Goals (issue #10): bandwidth >= 0.9x the baseline for every size
@@ -22,6 +27,9 @@ line up. Goals (issue #10): bandwidth >= 0.9x the baseline for every size
 
 from __future__ import annotations
 
+import contextlib
+import select
+import socket
 import statistics
 import subprocess
 import sys
@@ -67,6 +75,44 @@ def _tcp_layer(rank: int, s: Any, quick: bool) -> float:
         tcp.unregister_recv(TAG_USER)
 
 
+def _socket_floor(rank: int, comm: Any, paced: bool, quick: bool) -> float:
+    """1 MiB half round trip over a plain non-blocking loopback socket (no pmca)."""
+    size, chunk = 1 << 20, 256 * 1024
+    listener = socket.create_server(("127.0.0.1", 0)) if rank == 0 else None
+    port = comm.bcast(listener.getsockname()[1] if listener is not None else None, root=0)
+    if listener is not None:
+        sock = listener.accept()[0]
+        listener.close()
+    else:
+        sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setblocking(False)
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+
+    def send(buf: bytearray) -> None:
+        view = memoryview(buf)
+        while view.nbytes:
+            with contextlib.suppress(BlockingIOError):
+                view = view[sock.send(view[:chunk] if paced else view) :]
+
+    def recv(buf: bytearray) -> None:
+        view, got = memoryview(buf), 0
+        while got < size:
+            if paced:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, min(chunk, size - got))
+                while not poller.poll(0):
+                    pass
+            with contextlib.suppress(BlockingIOError):
+                got += sock.recv_into(view[got:])
+
+    try:
+        data = bytearray(size)
+        return sm_bench._pingpong(rank, send, recv, data, bytearray(size), 20 if quick else 100)
+    finally:
+        sock.close()
+
+
 def _role_pmca(args: dict[str, Any]) -> None:
     from mpi4py import MPI
 
@@ -87,8 +133,13 @@ def _role_pmca(args: dict[str, Any]) -> None:
         result = sm_bench._measure(rank, send, recv, args["quick"], comm.Barrier)
         result["reach"] = s.reach(peer)
         if "tcp" in btl.split(","):
+            quick = args["quick"]
             try:
-                result["layers_us"] = {"btl": _tcp_layer(rank, s, args["quick"]) * 1e6}
+                result["layers_us"] = {
+                    "btl": _tcp_layer(rank, s, quick) * 1e6,
+                    "socket": _socket_floor(rank, comm, False, quick) * 1e6,
+                    "socket paced": _socket_floor(rank, comm, True, quick) * 1e6,
+                }
             except Exception as exc:  # informative only
                 result["layers_us"] = {"error": repr(exc)}
         comm.Barrier()
@@ -158,6 +209,17 @@ def _compare(
     layers = [r["layers_us"]["btl"] for r in runs[subject] if "btl" in r.get("layers_us", {})]
     if layers:
         print(f"  btl module alone (sendi + progress): {statistics.median(layers):.2f} us")
+        mib = str(1 << 20)
+        pmca_mib = (1 << 20) / median(subject, lambda r: r["bandwidth"][mib])
+        base_mib = (1 << 20) / median(base, lambda r: r["bandwidth"][mib])
+        floors = [
+            f"{name} {median(subject, lambda r, n=name: r['layers_us'][n]):.1f} us"
+            for name in ("socket", "socket paced")
+        ]
+        print(
+            f"1 MiB half round trip: pmca {pmca_mib:.1f} us, baseline {base_mib:.1f} us; "
+            f"plain loopback socket, no pmca: {', '.join(floors)}"
+        )
     report.ratios[f"{label} latency 8 B (pmca / baseline)"] = latency / base_latency
     report.goals.append(
         common.Goal(

@@ -76,9 +76,9 @@ class TcpComponent(Component):
             type="size",
             default=256 * 1024,
             level=5,
-            help="Pacing of large bodies: written at most this many bytes per system call, "
-            "read once this many bytes (or the rest) are waiting; 0 writes and reads "
-            "whatever the socket takes",
+            help="Pacing of large bodies: written at most this many bytes per system call "
+            "and, on loopback, read once this many bytes (or the rest) are waiting; 0 "
+            "writes and reads whatever the socket takes",
         )
 
     @hookimpl

@@ -9,12 +9,14 @@ places it (:data:`pmca.btl.Placer`: p2p places an eager message that matches
 a posted receive into that receive's buffer); one nobody places is received
 into a buffer of its own and delivered whole.
 
-Bulk bodies are paced at both ends by ``btl_tcp_bulk_chunk``. The sender
-writes at most that much per system call and the receiver reads only once
-that much is waiting (``SO_RCVLOWAT``, checked with a lock-free ``poll``).
-A receiver that spins on small reads holds the socket lock against the
-sender's stream and more than doubles the cost of every byte on loopback;
-paced, the two copies run side by side instead.
+Bulk bodies are paced by ``btl_tcp_bulk_chunk``. The sender writes at most
+that much per system call; on loopback the receiver reads only once that
+much is waiting (``SO_RCVLOWAT``, checked with a ``poll`` that takes no
+socket lock). There the sender's write runs the receiving side of TCP too,
+and a receiver that spins on small reads holds the socket lock against it,
+more than doubling the cost of every byte; paced, the two copies run side
+by side instead. Across a network the receiver reads as data comes: a low
+water mark there would hold the window shut between reads.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class Connection:
         *,
         zerocopy: bool,
         bulk_chunk: int = 0,
+        pace_reads: bool = False,
     ) -> None:
         self.module = module
         self.rank = rank
@@ -96,6 +99,8 @@ class Connection:
         #: Sends that went out with MSG_ZEROCOPY (for reports and tests).
         self.zerocopy_sends = 0
         self.bulk_chunk = bulk_chunk
+        #: Low-water mark of a paced bulk read (0: read whatever arrived).
+        self.read_chunk = bulk_chunk if pace_reads else 0
         self._poller = select.poll()
         self._poller.register(self.fd, select.POLLIN)
         self._low_water = 1
@@ -227,7 +232,7 @@ class Connection:
         sink = self._sink
         assert sink is not None
         while sink.done < sink.target.nbytes:
-            if self.bulk_chunk and not self._paced_ready(sink.target.nbytes - sink.done):
+            if self.read_chunk and not self._paced_ready(sink.target.nbytes - sink.done):
                 return False
             try:
                 count = self.sock.recv_into(sink.target[sink.done :])
@@ -249,7 +254,7 @@ class Connection:
 
     def _paced_ready(self, remaining: int) -> bool:
         """Whether a paced bulk read should happen now (one chunk, or the rest, is waiting)."""
-        self._set_low_water(min(remaining, self.bulk_chunk))
+        self._set_low_water(min(remaining, self.read_chunk))
         if self._poller.poll(0):
             self._unready = 0
             return True
@@ -264,7 +269,7 @@ class Connection:
             try:
                 self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, size)
             except OSError:
-                self.bulk_chunk = 0  # the socket refuses pacing: read whatever arrives
+                self.read_chunk = 0  # the socket refuses pacing: read whatever arrives
                 return
             self._low_water = size
 

@@ -184,7 +184,12 @@ class TcpModule(ModuleBase):
             self.settings.zerocopy == "auto" and not loopback
         )
         self._connections[rank] = Connection(
-            self, rank, sock, zerocopy=wanted, bulk_chunk=self.settings.bulk_chunk
+            self,
+            rank,
+            sock,
+            zerocopy=wanted,
+            bulk_chunk=self.settings.bulk_chunk,
+            pace_reads=loopback,
         )
 
     def del_procs(self, endpoints: Sequence[Endpoint]) -> None:
