@@ -4,14 +4,21 @@ Each variant runs in its own fresh interpreter: a session over a small
 throwaway framework (two components, installed as real distributions) and,
 when they open cleanly, over the memory hooks' frameworks (memory + patcher,
 the goal of <= 2 ms per static cycle) and over every built-in framework
-(btl included, whose sessions also build a data path: no time goal); each in
-``static`` and ``dso`` load mode (``mca_base_component_dso = all``).
+(btl included: no time goal), once as a default session (a world of one
+rank builds its btl data path only at first use, so these cycles build none)
+and once using the data path (``s.reach(0)``: modex, routes and p2p built
+and torn down each cycle); each in ``static`` and ``dso`` load mode
+(``mca_base_component_dso = all``).
 
 After a warm-up, the cycles run in blocks that alternate with blocks of a
 trivial loop of the same shape (an object with ``init``/``finalize`` that
 copies its parameters), the baseline of the ratio. Resident memory
 (``VmRSS``) is read after the warm-up and after the last cycle; the
 difference should stay under 1 MiB, or finalize leaves something behind.
+What is really in use is read at the same two points, to tell a leak from
+allocator high water: Python's allocated blocks (``sys.getallocatedblocks``)
+and glibc malloc's bytes in use (``mallinfo2``). RSS can grow while both
+stay flat: freed memory that pymalloc's arenas or malloc's heap keep.
 """
 
 from __future__ import annotations
@@ -66,10 +73,46 @@ def builtin_frameworks() -> list[str]:
     return [name for name, where in catalog.locations.items() if where.startswith("built-in")]
 
 
-def _cycle(factory: Callable[[], Any]) -> Callable[[int], None]:
+def _in_use() -> dict[str, int]:
+    """Python's allocated blocks and, with glibc >= 2.33, malloc's bytes in use."""
+    import ctypes
+
+    found = {"python_blocks": sys.getallocatedblocks()}
+
+    class _MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in (
+                "arena",
+                "ordblks",
+                "smblks",
+                "hblks",
+                "hblkhd",
+                "usmblks",
+                "fsmblks",
+                "uordblks",
+                "fordblks",
+                "keepcost",
+            )
+        ]
+
+    try:
+        mallinfo2 = ctypes.CDLL(None).mallinfo2
+    except (AttributeError, OSError):
+        return found
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    found["malloc_in_use"] = int(info.uordblks) + int(info.hblkhd)
+    return found
+
+
+def _cycle(factory: Callable[[], Any], *, use_data_path: bool = False) -> Callable[[int], None]:
     def run(count: int) -> None:
         for _ in range(count):
-            factory().init().finalize()
+            session = factory().init()
+            if use_data_path:
+                session.reach(0)
+            session.finalize()
 
     return run
 
@@ -95,7 +138,10 @@ def child_cycles(args: dict) -> None:
     if problem is not None:
         common.child_reply({"skipped": problem, "frameworks": frameworks})
         return
-    subject = _cycle(lambda: pmca.Session(mca=mca, frameworks=frameworks))
+    subject = _cycle(
+        lambda: pmca.Session(mca=mca, frameworks=frameworks),
+        use_data_path=args.get("use_data_path", False),
+    )
     baseline = _cycle(lambda: TrivialSession(mca, frameworks))
     subject(args["warmup"])
     baseline(args["warmup"])
@@ -103,6 +149,7 @@ def child_cycles(args: dict) -> None:
     per_block = args["cycles"] // args["blocks"]
     common.timed(lambda: None)  # collects garbage before the reading below
     rss_before = common.rss_bytes()
+    in_use_before = _in_use()
     trace: list[int] = []
 
     def session_block() -> float:
@@ -118,8 +165,14 @@ def child_cycles(args: dict) -> None:
         repeats=args["blocks"],
     )
     common.timed(lambda: None)
+    in_use_after = _in_use()
     common.child_reply(
         {
+            "in_use": {
+                key: in_use_after[key] - value
+                for key, value in in_use_before.items()
+                if key in in_use_after
+            },
             "frameworks": frameworks,
             "samples": samples,
             "cycles": per_block * args["blocks"],
@@ -140,11 +193,13 @@ def measure(
     report: common.Report,
     optional: bool = False,
     cycle_goal: bool = False,
+    use_data_path: bool = False,
 ) -> None:
     common.heading(f"{label}, {mode}")
     args = {
         "mode": mode,
         "frameworks": frameworks,
+        "use_data_path": use_data_path,
         "cycles": 100 if quick else 1000,
         "warmup": 10 if quick else 100,
         "blocks": 5 if quick else 10,
@@ -179,6 +234,14 @@ def measure(
         f"  VmRSS    {before:.2f} -> {after:.2f} MiB (growth {growth:+.3f} MiB);"
         f" after each block: [{trace}]"
     )
+    in_use = reply.get("in_use", {})
+    if in_use:
+        malloc = in_use.get("malloc_in_use")
+        shown = "n/a" if malloc is None else f"{malloc / 1024:+.1f} KiB"
+        print(
+            f"  in use   Python blocks {in_use['python_blocks']:+d}, malloc {shown} "
+            "(a leak grows these; allocator high water grows only VmRSS)"
+        )
     key = f"{label}, {mode}"
     report.ratios[f"{key}: session/trivial per cycle"] = ratio
     report.goals.append(common.Goal(f"{key}: RSS growth", growth, GOAL_RSS_MIB, " MiB"))
@@ -219,18 +282,23 @@ def main() -> int:
                 optional=True,
                 cycle_goal=mode == "static",
             )
-        # Every built-in framework: with btl, each session also builds its data
-        # path (segments, sockets, modex), so no time goal; leaks still count.
-        for mode in MODES:
-            measure(
-                "all built-in frameworks",
-                mode,
-                None,
-                builtins_env,
-                quick=args.quick,
-                report=report,
-                optional=True,
-            )
+        # Every built-in framework: btl's sockets and segments make it no time
+        # goal; leaks still count, with and without the data path built.
+        for label, use_data_path in (
+            ("all built-in frameworks", False),
+            ("all built-in frameworks, data path used", True),
+        ):
+            for mode in MODES:
+                measure(
+                    label,
+                    mode,
+                    None,
+                    builtins_env,
+                    quick=args.quick,
+                    report=report,
+                    optional=True,
+                    use_data_path=use_data_path,
+                )
     report.emit()
     return 0
 

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 from attrs import frozen
 
+from .._records import FrozenValue
 from ..mca._errors import PmcaError
 
 if TYPE_CHECKING:
@@ -81,8 +82,8 @@ TAG_USER = 0x40
 TAG_MAX = 0xFF
 
 
-@frozen
-class Limits:
+@frozen(eq=False, repr=False)
+class Limits(FrozenValue):
     """A module's performance attributes, as the component's parameters set them.
 
     Names and units follow Open MPI's ``btl_<component>_*`` parameters.
@@ -113,8 +114,8 @@ class Limits:
     get_limit: int = 0
 
 
-@frozen
-class Proc:
+@frozen(eq=False, repr=False)
+class Proc(FrozenValue):
     """A peer process as add_procs sees it.
 
     :param rank: the peer's rank in the session's world.
@@ -145,8 +146,8 @@ class Endpoint(Protocol):
     def rank(self) -> int: ...
 
 
-@frozen
-class MemoryHandle:
+@frozen(eq=False, repr=False)
+class MemoryHandle(FrozenValue):
     """A registration of local memory for put/get.
 
     :param base: first byte registered.

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import frozen
 
+from .._records import FrozenValue
 from ._errors import ComponentError
 from ._names import Version, check_component_name, check_framework_name
 
@@ -13,8 +14,8 @@ if TYPE_CHECKING:
     from ._framework import Framework
 
 
-@frozen
-class Query:
+@frozen(eq=False, repr=False)
+class Query(FrozenValue):
     """What a component's ``query`` hook returns when it wants to be selected.
 
     :param priority: higher wins; ``single`` frameworks keep only the best.

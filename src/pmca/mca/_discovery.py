@@ -21,6 +21,7 @@ from typing import Literal
 
 from attrs import define, field
 
+from .._records import Record, Value
 from ._entrypoints import DistributionLike, EntryPointLike, name_and_version, read_entry_points
 from ._errors import ComponentError
 from ._framework import Framework
@@ -32,8 +33,8 @@ Origin = Literal["static", "entry point", "drop-in"]
 ORIGIN_PRECEDENCE: tuple[Origin, ...] = ("static", "entry point", "drop-in")
 
 
-@define(eq=False)
-class Candidate:
+@define(eq=False, repr=False)
+class Candidate(Record):
     """A component that was found but not imported."""
 
     framework: str
@@ -232,8 +233,8 @@ def drop_in_candidates(framework: str, directories: Iterable[str]) -> list[Candi
     return found
 
 
-@define
-class Discovered:
+@define(eq=False, repr=False)
+class Discovered(Value):
     """The components of one framework, one per name, plus the shadowed ones."""
 
     candidates: dict[str, Candidate]

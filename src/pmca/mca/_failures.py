@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from .._records import FrozenValue
 
-@frozen
-class ComponentFailure:
+
+@frozen(eq=False, repr=False)
+class ComponentFailure(FrozenValue):
     """One component that was skipped because something it did failed.
 
     Only text is kept: holding the exception would keep the component's

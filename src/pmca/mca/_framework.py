@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal
 
 from attrs import field, frozen
 
+from .._records import FrozenValue, Record
 from ._errors import FrameworkError
 from ._names import Version, check_component_name, check_framework_name
 
@@ -19,8 +20,8 @@ if TYPE_CHECKING:
 Policy = Literal["single", "multi"]
 
 
-@frozen
-class ComponentRef:
+@frozen(eq=False, repr=False)
+class ComponentRef(FrozenValue):
     """A built-in component in a framework's static table, not yet imported.
 
     :param target: ``"package.module:attribute"`` naming the component class
@@ -39,8 +40,8 @@ class ComponentRef:
         return self.target.partition(":")[0]
 
 
-@frozen
-class Alias:
+@frozen(eq=False, repr=False)
+class Alias(FrozenValue):
     """Another name for a component (Open MPI's ``vader`` for ``sm``)."""
 
     target: str
@@ -91,8 +92,8 @@ class FrameworkBase:
         """Another framework opened while this one is open (or was open before it)."""
 
 
-@frozen(eq=False)
-class Framework:
+@frozen(eq=False, repr=False)
+class Framework(Record):
     """A named kind of plugin with one interface.
 
     :param name: ``[a-z][a-z0-9]*``.

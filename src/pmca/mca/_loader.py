@@ -21,6 +21,7 @@ from typing import Literal
 from attrs import define, field
 
 from .._forksafe import short_lock
+from .._records import FrozenValue, Record
 from ._errors import LibraryError, SelectionError
 
 LoadMode = Literal["static", "dso"]
@@ -79,8 +80,8 @@ def load_list_problem(text: str) -> str | None:
     return None
 
 
-@define(frozen=True)
-class LoadModeSpec:
+@define(frozen=True, eq=False, repr=False)
+class LoadModeSpec(FrozenValue):
     """A parsed ``mca_base_component_dso`` or ``mca_base_component_static`` value."""
 
     everything: bool = False
@@ -158,8 +159,8 @@ def purge_modules(root: str) -> list[str]:
     return doomed
 
 
-@define(eq=False)
-class NativeLibrary:
+@define(eq=False, repr=False)
+class NativeLibrary(Record):
     """A shared library opened through pmca's loader on behalf of a component."""
 
     path: Path

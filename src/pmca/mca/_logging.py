@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from attrs import frozen
 
+from .._records import FrozenValue
+
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
@@ -36,8 +38,8 @@ _SYSLOG_PRIORITIES = ("notice", "info", "debug")
 DEBUG, INFO, WARNING, ERROR, CRITICAL = 10, 20, 30, 40, 50
 
 
-@frozen
-class Destination:
+@frozen(eq=False, repr=False)
+class Destination(FrozenValue):
     """A parsed ``mca_base_verbose`` value."""
 
     target: str = "stderr"

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from attrs import frozen
 
+from .._records import Record
 from ._errors import ComponentError
 
 FRAMEWORK_NAME = re.compile(r"[a-z][a-z0-9]*")
@@ -32,8 +33,8 @@ def check_component_name(name: object) -> str:
     return name
 
 
-@frozen(order=True)
-class Version:
+@frozen(order=True, repr=False)
+class Version(Record):
     """A ``major.minor.patch`` version, as Open MPI's MCA structs carry them."""
 
     major: int

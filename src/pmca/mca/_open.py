@@ -19,6 +19,7 @@ import pluggy
 from attrs import define, frozen
 
 from .._forksafe import short_lock
+from .._records import FrozenValue, Record
 from ._component import Component, Query, check_api, make_component
 from ._context import ComponentContext, FrameworkHost, FrameworkParams
 from ._discovery import Candidate, Discovered, EntryPointIndex, discover_components
@@ -61,8 +62,8 @@ _forced_static: set[tuple[str, str]] = set()
 _forced_static_lock = short_lock()
 
 
-@define(eq=False)
-class LoadedComponent:
+@define(eq=False, repr=False)
+class LoadedComponent(Record):
     """A component imported and registered by an open framework."""
 
     candidate: Candidate
@@ -76,8 +77,8 @@ class LoadedComponent:
     module: object | None = None
 
 
-@frozen
-class ComponentInfo:
+@frozen(eq=False, repr=False)
+class ComponentInfo(FrozenValue):
     """What :meth:`pmca.Session.components` reports for one component."""
 
     framework: str

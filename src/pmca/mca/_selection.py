@@ -6,13 +6,14 @@ from collections.abc import Iterable, Mapping
 
 from attrs import frozen
 
+from .._records import FrozenValue
 from ._errors import SelectionError, warn_user
 from ._framework import Alias
 from ._names import close_matches
 
 
-@frozen
-class Selection:
+@frozen(eq=False, repr=False)
+class Selection(FrozenValue):
     """A parsed ``<framework>`` parameter value.
 
     ``names`` is empty and ``exclude`` is ``False`` when the value was empty:

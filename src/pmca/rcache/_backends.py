@@ -6,9 +6,11 @@ import threading
 
 from attrs import frozen
 
+from .._records import FrozenValue
 
-@frozen
-class UnpinnedHandle:
+
+@frozen(eq=False, repr=False)
+class UnpinnedHandle(FrozenValue):
     """The handle :class:`UnpinnedBackend` returns: just the range."""
 
     base: int

@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from attrs import define, field, frozen
 
+from .._records import FrozenValue
 from ..mca._errors import PmcaError
 
 
@@ -81,8 +82,8 @@ class Registration:
         )
 
 
-@frozen
-class CacheStats:
+@frozen(eq=False, repr=False)
+class CacheStats(FrozenValue):
     """Counters of one cache (``rc.stats()``).
 
     :param hits: requests served by an existing registration.

@@ -16,6 +16,7 @@ from collections.abc import Iterator, MutableMapping
 
 from attrs import define, field, frozen
 
+from .._records import FrozenValue, Value
 from ..mca._discovery import EntryPointIndex, distribution_label
 from ..mca._errors import FrameworkError
 from ..mca._framework import Framework
@@ -31,8 +32,8 @@ BUILTIN_FRAMEWORKS: tuple[str, ...] = (
 )
 
 
-@frozen
-class FrameworkFailure:
+@frozen(eq=False, repr=False)
+class FrameworkFailure(FrozenValue):
     """A third-party framework that could not be loaded."""
 
     name: str
@@ -97,8 +98,8 @@ class Frameworks(MutableMapping[str, Framework]):
         return name in self._entries
 
 
-@define
-class Catalog:
+@define(eq=False, repr=False)
+class Catalog(Value):
     """Frameworks by name, in discovery order, and the ones that failed."""
 
     entry_points: EntryPointIndex = field(factory=lambda: EntryPointIndex(()))

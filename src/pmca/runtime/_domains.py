@@ -7,10 +7,11 @@ from collections.abc import Callable
 from attrs import frozen
 
 from .._forksafe import short_lock
+from .._records import FrozenValue
 
 
-@frozen
-class CleanupFailure:
+@frozen(eq=False, repr=False)
+class CleanupFailure(FrozenValue):
     domain: str
     cleanup: str
     error: BaseException

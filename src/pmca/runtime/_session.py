@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..p2p import P2p
     from ..p2p._attach import DataPath
     from ..world import World
+    from ._data import DataPathSlot
 
 
 def _checked_mca(mca: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -81,7 +82,8 @@ class Session:
     :param frameworks: the frameworks to open (with their dependencies);
         ``None`` opens every installed framework.
     :param world: the processes to exchange btl addresses with (one
-        allgather at init); default :func:`pmca.world.single`.
+        allgather at init; for a world of one rank, at the first use of
+        :attr:`p2p` or :meth:`reach`); default :func:`pmca.world.single`.
     """
 
     def __init__(
@@ -99,6 +101,8 @@ class Session:
         self._opened: list[str] = []
         self._attached = False
         self._world = world
+        #: The btl data path's tag and builder, and the path once built.
+        self._slot: DataPathSlot | None = None
         self._data: DataPath | None = None
         #: An interrupt ended the last transition (a retried finalize is a no-op).
         self._interrupted = False
@@ -145,7 +149,7 @@ class Session:
                     runtime.open_framework(name)
                     self._opened.append(name)
                 runtime.warn_unknown_names()
-                self._data = self._attach_data_path()
+                self._attach_data_path()
             except BaseException:
                 self._interrupted = deferral.interrupted
                 self._finalize_locked()
@@ -214,26 +218,32 @@ class Session:
         self._state = _State.FINALIZED
         return errors
 
-    def _attach_data_path(self) -> DataPath | None:
-        """Modex and connections for the btl framework, if this session opened it."""
+    def _attach_data_path(self) -> None:
+        """Modex and connections for the btl framework, if this session opened it.
+
+        With a world of several ranks they are made now (every rank meets in
+        the allgather); with a world of one rank at first use (pmca.runtime._data).
+        """
         btl = self._runtime.frameworks.get("btl")
         if "btl" not in self._opened or btl is None:
-            return None
-        # Only now: a session without a btl imports neither p2p nor the bml.
-        from ..p2p._attach import attach
+            return
+        # Only now: a session without a btl imports neither the btl base nor p2p.
         from ..world import single
+        from ._data import DataPathSlot
 
         if self._world is None:
             self._world = single()
         timeout = float(self._runtime.params.value("pmca_base_modex_timeout"))
-        return attach(btl, self._world, timeout)
+        self._slot = DataPathSlot(btl, self._world, timeout)
+        if self._world.size != 1:
+            self._data = self._slot.get()
 
     def _close_data_path(self) -> list[BaseException]:
-        data, self._data = self._data, None
-        if data is None:
+        slot, self._slot, self._data = self._slot, None, None
+        if slot is None:
             return []
         try:
-            data.close(float(self._runtime.params.value("pmca_base_modex_timeout")))
+            slot.close(float(self._runtime.params.value("pmca_base_modex_timeout")))
         except BaseException as exc:
             return [exc]
         return []
@@ -287,12 +297,20 @@ class Session:
 
     def _data_path(self) -> DataPath:
         self._require_active()
-        if self._data is None:
+        data, slot = self._data, self._slot
+        if data is not None:
+            return data
+        if slot is None:
             raise FrameworkError(
                 "this session has no data path: open the btl framework "
                 "(frameworks=None or including 'btl')"
             )
-        return self._data
+        # First use in a world of one rank: built like a transition, so a
+        # concurrent finalize waits for it (or has already run).
+        with self._runtime.lock, deferred_interrupts():
+            self._require_active()
+            self._data = slot.get()
+            return self._data
 
     @property
     def world(self) -> World | None:

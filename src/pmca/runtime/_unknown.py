@@ -17,14 +17,15 @@ from collections.abc import Iterable, Mapping
 
 from attrs import frozen
 
+from .._records import FrozenValue
 from ..mca._names import close_matches
 from ..mca.params import Origin, ParamSpace
 
 CORE = "mca"
 
 
-@frozen
-class Namespace:
+@frozen(eq=False, repr=False)
+class Namespace(FrozenValue):
     """What one framework registered: its own names and each imported component's."""
 
     own: frozenset[str]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from attrs import define
 
+from .._records import Record
 
-@define(eq=False)
-class SingleWorld:
+
+@define(eq=False, repr=False)
+class SingleWorld(Record):
     """Rank 0 of 1: the modex is this process's own data."""
 
     rank: int = 0

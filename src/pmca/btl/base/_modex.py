@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from attrs import frozen
 
+from ..._records import FrozenValue
 from .._interface import ModexError
 
 MAGIC = b"PMCAMODX"
@@ -37,8 +38,8 @@ def host_id() -> str:
     return f"{socket.gethostname()}/{boot}"
 
 
-@frozen
-class RankEntry:
+@frozen(eq=False, repr=False)
+class RankEntry(FrozenValue):
     """What one rank published."""
 
     rank: int

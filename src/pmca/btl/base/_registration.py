@@ -17,6 +17,7 @@ from typing import Any, Protocol, cast
 
 from attrs import define
 
+from ..._records import Record
 from .._interface import BtlError, MemoryHandle
 
 PAGE = mmap.PAGESIZE
@@ -40,8 +41,8 @@ class NoPinBackend:
         return None
 
 
-@define(eq=False)
-class _Plain:
+@define(eq=False, repr=False)
+class _Plain(Record):
     """An uncached registration: what the rcache's registration looks like."""
 
     base: int

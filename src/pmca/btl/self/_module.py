@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from attrs import frozen
 
+from ..._records import FrozenValue
 from .._interface import (
     BtlError,
     Buffer,
@@ -41,8 +42,8 @@ _ADDRESS = b"self/1"
 _KEY = struct.Struct("<QQQ")
 
 
-@frozen
-class SelfEndpoint:
+@frozen(eq=False, repr=False)
+class SelfEndpoint(FrozenValue):
     rank: int
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from attrs import define
 
+from ..._records import Record
 from .._interface import TAG_MAX, BtlError, Completion
 
 GET_REQUEST = TAG_MAX + 1
@@ -43,8 +44,8 @@ def _memory(address: int, size: int) -> memoryview:
     return memoryview((ctypes.c_char * size).from_address(address)).cast("B")
 
 
-@define(eq=False)
-class _Pending:
+@define(eq=False, repr=False)
+class _Pending(Record):
     rank: int
     target: memoryview | None  # where a get lands; None for a put
     size: int
@@ -52,8 +53,8 @@ class _Pending:
     received: int = 0
 
 
-@define(eq=False)
-class _Incoming:
+@define(eq=False, repr=False)
+class _Incoming(Record):
     """A put being written into this process's memory."""
 
     total: int

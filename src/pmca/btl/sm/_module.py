@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from attrs import frozen
 
+from ..._records import FrozenValue, Record
 from .._interface import (
     BtlError,
     Buffer,
@@ -84,8 +85,8 @@ def _limits_for(limits: Limits, mechanism: str) -> Limits:
     )
 
 
-@frozen
-class SmEndpoint:
+@frozen(eq=False, repr=False)
+class SmEndpoint(FrozenValue):
     rank: int
     pid: int
 
@@ -104,8 +105,8 @@ def pid_namespace() -> int:
         return 0
 
 
-@attrs.define(eq=False)
-class _Queued:
+@attrs.define(eq=False, repr=False)
+class _Queued(Record):
     """A send waiting for a free fragment or FIFO slot (its parts are not copied)."""
 
     tag: int

@@ -18,6 +18,8 @@ from typing import Any
 
 import attrs
 
+from ..._records import FrozenValue
+
 LIBRARY_NAME = "libpmca_btl_sm.so"
 ABI = 1
 FRAGMENT_HEADER_BYTES = 64
@@ -36,8 +38,8 @@ class TransportError(OSError):
     """A transport operation failed; the message names the peer and the call."""
 
 
-@attrs.frozen
-class SegmentAddress:
+@attrs.frozen(eq=False, repr=False)
+class SegmentAddress(FrozenValue):
     """What a process publishes so that local peers can map its segment."""
 
     pid: int
@@ -47,8 +49,8 @@ class SegmentAddress:
     base: int  # where the owner maps it (CMA probes read the magic there)
 
 
-@attrs.frozen
-class TransportConfig:
+@attrs.frozen(eq=False, repr=False)
+class TransportConfig(FrozenValue):
     """Sizes of one process's segment."""
 
     fifo_capacity: int = 1024

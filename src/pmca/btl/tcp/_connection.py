@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from attrs import define
 
+from ..._records import Record
 from .._interface import PLACEMENT_HEAD, BtlError, Completion, PeerFailed
 from . import _wire as wire
 
@@ -49,15 +50,15 @@ STREAM_MIN = 64 * 1024
 _BUFFER_SIZE = 1 << 20
 
 
-@define(eq=False)
-class Outgoing:
+@define(eq=False, repr=False)
+class Outgoing(Record):
     buffers: list[memoryview]
     callback: Completion | None
     zerocopy: bool = False
 
 
-@define(eq=False)
-class Sink:
+@define(eq=False, repr=False)
+class Sink(Record):
     """Where a bulk body goes: ``target[done:]`` still to fill."""
 
     target: memoryview

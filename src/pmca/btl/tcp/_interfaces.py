@@ -9,12 +9,14 @@ import struct
 
 from attrs import frozen
 
+from ..._records import FrozenValue
+
 _SIOCGIFADDR = 0x8915
 _SIOCGIFNETMASK = 0x891B
 
 
-@frozen
-class Interface:
+@frozen(eq=False, repr=False)
+class Interface(FrozenValue):
     name: str
     network: ipaddress.IPv4Interface
 

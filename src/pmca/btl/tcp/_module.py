@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from attrs import define, frozen
 
+from ..._records import FrozenValue, Record
 from .._interface import (
     BtlError,
     Buffer,
@@ -41,13 +42,13 @@ if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
 
-@frozen
-class TcpEndpoint:
+@frozen(eq=False, repr=False)
+class TcpEndpoint(FrozenValue):
     rank: int
 
 
-@define(eq=False)
-class _PendingGet:
+@define(eq=False, repr=False)
+class _PendingGet(Record):
     target: memoryview
     callback: Completion
     received: int = 0
@@ -57,8 +58,8 @@ def memory_at(address: int, size: int) -> memoryview:
     return memoryview((ctypes.c_char * size).from_address(address)).cast("B")
 
 
-@frozen
-class TcpSettings:
+@frozen(eq=False, repr=False)
+class TcpSettings(FrozenValue):
     interfaces: tuple[Interface, ...]
     zerocopy: str  # "true" | "false" | "auto"
     zerocopy_threshold: int

@@ -7,6 +7,7 @@ import struct
 
 from attrs import frozen
 
+from ..._records import FrozenValue
 from .._interface import ModexError
 
 #: Every frame: kind, active-message tag, body length, auxiliary word.
@@ -30,8 +31,8 @@ _ADDRESS_HEAD = struct.Struct("<4s8sHB")
 _ADDRESS_MAGIC = b"TCP1"
 
 
-@frozen
-class TcpAddress:
+@frozen(eq=False, repr=False)
+class TcpAddress(FrozenValue):
     nonce: bytes
     port: int
     hosts: tuple[str, ...]

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from ..._records import FrozenValue
 from ._errors import ParamFileError, ParamWarning
 from ._param import Param
 from ._paramfile import Entry, expand_home, parse_param_file
@@ -40,8 +41,8 @@ def default_override_file() -> str:
     return os.path.join(sys.prefix, "etc", "pmca-mca-params-override.conf")
 
 
-@attrs.frozen
-class Raw:
+@attrs.frozen(eq=False, repr=False)
+class Raw(FrozenValue):
     """A value given for a name, not yet parsed (the parameter may not exist yet)."""
 
     value: object

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from ..._records import FrozenValue
 from ._errors import ParamRegistrationError, ParamValueError
 from ._paramfile import KEY
 from ._values import (
@@ -30,16 +31,16 @@ _NAME = re.compile(r"[A-Za-z0-9_]+")
 _GROUP = re.compile(r"[a-z][a-z0-9]*(_[a-z][a-z0-9_]*)?")
 
 
-@attrs.frozen
-class Synonym:
+@attrs.frozen(eq=False, repr=False)
+class Synonym(FrozenValue):
     """Another name of a parameter; a value given under a deprecated one warns."""
 
     name: str
     deprecated: bool
 
 
-@attrs.frozen
-class Definition:
+@attrs.frozen(eq=False, repr=False)
+class Definition(FrozenValue):
     """Everything ``register`` was told; compared to detect conflicting re-registration."""
 
     framework: str

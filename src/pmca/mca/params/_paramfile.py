@@ -41,6 +41,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from ..._records import FrozenValue
 from ._errors import ParamFileError
 
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -49,8 +50,8 @@ KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_FILE_SIZE = 1 << 20
 
 
-@attrs.frozen
-class Entry:
+@attrs.frozen(eq=False, repr=False)
+class Entry(FrozenValue):
     """One ``key = value`` line of a parameter file."""
 
     key: str

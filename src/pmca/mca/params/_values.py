@@ -17,6 +17,8 @@ from typing import Any
 
 import attrs
 
+from ..._records import FrozenValue
+
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _UINT64_MAX = 2**64 - 1
@@ -136,8 +138,8 @@ _SOURCE_LABELS = {
 }
 
 
-@attrs.frozen
-class Origin:
+@attrs.frozen(eq=False, repr=False)
+class Origin(FrozenValue):
     """Where one value came from.
 
     ``detail`` is the environment variable name for :attr:`Source.ENV` and
@@ -165,8 +167,8 @@ def _pairs(items: Mapping[str, int] | Iterable[tuple[str, int]]) -> tuple[tuple[
     return tuple((str(name), int(value)) for name, value in pairs)
 
 
-@attrs.frozen
-class Enumeration:
+@attrs.frozen(eq=False, repr=False)
+class Enumeration(FrozenValue):
     """Named integer values, Open MPI's ``mca_base_var_enum_t``.
 
     Names match case-insensitively; a decimal number matches the value it

@@ -7,12 +7,16 @@ close, after the framework has closed every cache.
 
 from __future__ import annotations
 
+from ..._lazy import lazy_attributes
 from ..._version import __version__
 from ...mca import Component, ComponentContext, Query, hookimpl
 from ...mca._context import ComponentParams
-from ._cache import PAGE, GrdmaCache, page_range
 from ._module import OPTIONS, GrdmaModule
 from ._tree import IntervalTree, library_path
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
+if TYPE_CHECKING:
+    from ._cache import PAGE, GrdmaCache, page_range
 
 
 class GrdmaComponent(Component):
@@ -89,3 +93,8 @@ __all__ = [
     "IntervalTree",
     "page_range",
 ]
+
+# The cache is imported with the first one created (GrdmaModule.create).
+_TARGETS = {name: f"._cache:{name}" for name in ("PAGE", "GrdmaCache", "page_range")}
+if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all
+    __getattr__, __dir__ = lazy_attributes(__name__, _TARGETS)

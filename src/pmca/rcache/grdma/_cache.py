@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
+from ..._records import FrozenValue
 from ...native._subscription import delivering
 from .._interface import Backend, CacheStats, RcacheError, Registration
 from ._pending import ADDRESS_LIMIT, ReleaseLog
@@ -398,8 +399,8 @@ def _closed_lookup(handle: int, address: int, size: int) -> object:
     return FULL_PATH
 
 
-@frozen
-class ReleaseWatch:
+@frozen(eq=False, repr=False)
+class ReleaseWatch(FrozenValue):
     """Where the memory hooks count releases, for the index's one-call lookup.
 
     :param head_address: the producer position of the release ring (a uint64).

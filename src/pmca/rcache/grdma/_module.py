@@ -8,11 +8,12 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from .._interface import Backend, RcacheError
-from ._cache import GrdmaCache, ReleaseWatch
 from ._tree import IntervalTree
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
+
+    from ._cache import GrdmaCache
 
 #: Options ``pmca.rcache.create("grdma", backend, **options)`` accepts.
 OPTIONS = ("leave_pinned", "cache_max_bytes", "pending_max")
@@ -52,6 +53,10 @@ class GrdmaModule:
                 f"unknown grdma option(s) {', '.join(unknown)}; known: {', '.join(OPTIONS)}"
             )
         settings = {**self._defaults, **options}
+        # The cache (and the release-event plumbing it needs) is imported with
+        # the first cache: a session whose rcache creates none never needs it.
+        from ._cache import GrdmaCache
+
         tree = IntervalTree(self._cdll)
         cache = GrdmaCache(
             tree,
@@ -110,6 +115,7 @@ def _leave_pinned(value: object, *, hooked: bool) -> bool:
 def _subscribe(cache: GrdmaCache) -> str | None:
     """Deliver release events to ``cache``; why not, when there are no hooks."""
     from ... import memory, native
+    from ._cache import ReleaseWatch
 
     try:
         handle = memory.register_release(cache.releases.record_batch, batch=True)
