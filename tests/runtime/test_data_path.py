@@ -65,6 +65,19 @@ def test_a_world_of_one_builds_the_data_path_at_first_use(pmca_env) -> None:
     assert "first use" in child.stdout
 
 
+def test_asking_for_the_btl_modules_connects_them(pmca_env) -> None:
+    world = GatheringWorld(1)
+    with pmca.Session(mca={"btl": "self,tcp"}, frameworks=["btl"], world=world) as s:
+        assert world.allgathers == 0
+        assert s.components("btl") and world.allgathers == 0, "listing components connects"
+        modules = s.modules("btl")
+        assert world.allgathers == 1, "the modules were handed out before their modex"
+        assert sorted(m.name for m in modules) == ["self", "tcp"]  # type: ignore[attr-defined]
+        assert s.reach(0) == ["self"]
+        s.modules("btl")
+        assert world.allgathers == 1
+
+
 def test_one_allgather_at_first_use_and_none_without_use(pmca_env) -> None:
     unused = GatheringWorld(1)
     with pmca.Session(mca={"btl": "self"}, frameworks=["btl"], world=unused):

@@ -280,8 +280,15 @@ class Session:
         return FrameworkHandle(state, lambda: self._framework(name))
 
     def modules(self, framework: str) -> list[object]:
-        """The selected modules of ``framework``, best first."""
-        return self._framework(framework).modules
+        """The selected modules of ``framework``, best first.
+
+        btl modules come connected to the world's ranks (``add_procs`` done):
+        in a world of one rank, asking for them builds the data path.
+        """
+        opened = self._framework(framework)
+        if framework == "btl" and self._slot is not None and self._data is None:
+            self._data_path()
+        return opened.modules
 
     def module(self, framework: str) -> object:
         """The selected module of a ``single`` framework."""

@@ -135,17 +135,18 @@ class OfiComponent(Component):
 
     @hookimpl
     def open(self, ctx: ComponentContext) -> None:
-        if importlib.util.find_spec("cffi") is None:
-            raise NotAvailable("cffi is not installed (pip install 'pmca[ofi]')")
-        from ._fabric import LibfabricUnavailable, load
-
         include = _items(ctx.params["provider_include"])
         exclude = _items(ctx.params["provider_exclude"])
         if not include and not _named_in_selection(ctx):
+            # Said first: a session that does not ask for ofi pays nothing for it.
             raise NotAvailable(
                 "used only when asked for: name it in the btl selection (btl=self,ofi) or "
                 "set btl_ofi_provider_include"
             )
+        if importlib.util.find_spec("cffi") is None:
+            raise NotAvailable("cffi is not installed (pip install 'pmca[ofi]')")
+        from ._fabric import LibfabricUnavailable, load
+
         if include and exclude:
             raise ValueError(
                 "btl_ofi_provider_include and btl_ofi_provider_exclude are mutually exclusive "
