@@ -114,19 +114,10 @@ import pytest
 
 import pmca
 
-def sockets():
-    found = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
-                found.add(fd)
-        except OSError:
-            pass
-    return found
+from pmca.testing import mapped_files, open_sockets as sockets
 
 def maps():
-    with open("/proc/self/maps") as f:
-        return {line.split()[-1] for line in f if "/pmca/btl/" in line}
+    return mapped_files("/pmca/btl/")
 
 before = sockets()
 for round_ in range(2):

@@ -174,19 +174,10 @@ _DSO_CHILD = """
 import os, sys
 import pmca
 
-def maps():
-    with open("/proc/self/maps") as f:
-        return {line.split()[-1] for line in f if "/pmca/btl/" in line}
+from pmca.testing import mapped_files, open_sockets as sockets
 
-def sockets():
-    found = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
-                found.add(fd)
-        except OSError:
-            pass
-    return found
+def maps():
+    return mapped_files("/pmca/btl/")
 
 before = sockets()
 for use in (False, True, False):

@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from ._distributions import make_distribution
 from ._launch import Launcher, find_launcher, run_mpi
+from ._resources import mapped_files, open_sockets
 from ._subprocess import run_python
 
-__all__ = ["Launcher", "find_launcher", "make_distribution", "run_mpi", "run_python"]
+__all__ = [
+    "Launcher",
+    "find_launcher",
+    "make_distribution",
+    "mapped_files",
+    "open_sockets",
+    "run_mpi",
+    "run_python",
+]
