@@ -94,7 +94,9 @@ class TcpComponent(Component):
     @hookimpl
     def query(self, ctx: ComponentContext) -> Query:
         params = ctx.params
-        keepalive = tuple(_keepalive_value(params, entry[0]) for entry in _KEEPALIVE)
+        keepalive = tuple(
+            _keepalive_value(params, name, bounds, unit) for name, _, bounds, unit, _ in _KEEPALIVE
+        )
         zerocopy = str(params["zerocopy"]).lower()
         if zerocopy not in ("true", "false", "auto"):
             param = params.param("zerocopy")
@@ -139,8 +141,8 @@ _KEEPALIVE = (
 )
 
 
-def _keepalive_value(params: ComponentParams, name: str) -> int:
-    least, most, unit = next((r[0], r[1], u) for n, _, r, u, _ in _KEEPALIVE if n == name)
+def _keepalive_value(params: ComponentParams, name: str, bounds: tuple[int, int], unit: str) -> int:
+    least, most = bounds
     value = int(params[name])
     if not least <= value <= most:
         param = params.param(name)

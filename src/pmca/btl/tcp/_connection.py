@@ -137,14 +137,13 @@ class Connection:
             outgoing = self.queue[0]
             buffers = outgoing.buffers
             flags = MSG_ZEROCOPY if outgoing.zerocopy and self.zerocopy else 0
-            chunk = self.bulk_chunk
+            piece = _first_bytes(buffers, self.bulk_chunk)
             try:
-                if len(buffers) == 1:
-                    only = buffers[0]
-                    cut = chunk and only.nbytes > chunk + (chunk >> 2)
-                    sent = sock.send(only[:chunk] if cut else only, flags)
-                else:
-                    sent = sock.sendmsg(_first_bytes(buffers, chunk), (), flags)
+                sent = (
+                    sock.send(piece[0], flags)
+                    if len(piece) == 1
+                    else sock.sendmsg(piece, (), flags)
+                )
             except BlockingIOError:
                 return done
             except OSError as exc:
@@ -247,10 +246,13 @@ class Connection:
                 )
                 return False
             sink.done += count
+        self._sink_filled(sink)
+        return True
+
+    def _sink_filled(self, sink: Sink) -> None:
         self._sink = None
         self._set_low_water(1)
         sink.finished()
-        return True
 
     def _paced_ready(self, remaining: int) -> bool:
         """Whether a paced bulk read should happen now (one chunk, or the rest, is waiting)."""
@@ -373,9 +375,7 @@ class Connection:
             sink.done += available
             self._start += available
         if sink.done == sink.target.nbytes:
-            self._sink = None
-            self._set_low_water(1)
-            sink.finished()
+            self._sink_filled(sink)
 
     # -- failure -----------------------------------------------------------
 
