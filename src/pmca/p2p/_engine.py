@@ -29,7 +29,7 @@ from . import _protocol as proto
 from ._blocking import LANE_SPIN, TAG_MAX, TAG_MIN, Blocking
 from ._buffers import address_of, as_bytes
 from ._placing import Placing
-from ._requests import Request, TruncationError, truncation
+from ._requests import Request, TruncationError, take_first, truncation
 from ._routes import open_lanes, stripes
 
 if TYPE_CHECKING:
@@ -173,12 +173,8 @@ class P2p(Placing, Blocking):
         request = Request(self, "recv", source, tag, view)
         with self._bml.lock:
             self._track(request)
-            waiting = self._unexpected.get((source, tag))
-            if waiting:
-                incoming = waiting.popleft()
-                if not waiting:
-                    del self._unexpected[(source, tag)]
-                self._match(request, incoming)
+            if (source, tag) in self._unexpected:
+                self._match(request, take_first(self._unexpected, (source, tag)))
             elif peer.failed is not None:
                 self._finish(request, 0, self._failure(peer))
             else:
@@ -383,12 +379,8 @@ class P2p(Placing, Blocking):
         kind, _flags, seq, tag, size = header
         self._seq_in[source] = (seq + 1) & 0xFFFFFFFF
         if kind == proto.EAGER:
-            posted = self._posted.get((source, tag))
-            if posted:  # the common case: the receive is already waiting
-                request = posted.popleft()
-                if not posted:
-                    del self._posted[(source, tag)]
-                self._deliver_eager(request, body, size)
+            if (source, tag) in self._posted:  # the common case: the receive is waiting
+                self._deliver_eager(take_first(self._posted, (source, tag)), body, size)
                 return
             incoming = _Incoming(kind, source, size, bytes(body) if owned is None else owned)
         elif kind == proto.RGET:
@@ -398,12 +390,8 @@ class P2p(Placing, Blocking):
         else:
             (send_id,) = proto.RNDV_BODY.unpack_from(body)
             incoming = _Incoming(kind, source, size, b"", send_id)
-        posted = None if kind == proto.EAGER else self._posted.get((source, tag))
-        if posted:
-            request = posted.popleft()
-            if not posted:
-                del self._posted[(source, tag)]
-            self._match(request, incoming)
+        if kind != proto.EAGER and (source, tag) in self._posted:
+            self._match(take_first(self._posted, (source, tag)), incoming)
             return
         self._unexpected.setdefault((source, tag), deque()).append(incoming)
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from ..btl import Endpoint, Placement
 from . import _protocol as proto
-from ._requests import Request
+from ._requests import Request, take_first
 
 _MATCH_SIZE = proto.MATCH.size
 _unpack_match = proto.MATCH.unpack_from
@@ -61,9 +61,7 @@ class Placing:
             return Placement(_MATCH_SIZE, memoryview(staged), complete)
         if size > posted[0].view.nbytes:
             return None  # truncated: the usual path refuses it
-        request = posted.popleft()
-        if not posted:
-            del self._posted[(source, tag)]
+        request = take_first(self._posted, (source, tag))
         self._seq_in[source] = (seq + 1) & 0xFFFFFFFF
         self._drain_stash(source)
 

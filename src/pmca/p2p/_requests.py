@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..btl import BtlError
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from ._engine import P2p
@@ -13,6 +16,15 @@ if TYPE_CHECKING:
 
 class TruncationError(BtlError):
     """A message was larger than the receive buffer (MPI_ERR_TRUNCATE)."""
+
+
+def take_first(queues: dict[tuple[int, int], deque[T]], key: tuple[int, int]) -> T:
+    """The first of the ``key`` stream's queued entries, dropping the queue once empty."""
+    queue = queues[key]
+    first = queue.popleft()
+    if not queue:
+        del queues[key]
+    return first
 
 
 def truncation(size: int, source: int, tag: int, capacity: int) -> TruncationError:
