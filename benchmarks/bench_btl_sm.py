@@ -80,19 +80,20 @@ def _per_call(rank: int, send: Any, recv: Any, barrier: Any, quick: bool) -> dic
     burst, rounds = 40, 20 if quick else 60
     data, into = bytearray(LATENCY_BYTES), bytearray(LATENCY_BYTES)
     sends, receives = [], []
+
+    def per_call(operation: Any, buf: bytearray) -> float:
+        start = time.perf_counter()
+        for _ in range(burst):
+            operation(buf)
+        return (time.perf_counter() - start) / burst
+
     for _ in range(rounds):
         barrier()
         if rank == 1:
-            start = time.perf_counter()
-            for _ in range(burst):
-                send(data)
-            sends.append((time.perf_counter() - start) / burst)
+            sends.append(per_call(send, data))
         barrier()
         if rank == 0:
-            start = time.perf_counter()
-            for _ in range(burst):
-                recv(into)
-            receives.append((time.perf_counter() - start) / burst)
+            receives.append(per_call(recv, into))
     barrier()
     mine = sorted(sends or receives)[rounds // 10] * 1e6
     return {"send_us" if rank == 1 else "recv_us": mine}
