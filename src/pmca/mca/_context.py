@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._interrupts import deferred_interrupts
@@ -121,9 +121,11 @@ class ComponentContext:
             self.host.close_framework(name)
 
     def load_library(
-        self, path: str | Path, *, before_unload: UnloadGuard | None = None
+        self, path: str | os.PathLike[str], *, before_unload: UnloadGuard | None = None
     ) -> NativeLibrary:
         """``dlopen`` a native library owned by this component.
+
+        ``path`` is a ``str`` or any path-like object (a :class:`pathlib.Path`).
 
         In ``dso`` mode it is ``dlclose``d when the component unloads, after
         ``before_unload`` (if given) has had a chance to undo anything the

@@ -9,15 +9,15 @@ out before a single line of it runs.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import importlib.util
 import os
 import sys
 import threading
 from collections.abc import Iterable
-from pathlib import Path
 from types import ModuleType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from attrs import define, field
 
@@ -26,6 +26,9 @@ from ._entrypoints import DistributionLike, EntryPointLike, name_and_version, re
 from ._errors import ComponentError
 from ._framework import Framework
 from ._names import COMPONENT_NAME
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 Origin = Literal["static", "entry point", "drop-in"]
 
@@ -103,12 +106,14 @@ def distribution_label(entry_point: EntryPointLike) -> str | None:
     return f"{dist.name} {dist.version}"
 
 
-def _import_drop_in(module_name: str, path: Path) -> ModuleType:
-    location = path / "__init__.py" if path.is_dir() else path
+def _import_drop_in(module_name: str, path: str | os.PathLike[str]) -> ModuleType:
+    """Import the drop-in file or package directory at ``path`` (a ``str`` or a path)."""
+    package = os.path.isdir(path)
+    location = os.path.join(path, "__init__.py") if package else os.fspath(path)
     spec = importlib.util.spec_from_file_location(
         module_name,
         location,
-        submodule_search_locations=[str(path)] if path.is_dir() else None,
+        submodule_search_locations=[os.fspath(path)] if package else None,
     )
     if spec is None or spec.loader is None:
         raise ComponentError(f"cannot import drop-in component file {location}")
@@ -212,24 +217,40 @@ def entry_point_candidates(framework: str, index: EntryPointIndex) -> list[Candi
     ]
 
 
+#: What makes a ``mca_base_component_path`` entry no directory rather than an error.
+_NOT_A_DIRECTORY = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
+
+
 def drop_in_candidates(framework: str, directories: Iterable[str]) -> list[Candidate]:
     prefix = f"pmca_{framework}_"
     found: list[Candidate] = []
     for directory in directories:
-        base = Path(directory).expanduser()
-        if not base.is_dir():
-            continue
-        for entry in sorted(base.iterdir()):
-            stem = entry.name[:-3] if entry.suffix == ".py" and entry.is_file() else entry.name
+        base = os.path.expanduser(directory)
+        try:
+            with os.scandir(base) as scan:
+                entries = sorted(scan, key=lambda entry: entry.name)
+        except OSError as exc:
+            if exc.errno in _NOT_A_DIRECTORY:
+                continue
+            raise
+        for entry in entries:
+            is_file = entry.is_file()
+            is_package = entry.is_dir()
+            is_module = is_file and len(entry.name) > 3 and entry.name.endswith(".py")
+            stem = entry.name[:-3] if is_module else entry.name
             if not stem.startswith(prefix) or (
-                entry.is_dir() and not (entry / "__init__.py").exists()
+                is_package and not os.path.exists(os.path.join(entry.path, "__init__.py"))
             ):
                 continue
-            if entry.is_file() and entry.suffix != ".py":
+            if is_file and not is_module:
                 continue
             name = stem[len(prefix) :]
             if COMPONENT_NAME.fullmatch(name):
-                found.append(Candidate(framework, name, "drop-in", stem, path=entry))
+                from pathlib import Path  # only for a drop-in found: a session seldom has one
+
+                found.append(
+                    Candidate(framework, name, "drop-in", stem, path=Path(base, entry.name))
+                )
     return found
 
 

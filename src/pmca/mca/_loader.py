@@ -13,16 +13,19 @@ from __future__ import annotations
 import _ctypes
 import ctypes
 import importlib
+import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from attrs import define, field
 
 from .._forksafe import short_lock
 from .._records import FrozenValue, Record
 from ._errors import LibraryError, SelectionError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 LoadMode = Literal["static", "dso"]
 
@@ -163,7 +166,8 @@ def purge_modules(root: str) -> list[str]:
 class NativeLibrary(Record):
     """A shared library opened through pmca's loader on behalf of a component."""
 
-    path: Path
+    #: The library's resolved path, as given to ``dlopen``.
+    file: str
     owner: str
     cdll: ctypes.CDLL
     resident: bool
@@ -175,25 +179,33 @@ class NativeLibrary(Record):
     def handle(self) -> int:
         return int(self.cdll._handle)
 
+    @property
+    def path(self) -> Path:
+        """:attr:`file` as a :class:`pathlib.Path`."""
+        from pathlib import Path
+
+        return Path(self.file)
+
 
 _resident_lock = short_lock()
-_resident: dict[Path, NativeLibrary] = {}
+_resident: dict[str, NativeLibrary] = {}
 
 
-def open_library(path: str | Path, *, owner: str, resident: bool) -> NativeLibrary:
+def open_library(path: str | os.PathLike[str], *, owner: str, resident: bool) -> NativeLibrary:
     """``dlopen`` a library for a component.
 
+    ``path`` is a ``str`` or any path-like object (a :class:`pathlib.Path`).
     Resident (static-mode) libraries are opened once per process and shared;
     the others get their own handle, closed by :func:`close_library`.
     """
-    resolved = Path(path).resolve()
+    resolved = os.path.realpath(path)
     if resident:
         with _resident_lock:
             existing = _resident.get(resolved)
             if existing is not None:
                 return existing
     try:
-        cdll = ctypes.CDLL(str(resolved), mode=ctypes.RTLD_LOCAL)
+        cdll = ctypes.CDLL(resolved, mode=ctypes.RTLD_LOCAL)
     except OSError as exc:
         raise LibraryError(f"{owner}: cannot load native library {resolved}: {exc}") from exc
     library = NativeLibrary(resolved, owner, cdll, resident)
@@ -232,30 +244,30 @@ def close_library(library: NativeLibrary, *, quarantine: bool = True) -> list[st
         return []
     notes, failures = run_unload_guards(library.before_unload)
     library.before_unload.clear()
-    span = _mapped_span(library.path)
+    span = _mapped_span(library.file)
     _ctypes.dlclose(library.handle)
     if span is not None and quarantine:
-        _QUARANTINE.reserve(*span, library=library.path)
+        _QUARANTINE.reserve(*span, library=library.file)
     for failure in failures:
         if not isinstance(failure, Exception):
             raise failure  # KeyboardInterrupt & co. stay what they are
     if failures:
         raise LibraryError(
-            f"{library.owner}: unload guard(s) of {library.path} failed: "
+            f"{library.owner}: unload guard(s) of {library.file} failed: "
             + "; ".join(repr(f) for f in failures)
         ) from failures[0]
     return notes
 
 
-def _mapped_span(path: Path) -> tuple[int, int] | None:
-    """The address range ``[start, end)`` a loaded library occupies."""
+def _mapped_span(text: str) -> tuple[int, int] | None:
+    """The address range ``[start, end)`` the loaded library at path ``text`` occupies."""
     starts: list[int] = []
     ends: list[int] = []
     try:
-        maps = Path("/proc/self/maps").read_text()
+        with open("/proc/self/maps", encoding="utf-8") as maps_file:
+            maps = maps_file.read()
     except OSError:
         return None
-    text = str(path)
     for line in maps.splitlines():
         if line.endswith(text) and line.split(None, 5)[-1] == text:
             start, _, end = line.split(None, 1)[0].partition("-")
@@ -282,9 +294,9 @@ class _Quarantine:
 
     def __init__(self) -> None:
         self._lock = short_lock()
-        self.ranges: list[tuple[int, int, Path]] = []
+        self.ranges: list[tuple[int, int, str]] = []
 
-    def reserve(self, start: int, end: int, *, library: Path) -> bool:
+    def reserve(self, start: int, end: int, *, library: str) -> bool:
         from .._libc import (
             MAP_ANONYMOUS,
             MAP_FIXED_NOREPLACE,
@@ -314,10 +326,12 @@ class _Quarantine:
     def covers(self, address: int) -> Path | None:
         """The unloaded library whose range holds ``address``, if quarantined."""
         with self._lock:
-            for start, end, library in self.ranges:
-                if start <= address < end:
-                    return library
-        return None
+            found = next((lib for start, end, lib in self.ranges if start <= address < end), None)
+        if found is None:
+            return None
+        from pathlib import Path
+
+        return Path(found)
 
 
 _QUARANTINE = _Quarantine()

@@ -12,12 +12,17 @@ import os
 import platform
 import sys
 import threading
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._errors import NativeUnavailable
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 LIBRARY_NAME = "libpmca_hooks.so"
 PROBE_LIBRARY_NAME = "libpmca_probe.so"
+#: Where libpmca_hooks.so is installed: next to this package.
+LIBRARY_FILE = os.path.join(os.path.dirname(__file__), LIBRARY_NAME)
 
 # Index order is the C enum pmca_symbol.
 SYMBOLS: tuple[str, ...] = ("munmap", "madvise", "mremap", "brk", "shmdt", "mmap")
@@ -111,12 +116,16 @@ class SiteReport(ctypes.Structure):
 
 
 def library_path() -> Path:
-    """Where libpmca_hooks.so is installed: next to this package."""
-    return Path(__file__).with_name(LIBRARY_NAME)
+    """:data:`LIBRARY_FILE` as a :class:`pathlib.Path`."""
+    from pathlib import Path
+
+    return Path(LIBRARY_FILE)
 
 
 def probe_library_path() -> Path:
     """The small helper library coverage() loads after installing hooks."""
+    from pathlib import Path
+
     return Path(__file__).with_name(PROBE_LIBRARY_NAME)
 
 
@@ -210,13 +219,13 @@ def _open() -> ctypes.CDLL:
     reason = platform_reason()
     if reason is not None:
         raise NativeUnavailable(reason)
-    path = library_path()
-    if not path.exists():
+    path = LIBRARY_FILE
+    if not os.path.exists(path):
         raise NativeUnavailable(
-            f"{path.name} was not built (expected at {path}); build pmca with its C sources"
+            f"{LIBRARY_NAME} was not built (expected at {path}); build pmca with its C sources"
         )
     try:
-        lib = ctypes.CDLL(str(path))
+        lib = ctypes.CDLL(path)
     except OSError as exc:
         raise NativeUnavailable(f"cannot load {path}: {exc}") from exc
     try:

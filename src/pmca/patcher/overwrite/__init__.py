@@ -12,7 +12,7 @@ from ..._version import __version__
 from ...mca import Component, ComponentContext, NotAvailable, Query, hookimpl
 from ...mca._context import ComponentParams
 from ._module import OverwriteModule
-from ._table import PatchTable, library_path
+from ._table import LIBRARY_FILE, LIBRARY_NAME, PatchTable
 
 
 class OverwriteComponent(Component):
@@ -45,7 +45,7 @@ class OverwriteComponent(Component):
         holder: list[OverwriteModule] = []
         dlclosed = ctx.load_mode == "dso"
         library = ctx.load_library(
-            library_path(), before_unload=lambda: _restore_left(holder, dlclosed=dlclosed)
+            LIBRARY_FILE, before_unload=lambda: _restore_left(holder, dlclosed=dlclosed)
         )
         module = OverwriteModule(PatchTable(library.cdll), native.backend(), ctx.log)
         holder.append(module)
@@ -59,9 +59,7 @@ def _restore_left(holder: list[OverwriteModule], *, dlclosed: bool) -> str | Non
         return None
     outcomes = module.restore_all()
     symbols = ", ".join(outcome.record.symbol for outcome in outcomes)
-    what = (
-        f"refused to dlclose {library_path().name}" if dlclosed else "unloading patcher/overwrite"
-    )
+    what = f"refused to dlclose {LIBRARY_NAME}" if dlclosed else "unloading patcher/overwrite"
     return f"{what} while it owned {len(outcomes)} live patch(es) ({symbols}): restored them first"
 
 

@@ -9,19 +9,25 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .._interface import PatchRecord
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 LIBRARY_NAME = "libpmca_patcher_overwrite.so"
+#: Where the bookkeeping library is installed: next to this module.
+LIBRARY_FILE = os.path.join(os.path.dirname(__file__), LIBRARY_NAME)
 MAX_PATCH_BYTES = 32
 NAME_LENGTH = 64
 
 
 def library_path() -> Path:
-    """Where the bookkeeping library is installed: next to this module."""
-    return Path(__file__).with_name(LIBRARY_NAME)
+    """:data:`LIBRARY_FILE` as a :class:`pathlib.Path`."""
+    from pathlib import Path
+
+    return Path(LIBRARY_FILE)
 
 
 class PatchLike(Protocol):

@@ -12,7 +12,7 @@ from ..._version import __version__
 from ...mca import Component, ComponentContext, Query, hookimpl
 from ...mca._context import ComponentParams
 from ._module import OPTIONS, GrdmaModule
-from ._tree import IntervalTree, library_path
+from ._tree import LIBRARY_FILE, IntervalTree
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class GrdmaComponent(Component):
     @hookimpl
     def query(self, ctx: ComponentContext) -> Query:
         holder: list[GrdmaModule] = []
-        library = ctx.load_library(library_path(), before_unload=lambda: _close_left(holder))
+        library = ctx.load_library(LIBRARY_FILE, before_unload=lambda: _close_left(holder))
         module = GrdmaModule(
             library.cdll,
             leave_pinned=int(ctx.host.params.value("mpi_leave_pinned")),

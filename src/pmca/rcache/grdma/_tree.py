@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import os
 from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 LIBRARY_NAME = "libpmca_rcache_itree.so"
+#: Where the index library is installed: next to this module.
+LIBRARY_FILE = os.path.join(os.path.dirname(__file__), LIBRARY_NAME)
 
 _u64 = ctypes.c_uint64
 _ptr = ctypes.c_void_p
@@ -32,8 +38,10 @@ Lookup = Callable[[int, int, int], object]
 
 
 def library_path() -> Path:
-    """Where the index library is installed: next to this module."""
-    return Path(__file__).with_name(LIBRARY_NAME)
+    """:data:`LIBRARY_FILE` as a :class:`pathlib.Path`."""
+    from pathlib import Path
+
+    return Path(LIBRARY_FILE)
 
 
 def bind(cdll: ctypes.CDLL) -> None:
