@@ -6,15 +6,20 @@ import ctypes
 import errno
 import os
 import threading
-from typing import Final, cast
+from typing import TYPE_CHECKING, Final, cast
 
 import attrs
 
 from .._records import FrozenValue
 from . import _abi
-from ._abi import SYMBOLS, DrainResult, RingStats, SiteReport, State, Status
+from ._abi import SYMBOLS, DrainResult, EventStruct, RingStats, SiteReport, State, Status
 from ._errors import NativeUnavailable, PatchRefused
-from ._events import KIND_NAMES, RECORD_SIZE, Drained, ReleaseEvent, ReleaseKind
+
+if TYPE_CHECKING:
+    from ._events import Drained
+
+#: Bytes per event record the ring hands over (C ``struct pmca_event``).
+_RECORD_BYTES: Final = ctypes.sizeof(EventStruct)
 
 #: Pull everything published so far.
 EVERYTHING: Final = 2**64 - 1
@@ -279,7 +284,7 @@ class HookBackend:
             wanted = until - self._pulled_to
             if 0 < wanted < max_events:
                 max_events = wanted
-            buffer = bytearray(max_events * RECORD_SIZE)
+            buffer = bytearray(max_events * _RECORD_BYTES)
             window = (ctypes.c_char * len(buffer)).from_buffer(buffer)
             result = self._result
             status = self._lib.pmca_hooks_drain(
@@ -293,7 +298,7 @@ class HookBackend:
             self._pulled_to = max(self._pulled_to, result.next_position)
             count = result.count
             return Pulled(
-                data=memoryview(buffer)[: count * RECORD_SIZE],
+                data=memoryview(buffer)[: count * _RECORD_BYTES],
                 first=result.first_position,
                 count=count,
                 dropped=dropped,
@@ -308,6 +313,9 @@ class HookBackend:
         A diagnostic convenience (one object per event); applications drain
         through :func:`pmca.native.dispatcher`.
         """
+        # Imported here: a session that never drains does not build the event types.
+        from ._events import KIND_NAMES, Drained, ReleaseEvent, ReleaseKind
+
         pulled = self.pull(EVERYTHING, max_events)
         records = memoryview(pulled.data).cast("Q")
         halves = memoryview(pulled.data).cast("I")
