@@ -20,7 +20,7 @@ from .._version import __version__
 from ..mca._failures import ComponentFailure
 from ..mca.params import Param, ParamSpace
 from ..runtime import ComponentEntry, FrameworkEntry
-from ..runtime._catalog import FrameworkFailure
+from ..runtime._failures import FrameworkFailure
 from ._errors import UsageError
 
 #: The keyword ``--param`` accepts for "every framework" or "every component".

@@ -24,7 +24,7 @@ from .._version import __version__
 from ..mca._failures import ComponentFailure
 from ..mca.params import Param, ParamSpace, Synonym, format_parsable, format_readable
 from ..runtime import ComponentEntry, FrameworkEntry
-from ..runtime._catalog import FrameworkFailure
+from ..runtime._failures import FrameworkFailure
 from ._model import BASE, Fact, Group, ParamFilter, Report, Selector, header
 
 #: ``ompi_info``'s centerpoint: the column labels are right-aligned to.

@@ -24,9 +24,9 @@ from ._component import Component, Query, check_api, make_component
 from ._context import ComponentContext, FrameworkHost, FrameworkParams
 from ._discovery import Candidate, Discovered, EntryPointIndex, discover_components
 from ._errors import ComponentWarning, FrameworkError, NotAvailable, warn_user
-from ._failures import ComponentFailure, show_load_errors_matches
 from ._framework import Framework, FrameworkBase
 from ._lifecycle import ComponentLifecycle
+from ._load_errors import show_load_errors_matches
 from ._loader import LoadMode, LoadModeSpec, choose_load_mode, purge_modules
 from ._logging import framework_logger
 from ._markers import PROJECT
@@ -42,6 +42,8 @@ from .params import ParamValueError, Source
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
+
+    from ._failures import ComponentFailure
 
 
 class OpenHost(FrameworkHost, Protocol):
@@ -465,6 +467,8 @@ class OpenFramework:
             try:
                 self.base.closing()
             except BaseException as exc:
+                from ._failures import ComponentFailure
+
                 self.failures.append(
                     ComponentFailure.capture(
                         framework=self.name,
@@ -545,6 +549,8 @@ class OpenFramework:
         return function(*[kwargs[name] for name in impl.argnames])
 
     def _fail(self, candidate: Candidate, hook: str, error: BaseException) -> None:
+        from ._failures import ComponentFailure
+
         failure = ComponentFailure.capture(
             framework=self.name,
             component=candidate.name,

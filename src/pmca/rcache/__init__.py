@@ -21,23 +21,20 @@ from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_attributes
 from ._framework import FRAMEWORK, RcacheBase
-from ._interface import (
-    Backend,
-    CacheStats,
-    RcacheError,
-    RcacheModule,
-    Registration,
-    RegistrationCache,
-)
+from ._interface import Backend, RcacheError, RcacheModule, RegistrationCache
 
 if TYPE_CHECKING:
     from ._backends import UnpinnedBackend, UnpinnedHandle
+    from ._registration import CacheStats, Registration
 
-# The unpinned backend (tests, examples, a transport without pinning) is
-# imported at first use: a session's rcache never needs it.
+# The unpinned backend (tests, examples, a transport without pinning) and the
+# records a cache hands out are imported at first use: a session's rcache
+# never needs them until a cache is created.
 _TARGETS = {
     "UnpinnedBackend": "._backends:UnpinnedBackend",
     "UnpinnedHandle": "._backends:UnpinnedHandle",
+    "CacheStats": "._registration:CacheStats",
+    "Registration": "._registration:Registration",
 }
 if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all
     __getattr__, __dir__ = lazy_attributes(__name__, _TARGETS)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._lazy import lazy_attributes
-from ._domains import CleanupFailure, FinalizeDomain
+from ._domains import FinalizeDomain
 from ._handle import FrameworkHandle
 from ._runtime import RUNTIME, Runtime
 from ._session import Session
@@ -11,6 +11,7 @@ from ._session import Session
 #: ``typing.TYPE_CHECKING`` without importing typing (mypy goes by the name).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ._failures import CleanupFailure
     from ._inventory import ComponentEntry, FrameworkEntry, inventory
 
 __all__ = [
@@ -25,8 +26,10 @@ __all__ = [
     "inventory",
 ]
 
-#: ``pmca info``'s and ``pmca doctor``'s: imported at first use, not by every session.
+#: ``pmca info``'s and ``pmca doctor``'s, and a failed cleanup's record: imported
+#: at first use, not by every session.
 _TARGETS = {
+    "CleanupFailure": "._failures:CleanupFailure",
     "ComponentEntry": "._inventory:ComponentEntry",
     "FrameworkEntry": "._inventory:FrameworkEntry",
     "inventory": "._inventory:inventory",

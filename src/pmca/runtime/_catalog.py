@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, MutableMapping
+from typing import TYPE_CHECKING
 
-from attrs import define, field, frozen
+from attrs import define, field
 
-from .._records import FrozenValue, Value
+from .._records import Value
 from ..mca._discovery import EntryPointIndex, distribution_label
 from ..mca._errors import FrameworkError
 from ..mca._framework import Framework
 from ..mca.params import ParamSpace
+
+if TYPE_CHECKING:
+    from ._failures import FrameworkFailure
 
 #: pmca's own frameworks, ``module:attribute`` of their declaration, each in
 #: ``pmca.<framework name>``; they depend on one another only.
@@ -32,16 +36,10 @@ BUILTIN_FRAMEWORKS: tuple[str, ...] = (
 )
 
 
-@frozen(eq=False, repr=False)
-class FrameworkFailure(FrozenValue):
-    """A third-party framework that could not be loaded."""
+def _failure(name: str, location: str, reason: str) -> FrameworkFailure:
+    from ._failures import FrameworkFailure
 
-    name: str
-    location: str
-    reason: str
-
-    def __str__(self) -> str:
-        return f"framework {self.name} from {self.location}: {self.reason}"
+    return FrameworkFailure(name, location, reason)
 
 
 def builtin_name(target: str) -> str:
@@ -134,7 +132,7 @@ class Catalog(Value):
                     )
             except Exception as exc:
                 catalog.failures.append(
-                    FrameworkFailure(entry_point.name, location, f"{type(exc).__name__}: {exc}")
+                    _failure(entry_point.name, location, f"{type(exc).__name__}: {exc}")
                 )
                 continue
             third_party.setdefault(framework.name, []).append((framework, location))
@@ -145,7 +143,7 @@ class Catalog(Value):
             for _, location in offers:
                 others = "; ".join(where for _, where in offers if where != location)
                 catalog.failures.append(
-                    FrameworkFailure(
+                    _failure(
                         name, location, f"FrameworkError: duplicate framework name, also {others}"
                     )
                 )
@@ -180,9 +178,7 @@ class Catalog(Value):
                     broken[name] = f"depends on framework {bad[0]!r}, which is disabled"
                     changed = True
         for name, reason in broken.items():
-            self.failures.append(
-                FrameworkFailure(name, self.locations[name], f"FrameworkError: {reason}")
-            )
+            self.failures.append(_failure(name, self.locations[name], f"FrameworkError: {reason}"))
             del self.frameworks[name]
 
     def _depends(self, name: str) -> tuple[str, ...]:

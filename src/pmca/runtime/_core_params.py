@@ -14,12 +14,12 @@ from typing import Any
 
 from ..mca._discovery import EntryPointIndex, discover_components
 from ..mca._errors import warn_user
-from ..mca._failures import (
+from ..mca._framework import Framework
+from ..mca._load_errors import (
     SHOW_LOAD_ERRORS_VALID,
     show_load_errors_items,
     show_load_errors_problem,
 )
-from ..mca._framework import Framework
 from ..mca._loader import LOAD_LIST_VALID, LoadModeSpec, load_list_problem
 from ..mca._logging import DESTINATION_VALID, Destination
 from ..mca._names import close_matches

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-
-from attrs import frozen
+from typing import TYPE_CHECKING
 
 from .._forksafe import short_lock
-from .._records import FrozenValue
 
-
-@frozen(eq=False, repr=False)
-class CleanupFailure(FrozenValue):
-    domain: str
-    cleanup: str
-    error: BaseException
-
-    def __str__(self) -> str:
-        return f"cleanup {self.cleanup!r} of domain {self.domain!r} raised {self.error!r}"
+if TYPE_CHECKING:
+    from ._failures import CleanupFailure
 
 
 class FinalizeDomain:
@@ -49,5 +40,7 @@ class FinalizeDomain:
             try:
                 cleanup()
             except BaseException as exc:  # the caller raises it again once all ran
+                from ._failures import CleanupFailure
+
                 failures.append(CleanupFailure(self.name, label, exc))
         return failures

@@ -19,12 +19,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._interrupts import deferred_interrupts
 from ..mca._discovery import EntryPointIndex
 from ..mca._errors import FrameworkError, SessionError, StaleReferenceError, warn_user
-from ..mca._failures import ComponentFailure
 from ..mca._loader import LoadModeSpec
 from ..mca._logging import framework_logger
 from ..mca._open import OpenFramework
@@ -32,8 +31,12 @@ from ..mca._stale import find_stale_references, package_of
 from ..mca.params import ParamSpace, ParamWarning
 from ._catalog import Catalog
 from ._core_params import register_core_params
-from ._domains import CleanupFailure, FinalizeDomain
+from ._domains import FinalizeDomain
 from ._unknown import Namespace, unknown_name_messages
+
+if TYPE_CHECKING:
+    from ..mca._failures import ComponentFailure
+    from ._failures import CleanupFailure
 
 #: How long a ``fork()``, or the exit handler, waits for a transition in another thread.
 TRANSITION_WAIT = 10.0

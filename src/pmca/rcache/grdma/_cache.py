@@ -13,7 +13,8 @@ from attrs import frozen
 
 from ..._records import FrozenValue
 from ...native._subscription import delivering
-from .._interface import Backend, CacheStats, RcacheError, Registration
+from .._interface import Backend, RcacheError
+from .._registration import CacheStats, Registration
 from ._pending import ADDRESS_LIMIT, ReleaseLog
 from ._tree import FULL_PATH, IntervalTree
 
