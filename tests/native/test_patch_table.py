@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from pmca.patcher.overwrite._table import PatchRecord, PatchTable, library_path
+from pmca.patcher import PatchRecord
+from pmca.patcher.overwrite._table import PatchTable, library_path
 
 
 @pytest.fixture

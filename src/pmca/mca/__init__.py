@@ -8,6 +8,7 @@ from .._lazy import lazy_attributes
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._component import Component, Query
+    from ._component_info import ComponentInfo
     from ._context import ComponentContext, ComponentParams, FrameworkParams
     from ._errors import (
         ComponentError,
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from ._framework import Alias, ComponentRef, Framework, FrameworkBase
     from ._loader import LoadMode, NativeLibrary
     from ._markers import hookimpl, hookspec
-    from ._open import ComponentInfo, OpenFramework
+    from ._open import OpenFramework
 
 __all__ = [
     "Alias",
@@ -79,7 +80,7 @@ _TARGETS = {
     "NativeLibrary": "._loader:NativeLibrary",
     "hookimpl": "._markers:hookimpl",
     "hookspec": "._markers:hookspec",
-    "ComponentInfo": "._open:ComponentInfo",
+    "ComponentInfo": "._component_info:ComponentInfo",
     "OpenFramework": "._open:OpenFramework",
 }
 

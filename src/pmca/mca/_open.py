@@ -16,10 +16,10 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
-from attrs import define, frozen
+from attrs import define
 
 from .._forksafe import short_lock
-from .._records import FrozenValue, Record
+from .._records import Record
 from ._component import Component, Query, check_api, make_component
 from ._context import ComponentContext, FrameworkHost, FrameworkParams
 from ._discovery import Candidate, Discovered, EntryPointIndex, discover_components
@@ -43,6 +43,7 @@ from .params import ParamValueError, Source
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
+    from ._component_info import ComponentInfo
     from ._failures import ComponentFailure
 
 
@@ -77,21 +78,6 @@ class LoadedComponent(Record):
     owned_modules: tuple[str, ...]
     priority: int | None = None
     module: object | None = None
-
-
-@frozen(eq=False, repr=False)
-class ComponentInfo(FrozenValue):
-    """What :meth:`pmca.Session.components` reports for one component."""
-
-    framework: str
-    name: str
-    version: str
-    api_version: str
-    load_mode: LoadMode
-    location: str
-    distribution: str | None
-    priority: int | None
-    selected: bool
 
 
 def _warn_shadowed(used: Candidate, ignored: Candidate) -> None:
@@ -180,6 +166,8 @@ class OpenFramework:
         return modules[0]
 
     def infos(self) -> list[ComponentInfo]:
+        from ._component_info import ComponentInfo
+
         return [
             ComponentInfo(
                 self.name,

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from .._lazy import lazy_attributes
 from ._framework import FRAMEWORK, PatcherBase
-from ._interface import EMPTY_PATCHER, EmptyPatcher, PatcherModule, PatchRecord, RestoreOutcome
+from ._interface import EMPTY_PATCHER, EmptyPatcher, PatcherModule
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
+if TYPE_CHECKING:
+    from ._patches import PatchRecord, RestoreOutcome
 
 
 def current() -> PatcherModule:
@@ -32,3 +37,8 @@ __all__ = [
     "current",
     "restore_all",
 ]
+
+# Built with the first patch: a session that installs no hook never needs them.
+_TARGETS = {name: f"._patches:{name}" for name in ("PatchRecord", "RestoreOutcome")}
+if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all
+    __getattr__, __dir__ = lazy_attributes(__name__, _TARGETS)

@@ -2,30 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from attrs import frozen
-
-from .._records import FrozenValue
-
-
-@frozen(eq=False, repr=False)
-class PatchRecord(FrozenValue):
-    """One applied patch: which function, where, the bytes it replaced, and who asked."""
-
-    symbol: str
-    address: int
-    original: bytes
-    patched: bytes
-    owner: str
-
-
-@frozen(eq=False, repr=False)
-class RestoreOutcome(FrozenValue):
-    """What restoring one patch did: ``restored`` is False when the bytes were no longer ours."""
-
-    record: PatchRecord
-    restored: bool
+if TYPE_CHECKING:
+    from ._patches import PatchRecord, RestoreOutcome
 
 
 @runtime_checkable

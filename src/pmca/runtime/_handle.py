@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from ..mca._component_info import ComponentInfo
     from ..mca._failures import ComponentFailure
     from ..mca._framework import Framework
-    from ..mca._open import ComponentInfo, OpenFramework
+    from ..mca._open import OpenFramework
 
 
 class FrameworkHandle:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._interrupts import deferred_interrupts
 from ..mca._errors import FrameworkError, SessionError
-from ..mca._open import ComponentInfo, OpenFramework
+from ..mca._open import OpenFramework
 from ..mca.params import ParamError
 from ._domains import FinalizeDomain
 from ._handle import FrameworkHandle
@@ -22,6 +22,7 @@ from ._runtime import RUNTIME, TRANSITION_WAIT, Runtime
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+    from ..mca._component_info import ComponentInfo
     from ..mca.params import Param
     from ..p2p import P2p
     from ..p2p._attach import DataPath

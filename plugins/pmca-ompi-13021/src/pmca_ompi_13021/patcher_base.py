@@ -23,10 +23,11 @@ from __future__ import annotations
 import ctypes
 from typing import TYPE_CHECKING
 
-from pmca.patcher import EMPTY_PATCHER, PatcherModule, RestoreOutcome
+from pmca.patcher import EMPTY_PATCHER, PatcherModule
 
 if TYPE_CHECKING:
     from pmca.mca import OpenFramework
+    from pmca.patcher import RestoreOutcome
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.pthread_mutex_init.argtypes = [ctypes.c_void_p, ctypes.c_void_p]

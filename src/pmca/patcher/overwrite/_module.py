@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 
 from ..._forksafe import short_lock
 from ..._interrupts import deferred_interrupts
-from .._interface import PatchRecord, RestoreOutcome
 from ._table import PatchTable
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
     from ...native import HookBackend
+    from .._patches import PatchRecord, RestoreOutcome
 
 
 class OverwriteModule:
@@ -39,6 +39,8 @@ class OverwriteModule:
                 self._hooks.restore(site)  # never a patch without its record
                 raise
         self._log.debug("patched", symbol=symbol, address=hex(site.address), owner=owner)
+        from .._patches import PatchRecord
+
         return PatchRecord(symbol, site.patch_address, site.original, site.patched, owner)
 
     def base_part(self) -> tuple[int, int]:
@@ -55,6 +57,8 @@ class OverwriteModule:
     def _restore_all(self) -> list[RestoreOutcome]:
         outcomes: list[RestoreOutcome] = []
         while (record := self._table.pop()) is not None:
+            from .._patches import RestoreOutcome  # a close with no patch never builds it
+
             site = self._hooks.site(record.symbol)
             if site is not None:
                 restored = self._hooks.restore(site)

@@ -11,10 +11,10 @@ import errno
 import os
 from typing import TYPE_CHECKING, Protocol
 
-from .._interface import PatchRecord
-
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from .._patches import PatchRecord
 
 LIBRARY_NAME = "libpmca_patcher_overwrite.so"
 #: Where the bookkeeping library is installed: next to this module.
@@ -58,6 +58,8 @@ class _RecordStruct(ctypes.Structure):
 
 
 def _record(raw: _RecordStruct) -> PatchRecord:
+    from .._patches import PatchRecord
+
     return PatchRecord(
         symbol=raw.symbol.decode(),
         address=raw.address,
