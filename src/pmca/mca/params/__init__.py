@@ -8,6 +8,7 @@ knows where it came from.
 
 from __future__ import annotations
 
+from ..._lazy import lazy_attributes
 from ._dump import format_parsable, format_readable
 from ._errors import (
     ParamError,
@@ -27,7 +28,7 @@ from ._inputs import (
     default_param_files,
 )
 from ._param import Param, Synonym
-from ._paramfile import Entry, expand_home, parse_param_file, parse_param_text
+from ._paramfile import expand_home, parse_param_file, parse_param_text
 from ._space import ParamSpace
 from ._values import (
     AUTO_BOOL,
@@ -40,6 +41,10 @@ from ._values import (
     ParamType,
     Source,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
+if TYPE_CHECKING:
+    from ._entry import Entry
 
 __all__ = [
     "AUTO_BOOL",
@@ -74,3 +79,8 @@ __all__ = [
     "parse_param_file",
     "parse_param_text",
 ]
+
+# A parameter file's lines, built when a file is read: most sessions read none.
+_TARGETS = {"Entry": "._entry:Entry"}
+if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all
+    __getattr__, __dir__ = lazy_attributes(__name__, _TARGETS)

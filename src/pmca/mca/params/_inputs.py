@@ -10,15 +10,19 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
 from ..._records import FrozenValue
 from ._errors import ParamFileError, ParamWarning
 from ._param import Param
-from ._paramfile import Entry, expand_home, parse_param_file
+from ._paramfile import expand_home, parse_param_file
 from ._values import Origin, Source
 from ._warnings import warn_from_caller
+
+if TYPE_CHECKING:
+    from ._entry import Entry
 
 #: Environment variables ``PMCA_MCA_<full_name>`` give parameter values.
 ENV_PREFIX = "PMCA_MCA_"

@@ -38,26 +38,17 @@ import os
 import re
 import stat
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-import attrs
-
-from ..._records import FrozenValue
 from ._errors import ParamFileError
+
+if TYPE_CHECKING:
+    from ._entry import Entry
 
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 #: The largest parameter file read (Open MPI's are a few kilobytes).
 MAX_FILE_SIZE = 1 << 20
-
-
-@attrs.frozen(eq=False, repr=False)
-class Entry(FrozenValue):
-    """One ``key = value`` line of a parameter file."""
-
-    key: str
-    value: str
-    path: str
-    lineno: int
 
 
 def parse_param_file(path: str | os.PathLike[str]) -> list[Entry]:
@@ -115,6 +106,8 @@ def _not_regular(mode: int) -> str | None:
 
 def parse_param_text(text: str, path: str) -> list[Entry]:
     """Parse the contents of a parameter file; ``path`` is only used in entries and errors."""
+    from ._entry import Entry
+
     entries: list[Entry] = []
     # split("\n") rather than splitlines(): line numbers must match what an
     # editor shows, and splitlines() also breaks on \f, \v and U+2028.

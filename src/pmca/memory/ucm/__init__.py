@@ -62,9 +62,9 @@ class UcmMemoryComponent(Component):
 
         if not native.available():
             raise NotAvailable(native.unavailable_reason() or "native backend unavailable")
-        status = native.ucm_source().status(str(ctx.params["library"]))
-        if not status.loaded and not status.loadable:
-            raise NotAvailable(f"UCX's ucm: {status.describe()}")
+        reason = native.ucm_source().unreachable_reason(str(ctx.params["library"]))
+        if reason is not None:
+            raise NotAvailable(f"UCX's ucm: {reason}")
 
     @hookimpl
     def query(self, ctx: ComponentContext) -> Query | None:
