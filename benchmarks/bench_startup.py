@@ -10,9 +10,11 @@ sides of a pair alternating (ABBA):
   cold (each run computes its answer and stores it in an empty cache) and
   warm (the answer the previous identical run stored); the goal is judged on
   the warm figure, the cold one is printed next to it;
-- ``pmca.Session().init().finalize()`` (every built-in framework) against
+- ``pmca.Session().init().finalize()`` (every installed framework) against
   MPICH 5.0.2's ``MPI.Session.Init()``/``Finalize()`` through mpi4py, from the
-  ``mpich`` and ``mpi4py`` wheels.
+  ``mpich`` and ``mpi4py`` wheels; the same session without the btl framework
+  and with btl's self component alone are printed next to it, to show how
+  much of the difference the btl components make.
 
 The peers are installed from PyPI, on first use, into their own virtual
 environments under ``benchmarks/.venvs`` (the two MPI wheels cannot share
@@ -37,6 +39,16 @@ GOAL_INFO_RATIO = 1.5
 GOAL_SESSION_RATIO = 1.0
 
 SESSION_SOURCE = "import pmca; pmca.Session().init().finalize()"
+#: The same session without the btl framework, and with btl's self component
+#: alone: what the core costs, and what btl's shared-memory and tcp
+#: components add to it (printed next to the goal, not judged).
+CORE_SESSION_SOURCE = (
+    "import pmca; pmca.Session(frameworks=['memory', 'patcher', 'rcache']).init().finalize()"
+)
+SESSION_PARTS = (
+    ("memory, patcher, rcache (no btl)", CORE_SESSION_SOURCE, {}),
+    ("btl=self", SESSION_SOURCE, {"PMCA_MCA_btl": "self"}),
+)
 MPICH_SESSION_SOURCE = "from mpi4py import MPI; MPI.Session.Init().Finalize()"
 
 
@@ -181,6 +193,21 @@ def main() -> int:
         key = "one session in a fresh process / MPICH MPI.Session"
         report.ratios[key] = ratio
         report.goals.append(common.Goal(key, ratio, GOAL_SESSION_RATIO, "x"))
+        parts = []
+        for label, source, settings in SESSION_PARTS:
+            part, _ = compare(
+                f"pmca.Session(), {label}, vs MPI.Session, whole process",
+                [python, "-c", source],
+                [str(mpich / "python"), "-c", MPICH_SESSION_SOURCE],
+                repeats=repeats,
+                subject_env={**env, **settings},
+                baseline_env=installed_env(),
+            )
+            report.ratios[f"one session, {label} / MPICH MPI.Session"] = part
+            parts.append(f"{label} {part:.2f}x")
+        report.notes.append(
+            f"one session against MPICH: the default one {ratio:.2f}x, " + ", ".join(parts)
+        )
     report.emit()
     return 0
 
