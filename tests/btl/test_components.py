@@ -122,6 +122,8 @@ def maps():
 before = sockets()
 for round_ in range(2):
     with pmca.Session(mca={"btl": "self,tcp"}, frameworks=["btl"]) as s:
+        assert sockets() == before, "a world of one rank listened before any use"
+        assert [m.name for m in s.modules("btl")] == ["self", "tcp"]
         assert len(sockets()) > len(before), "tcp listens on a socket"
         loaded = [name for name in sys.modules if name.startswith("pmca.btl.tcp")]
         assert loaded, "tcp is imported while open"

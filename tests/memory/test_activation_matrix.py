@@ -156,3 +156,37 @@ def test_forced_dso_installs_and_restores_twice(registering_framework: str) -> N
             assert session.components("memory")[0].load_mode == "static"  # forced static
             assert installed(session)
         assert hooks_gone()
+
+
+_PINNING_BTL = """
+import pmca
+
+
+class Module:
+    name = "pinning"
+
+
+class Pinning(pmca.Component):
+    framework = "btl"
+    name = "pinning"
+    needs_registration = True
+
+    @pmca.hookimpl
+    def query(self, ctx):
+        return pmca.Query(priority=1, module=Module())
+"""
+
+
+def test_a_btl_needing_registration_installs_when_first_used(install_plugin) -> None:
+    # A world of one rank selects its btl components at first use: the hooks
+    # go in then, because only then is a component needing registration selected.
+    install_plugin(
+        "pmca-pinning-btl",
+        entry_points={"pmca.btl": {"pinning": "pmca_pinning_btl:Pinning"}},
+        modules={"pmca_pinning_btl": _PINNING_BTL},
+    )
+    with pmca.Session(mca={"btl": "self,pinning"}, frameworks=["memory", "btl"]) as session:
+        assert not installed(session), "installed before any btl was selected"
+        assert [c.name for c in session.components("btl")] == ["self", "pinning"]
+        assert installed(session)
+    assert hooks_gone()

@@ -26,7 +26,7 @@ def test_hundred_sessions_move_data_and_catch_releases(libfabric: None, mode: st
     assert sorted(rounds) == list(range(1, 101))
     for number, record in rounds.items():
         assert record["btl"] == ["self", "ofi"], number
-        assert record["hooked_at_init"], number  # activated by ofi's registration needs
+        assert record["hooked_at_selection"], number  # activated by ofi's registration needs
         assert record["moved"], number
         assert record["delivered"], number
         assert record["patcher"] == [["overwrite", mode]], number

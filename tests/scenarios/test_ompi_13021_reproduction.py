@@ -90,8 +90,8 @@ def test_dso_second_finalize_dies_in_restore_all(
     assert by_round[1]["moved"] and by_round[2]["moved"]
     if btl == "ofi":
         assert by_round[1]["btl"] == ["self", "ofi"]
-        assert by_round[1]["hooked_at_init"]  # ofi's registration needs, not a callback
-        assert not by_round[2]["hooked_at_init"]  # the guard: no select, no patches
+        assert by_round[1]["hooked_at_selection"]  # ofi's registration needs, not a callback
+        assert not by_round[2]["hooked_at_selection"]  # the guard: no select, no patches
     # The stale-reference check saw the Python half of the pointer (warn mode).
     assert "pmca_ompi_13021.patcher_base.opal_patcher still refers to" in child.stderr
 

@@ -58,6 +58,9 @@ class OpenHost(FrameworkHost, Protocol):
 
     def departed(self, what: str, objects: list[object]) -> None: ...
 
+    def settled(self, framework: OpenFramework) -> None:
+        """A framework opened with its selection deferred has now selected."""
+
 
 #: Components known to force static loading, learnt at their first import, so
 #: that a later dso-mode open never purges a resident component's modules.
@@ -143,6 +146,9 @@ class OpenFramework:
         #: Requested components that dropped out (not available, or declined), with why.
         self.declined: dict[str, str] = {}
         self.log: FilteringBoundLogger = framework_logger(self.name, 0)
+        #: Opened with its selection deferred: components loaded and registered,
+        #: not yet opened nor queried (see :meth:`settle`).
+        self.unsettled = False
         #: ``sys.modules`` as of this open, for :class:`_ModulesMark`.
         self._known_modules: set[str] = set()
         self.base: FrameworkBase | None = None
@@ -151,8 +157,8 @@ class OpenFramework:
 
     @property
     def selected(self) -> list[LoadedComponent]:
-        """The components kept after selection, best first."""
-        return list(self.loaded)
+        """The components kept after selection, best first (none before :meth:`settle`)."""
+        return [] if self.unsettled else list(self.loaded)
 
     @property
     def modules(self) -> list[object]:
@@ -189,8 +195,12 @@ class OpenFramework:
 
     # -- open ---------------------------------------------------------------
 
-    def open(self) -> None:
-        """Register, discover, load, open and select. Raises only for bad input."""
+    def open(self, *, defer_selection: bool = False) -> None:
+        """Register, discover, load, open and select. Raises only for bad input.
+
+        With ``defer_selection``, stop once the components are loaded and their
+        parameters registered: :meth:`settle` opens and queries them later.
+        """
         try:
             selection, discovered = self._prepare()
             skipped = 0
@@ -202,14 +212,35 @@ class OpenFramework:
             if skipped:
                 self.log.debug("components not selected, not imported", count=skipped)
             self.host.params.lock(self.name, keep={f"{self.name}_base_verbose"})
-            for loaded in list(self.loaded):
-                self._open_component(loaded)
-            self._select()
-            assert self.base is not None
-            self.base.opened()
+            if defer_selection:
+                self.unsettled = True
+                self.log.debug(
+                    "selection deferred to first use",
+                    loaded=[lc.component.name for lc in self.loaded],
+                )
+                return
+            self._open_and_select()
         except BaseException:
             self.close()
             raise
+
+    def settle(self) -> None:
+        """Open and query the components of a framework whose selection was deferred.
+
+        Does nothing for a framework already selected. Component failures are
+        recorded as at open; only a failing framework base raises.
+        """
+        if self.unsettled:
+            self.unsettled = False
+            self._open_and_select()
+            self.host.settled(self)
+
+    def _open_and_select(self) -> None:
+        for loaded in list(self.loaded):
+            self._open_component(loaded)
+        self._select()
+        assert self.base is not None
+        self.base.opened()
         self.log.info("framework opened", selected=[lc.component.name for lc in self.loaded])
 
     def register_all(self) -> dict[str, bool]:
@@ -469,9 +500,12 @@ class OpenFramework:
                 )
                 self.log.error("framework base failed to close", error=repr(exc))
                 fatal = _fatal(exc)
+        # Components of a framework never settled were never opened: nothing to close.
+        close = self._unload if self.unsettled else self._close_component
+        self.unsettled = False
         for loaded in reversed(list(self.loaded)):
             try:
-                self._close_component(loaded)
+                close(loaded)
             except BaseException as exc:  # already recorded; the rest still close
                 fatal = fatal or exc
         self.loaded = []

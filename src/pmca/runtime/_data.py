@@ -62,6 +62,7 @@ class DataPathSlot:
             from ..p2p._attach import attach
 
             try:
+                self._btl.settle()
                 self._path = attach(self._btl, self.world, self._timeout, self.tag)
             except Exception as exc:
                 self._failure = exc

@@ -130,26 +130,35 @@ class Runtime:
             else:
                 self.stale.append(message)
 
-    def open_framework(self, name: str) -> OpenFramework:
+    def open_framework(self, name: str, *, defer_selection: bool = False) -> OpenFramework:
         """Open ``name`` (after its dependencies) or take another reference.
 
-        When it raises (``KeyboardInterrupt`` included), no reference is taken.
+        ``defer_selection`` loads and registers its components but leaves
+        opening and querying them to :meth:`OpenFramework.settle` (taking a
+        reference without it settles a framework opened that way). When it
+        raises (``KeyboardInterrupt`` included), no reference is taken.
         """
         opened: list[OpenFramework] = []
         try:
             with self.lock, deferred_interrupts():
-                opened.append(self._open_framework(name))
+                opened.append(self._open_framework(name, defer_selection))
         except BaseException:
             if opened:  # interrupted after the open: the caller never sees it
                 self.close_framework(name)
             raise
         return opened[0]
 
-    def _open_framework(self, name: str) -> OpenFramework:
+    def _open_framework(self, name: str, defer_selection: bool = False) -> OpenFramework:
         with self.lock:
             state = self.frameworks.get(name)
             if state is not None:
                 state.refcount += 1
+                if not defer_selection:
+                    try:
+                        state.settle()
+                    except BaseException:
+                        state.refcount -= 1
+                        raise
                 return state
             if name in self._opening:
                 cycle = " -> ".join([*self._opening, name])
@@ -167,7 +176,7 @@ class Runtime:
                 state.refcount = 1
                 try:
                     self.frameworks[name] = state
-                    state.open()
+                    state.open(defer_selection=defer_selection)
                     self._scan_packages_of([lc.component for lc in state.loaded])
                     self._introduce(state)
                 except BaseException:
@@ -183,10 +192,20 @@ class Runtime:
             finally:
                 self._opening.pop()
 
+    def settled(self, framework: OpenFramework) -> None:
+        with self.lock:
+            self._introduce(framework)
+
     def _introduce(self, state: OpenFramework) -> None:
-        """Let the new framework's base and the others' bases see each other."""
+        """Let the new framework's base and the others' bases see each other.
+
+        A framework whose selection is deferred is introduced when it settles,
+        so that the others see the components it really selected.
+        """
+        if state.unsettled:
+            return
         for other in list(self.frameworks.values()):
-            if other is state:
+            if other is state or other.unsettled:
                 continue
             for base, peer in ((other.base, state), (state.base, other)):
                 if base is not None:

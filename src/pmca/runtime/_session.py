@@ -85,6 +85,12 @@ class Session:
     :param world: the processes to exchange btl addresses with (one
         allgather at init; for a world of one rank, at the first use of
         :attr:`p2p` or :meth:`reach`); default :func:`pmca.world.single`.
+
+    In a world of one rank the btl components are loaded and their
+    parameters registered at init, but opened and queried only when the
+    session first asks for them (:meth:`modules`, :meth:`components`,
+    :meth:`failures`, :meth:`framework`, :attr:`p2p`, :meth:`reach`): a
+    session that never moves a byte makes no socket and no shared segment.
     """
 
     def __init__(
@@ -146,8 +152,9 @@ class Session:
                 names = self._requested
                 if names is None:
                     names = list(runtime.catalog.frameworks)
+                one_rank = self._world is None or self._world.size == 1
                 for name in runtime.catalog.dependency_order(names):
-                    runtime.open_framework(name)
+                    runtime.open_framework(name, defer_selection=one_rank and name == "btl")
                     self._opened.append(name)
                 runtime.warn_unknown_names()
                 self._attach_data_path()
@@ -273,6 +280,12 @@ class Session:
         state = self._runtime.frameworks.get(name)
         if state is None:
             raise FrameworkError(f"framework {name!r} is not open")
+        if state.unsettled:
+            # First use of a btl opened for a world of one rank: like a transition,
+            # so a concurrent finalize waits for it (or has already run).
+            with self._runtime.lock, deferred_interrupts():
+                self._require_active()
+                state.settle()
         return state
 
     def framework(self, name: str) -> FrameworkHandle:

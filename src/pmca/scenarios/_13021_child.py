@@ -44,13 +44,16 @@ def one_round(number: int, btl: str = "") -> None:
     callback), data moved, a munmap caught, drained.
 
     ``btl`` is the seed's trigger: ``ofi`` needs registration, so its
-    selection activates the memory hooks at session init; ``tcp`` does not,
+    selection activates the memory hooks (at init under a launcher; in this
+    world of one rank at the first use of the btl, which the round makes
+    first, as ``MPI_Init`` selects its btls); ``tcp`` does not,
     and the hooks come with the first release callback. ``""`` opens the
     btl framework with its default selection.
     """
     hooks = pmca.native.backend()
     with pmca.Session(mca={"btl": f"self,{btl}"} if btl else {}) as session:
-        hooked_at_init = hooks.is_installed("munmap")
+        selected = [c.name for c in session.components("btl")]
+        hooked_at_selection = hooks.is_installed("munmap")
         moved = move_data(session, btl)
         memory = session.components("memory")
         patcher = session.components("patcher")
@@ -69,11 +72,11 @@ def one_round(number: int, btl: str = "") -> None:
         emit(
             "round",
             round=number,
-            btl=[c.name for c in session.components("btl")],
+            btl=selected,
             memory=[[c.name, c.load_mode] for c in memory],
             patcher=[[c.name, c.load_mode] for c in patcher],
             support=int(support),
-            hooked_at_init=hooked_at_init,
+            hooked_at_selection=hooked_at_selection,
             munmap_hooked=hooked,
             moved=moved,
             delivered=(REGION, "munmap") in released,

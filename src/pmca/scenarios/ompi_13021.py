@@ -79,7 +79,7 @@ class Variant:
     #: ``warn`` so that Open MPI's own outcome can be watched.
     stale_check: StaleCheck | None = None
     #: The seed's trigger: sessions with ``btl=self,<btl>``. ``ofi`` needs
-    #: registration and activates the hooks at init; ``tcp`` does not (the
+    #: registration and activates the hooks once selected; ``tcp`` does not (the
     #: first release callback does); ``""`` keeps the default selection.
     btl: str = ""
 
@@ -232,8 +232,8 @@ def _trigger_problem(variant: Variant, rounds: dict[int, dict[str, Any]]) -> str
         if not record.get("moved", True):
             return f"session {number} did not move its data over btl {variant.btl or 'self'}"
     first = rounds.get(1)
-    if variant.btl == "ofi" and first is not None and not first.get("hooked_at_init"):
-        return "btl/ofi was selected but session 1 had no memory hooks at init"
+    if variant.btl == "ofi" and first is not None and not first.get("hooked_at_selection"):
+        return "btl/ofi was selected but session 1 had no memory hooks once it selected it"
     return None
 
 

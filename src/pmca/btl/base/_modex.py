@@ -12,7 +12,6 @@ truncated blob) is rejected with :class:`ModexError` naming the rank.
 from __future__ import annotations
 
 import os
-import socket
 import struct
 from collections.abc import Mapping, Sequence
 
@@ -35,7 +34,8 @@ def host_id() -> str:
             boot = f.read().strip()
     except OSError:
         boot = "no-boot-id"
-    return f"{socket.gethostname()}/{boot}"
+    # uname's node name is what socket.gethostname() returns, without importing socket.
+    return f"{os.uname().nodename}/{boot}"
 
 
 @frozen(eq=False, repr=False)

@@ -28,7 +28,7 @@ import attrs
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
 from .._interface import Flags, Limits
-from ..base import leave_pinned_wanted, read_limits, register_limits
+from ..base import read_limits, register_limits
 
 #: Eager up to the size of a posted receive buffer (``max_send_size``): below
 #: it one tagged send with a copy on each side beats the rendezvous (a
@@ -159,6 +159,7 @@ class OfiComponent(Component):
 
     @hookimpl
     def query(self, ctx: ComponentContext) -> Query | None:
+        from ..base import leave_pinned_wanted
         from ._module import OfiModule, OfiSettings
         from ._select import choose_provider
 

@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, Query, hookimpl
+from .._interface import Flags, Limits
 from ..base import read_limits, register_limits
-from ._module import DEFAULTS, SelfModule
+
+if TYPE_CHECKING:
+    from ._module import SelfModule
+
+DEFAULTS = Limits(
+    exclusivity=65536,  # MCA_BTL_EXCLUSIVITY_HIGH
+    latency=0,
+    bandwidth=100_000,
+    eager_limit=64 * 1024,
+    rndv_eager_limit=64 * 1024,
+    max_send_size=256 * 1024,
+    flags=Flags.SEND | Flags.RDMA | Flags.SINGLE_COPY,
+    put_limit=1 << 62,
+    get_limit=1 << 62,
+)
 
 
 class SelfComponent(Component):
@@ -20,8 +37,18 @@ class SelfComponent(Component):
 
     @hookimpl
     def query(self, ctx: ComponentContext) -> Query:
+        from ._module import SelfModule
+
         limits = read_limits(ctx.params, DEFAULTS)
         return Query(priority=limits.exclusivity, module=SelfModule(limits, ctx.log))
+
+
+def __getattr__(name: str) -> type[SelfModule]:
+    if name == "SelfModule":  # the module class, imported at first use
+        from ._module import SelfModule
+
+        return SelfModule
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["SelfComponent", "SelfModule"]

@@ -16,7 +16,6 @@ from .._interface import (
     Buffer,
     Completion,
     Endpoint,
-    Flags,
     Limits,
     MemoryHandle,
     ModexError,
@@ -27,17 +26,6 @@ from ..base import ModuleBase, NoPinBackend, Registrations
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
-DEFAULTS = Limits(
-    exclusivity=65536,  # MCA_BTL_EXCLUSIVITY_HIGH
-    latency=0,
-    bandwidth=100_000,
-    eager_limit=64 * 1024,
-    rndv_eager_limit=64 * 1024,
-    max_send_size=256 * 1024,
-    flags=Flags.SEND | Flags.RDMA | Flags.SINGLE_COPY,
-    put_limit=1 << 62,
-    get_limit=1 << 62,
-)
 _ADDRESS = b"self/1"
 _KEY = struct.Struct("<QQQ")
 

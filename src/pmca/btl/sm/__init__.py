@@ -11,15 +11,19 @@ after every segment is unmapped and every descriptor closed.
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
 from ...mca.params import Enumeration, Param
 from ..base import read_limits, register_limits
-from ._module import DEFAULTS, MECHANISMS, SmModule
-from ._transport import Transport, TransportConfig, library_path
+from ._defaults import DEFAULTS, LIBRARY_NAME, MECHANISMS, library_path
+
+if TYPE_CHECKING:
+    from ._module import SmModule
+    from ._transport import Transport, TransportConfig
 
 SINGLE_COPY = Enumeration("sm_single_copy", tuple((name, i) for i, name in enumerate(MECHANISMS)))
 ATTACH = Enumeration("sm_attach", (("pidfd", 0), ("proc", 1)))
@@ -92,13 +96,15 @@ class SmComponent(Component):
     def open(self, ctx: ComponentContext) -> None:
         if not sys.platform.startswith("linux"):
             raise NotAvailable(f"btl sm needs Linux (memfd, pidfd, CMA); this is {sys.platform}")
-        if not library_path().exists():
-            raise NotAvailable(
-                f"{library_path().name} was not built; build pmca with its C sources"
-            )
+        if not os.path.exists(library_path()):
+            raise NotAvailable(f"{LIBRARY_NAME} was not built; build pmca with its C sources")
 
     @hookimpl
     def query(self, ctx: ComponentContext) -> Query:
+        # Imported here: a session of one rank may never query this component.
+        from ._module import SmModule
+        from ._transport import Transport
+
         params = ctx.params
         limits = read_limits(params, DEFAULTS)
         config = _config(params, limits.eager_limit, limits.max_send_size)
@@ -117,6 +123,8 @@ class SmComponent(Component):
 
 
 def _config(params: ComponentParams, eager_limit: int, max_send_size: int) -> TransportConfig:
+    from ._transport import TransportConfig
+
     fifo = int(params["fifo_size"])
     if fifo < 2 or fifo & (fifo - 1):
         raise ValueError(
@@ -147,6 +155,14 @@ def _close_left(holder: list[Transport]) -> str | None:
         return None
     transport.close()
     return "btl sm unloaded with its segment still mapped: unmapped it first"
+
+
+def __getattr__(name: str) -> type[SmModule]:
+    if name == "SmModule":  # the module class, imported at first use
+        from ._module import SmModule
+
+        return SmModule
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["SmComponent", "SmModule"]

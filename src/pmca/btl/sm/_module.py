@@ -39,6 +39,7 @@ from .._interface import (
     Proc,
 )
 from ..base import ModuleBase, NoPinBackend, Registrations, host_id
+from ._defaults import DEFAULTS, MECHANISMS
 from ._emulated import INTERNAL_TAGS, Emulation
 from ._lane import SmLane
 from ._transport import SegmentAddress, Transport, TransportError, buffer_address
@@ -46,19 +47,6 @@ from ._transport import SegmentAddress, Transport, TransportError, buffer_addres
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
-DEFAULTS = Limits(
-    exclusivity=65535,  # below self (65536), far above tcp (100)
-    latency=1,
-    bandwidth=20_000,
-    eager_limit=32 * 1024,
-    rndv_eager_limit=32 * 1024,
-    max_send_size=32 * 1024,
-    flags=Flags.SEND | Flags.SEND_INPLACE | Flags.RDMA | Flags.SINGLE_COPY,
-    put_limit=1 << 62,
-    get_limit=1 << 62,
-)
-#: Single-copy mechanisms (``btl_sm_single_copy_mechanism``).
-MECHANISMS = ("none", "cma", "emulated")
 _FLAGS = {
     "cma": DEFAULTS.flags,
     # put/get through the FIFOs: still RDMA for the message layer

@@ -13,25 +13,19 @@ import ctypes
 import errno
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import attrs
 
 from ..._records import FrozenValue
+from ._defaults import LIBRARY_NAME, library_path
 
-LIBRARY_NAME = "libpmca_btl_sm.so"
 ABI = 1
 FRAGMENT_HEADER_BYTES = 64
 #: The message layer's match header that lanes write and read (pmca.p2p._protocol.MATCH).
 MATCH_HEADER_BYTES = 24
 
 _VIA = {1: "pidfd_getfd", 2: "/proc/<pid>/fd"}
-
-
-def library_path() -> Path:
-    """Where the transport library is installed: next to this module."""
-    return Path(__file__).with_name(LIBRARY_NAME)
 
 
 class TransportError(OSError):

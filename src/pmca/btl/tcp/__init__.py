@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
 from .._interface import Flags, Limits
-from ..base import leave_pinned_wanted, read_limits, register_limits
-from ._interfaces import Interface, select_interfaces
-from ._module import TcpModule, TcpSettings
+from ..base import read_limits, register_limits
+
+if TYPE_CHECKING:
+    from ._interfaces import Interface
+    from ._module import TcpModule
 
 DEFAULTS = Limits(
     exclusivity=100,  # MCA_BTL_EXCLUSIVITY_LOW
@@ -85,6 +89,9 @@ class TcpComponent(Component):
 
     @hookimpl
     def open(self, ctx: ComponentContext) -> None:
+        # Imported here (socket, ipaddress): a session of one rank may never open tcp.
+        from ._interfaces import select_interfaces
+
         params = ctx.params
         chosen = select_interfaces(_items(params["if_include"]), _items(params["if_exclude"]))
         if not chosen:
@@ -93,6 +100,9 @@ class TcpComponent(Component):
 
     @hookimpl
     def query(self, ctx: ComponentContext) -> Query:
+        from ..base import leave_pinned_wanted
+        from ._module import TcpModule, TcpSettings
+
         params = ctx.params
         keepalive = tuple(
             _keepalive_value(params, name, bounds, unit) for name, _, bounds, unit, _ in _KEEPALIVE
@@ -150,6 +160,14 @@ def _keepalive_value(params: ComponentParams, name: str, bounds: tuple[int, int]
             f"{param.full_name} = {value} ({param.origin}): expected {least} to {most} {unit}"
         )
     return value
+
+
+def __getattr__(name: str) -> type[TcpModule]:
+    if name == "TcpModule":  # the module class, imported at first use
+        from ._module import TcpModule
+
+        return TcpModule
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["TcpComponent", "TcpModule"]
