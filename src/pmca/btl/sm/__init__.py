@@ -15,6 +15,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..._lazy import lazy_attributes
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
 from ...mca.params import Enumeration, Param
@@ -157,12 +158,8 @@ def _close_left(holder: list[Transport]) -> str | None:
     return "btl sm unloaded with its segment still mapped: unmapped it first"
 
 
-def __getattr__(name: str) -> type[SmModule]:
-    if name == "SmModule":  # the module class, imported at first use
-        from ._module import SmModule
-
-        return SmModule
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if not TYPE_CHECKING:  # the module class, imported at first use
+    __getattr__, __dir__ = lazy_attributes(__name__, {"SmModule": "._module:SmModule"})
 
 
 __all__ = ["SmComponent", "SmModule"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..._lazy import lazy_attributes
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
 from .._interface import Flags, Limits
@@ -162,12 +163,8 @@ def _keepalive_value(params: ComponentParams, name: str, bounds: tuple[int, int]
     return value
 
 
-def __getattr__(name: str) -> type[TcpModule]:
-    if name == "TcpModule":  # the module class, imported at first use
-        from ._module import TcpModule
-
-        return TcpModule
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if not TYPE_CHECKING:  # the module class, imported at first use
+    __getattr__, __dir__ = lazy_attributes(__name__, {"TcpModule": "._module:TcpModule"})
 
 
 __all__ = ["TcpComponent", "TcpModule"]
