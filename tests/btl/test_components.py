@@ -11,7 +11,9 @@ import pytest
 import pmca
 from pmca.btl import BtlModule, Flags
 from pmca.btl.base._loopback import check
+from pmca.mca.params import ParamValueError
 from pmca.testing import run_python
+from tests.runtime.test_data_path import GatheringWorld
 
 
 def test_modules_implement_the_interface(pmca_env) -> None:
@@ -46,17 +48,30 @@ def test_contradictory_limits_isolate_the_component(pmca_env) -> None:
 @pytest.mark.parametrize(
     ("name", "value", "expected"),
     [
-        ("keepalive_probes", 500, "expected 1 to 127 probes"),
-        ("keepalive_interval", 0, "expected 1 to 32767 seconds"),
-        ("keepalive_time", -1, "expected 0 to 32767 seconds"),
+        ("btl_tcp_keepalive_probes", 500, "expected 1 to 127 probes"),
+        ("btl_tcp_keepalive_interval", 0, "expected 1 to 32767 seconds"),
+        ("btl_tcp_keepalive_time", -1, "expected 0 to 32767 seconds"),
+        ("btl_tcp_zerocopy", "maybe", "expected one of true, false, auto"),
+        ("btl_sm_fifo_size", 1000, "expected a power of two >= 2"),
+        ("btl_sm_eager_fragments", 0, "expected at least 1"),
+        ("btl_vader_max_fragments", 0, "expected at least 1"),
     ],
 )
-def test_bad_keepalive_isolates_the_component(pmca_env, name, value, expected) -> None:
-    with pmca.Session(mca={"btl": "self,tcp", f"btl_tcp_{name}": value}, frameworks=["btl"]) as s:
-        assert [m.name for m in s.modules("btl")] == ["self"]
-        (failure,) = s.failures("btl")
-        assert f"btl_tcp_{name} = {value} (" in failure.message, failure.message
-        assert expected in failure.message, failure.message
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_bad_btl_value_is_refused_at_init_naming_it(
+    pmca_env, name, value, expected, ranks
+) -> None:
+    # Refused where it is given, in any world: a world of one rank, which
+    # queries its btls only at first use, must not accept it at init.
+    world = GatheringWorld(ranks, blobs=[b""] * ranks)
+    session = pmca.Session(mca={"btl": "self,sm,tcp", name: value}, world=world)
+    with pytest.raises(ParamValueError) as refused:
+        session.init()
+    message = str(refused.value)
+    assert f"invalid value '{value}' for MCA parameter" in message, message
+    assert f"'{name}'" in message, message
+    assert expected in message, message
+    assert world.allgathers == 0
 
 
 def test_interface_selection(pmca_env) -> None:

@@ -13,8 +13,7 @@ from .test_data_path import GatheringWorld
 
 _RECORDING_BTL = """
 import pmca
-
-EVENTS = []
+from pmca_recording_events import EVENTS
 
 
 class Module:
@@ -52,15 +51,19 @@ class Recording(pmca.Component):
 
 @pytest.fixture
 def recording(install_plugin) -> list[str]:
-    """A third-party btl component that records which of its hooks ran."""
+    """A third-party btl component that records which of its hooks ran.
+
+    The record lives in a module of its own: in dso mode every load of the
+    component imports its module afresh.
+    """
     install_plugin(
         "pmca-recording-btl",
         entry_points={"pmca.btl": {"recording": "pmca_recording_btl:Recording"}},
-        modules={"pmca_recording_btl": _RECORDING_BTL},
+        modules={"pmca_recording_btl": _RECORDING_BTL, "pmca_recording_events": "EVENTS = []"},
     )
-    import pmca_recording_btl  # type: ignore[import-not-found]
+    import pmca_recording_events  # type: ignore[import-not-found]
 
-    events: list[str] = pmca_recording_btl.EVENTS
+    events: list[str] = pmca_recording_events.EVENTS
     events.clear()
     return events
 

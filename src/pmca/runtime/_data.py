@@ -55,6 +55,11 @@ class DataPathSlot:
         self._path: DataPath | None = None
         self._failure: BaseException | None = None
 
+    @property
+    def built(self) -> DataPath | None:
+        """The data path if it is built (no lock, no build)."""
+        return self._path
+
     def get(self) -> DataPath:
         if self._path is None:
             if self._failure is not None:

@@ -110,7 +110,6 @@ class Session:
         self._world = world
         #: The btl data path's tag and builder, and the path once built.
         self._slot: DataPathSlot | None = None
-        self._data: DataPath | None = None
         #: An interrupt ended the last transition (a retried finalize is a no-op).
         self._interrupted = False
         #: Cleanups run at this session's finalize, last registered first.
@@ -244,10 +243,10 @@ class Session:
         timeout = float(self._runtime.params.value("pmca_base_modex_timeout"))
         self._slot = DataPathSlot(btl, self._world, timeout)
         if self._world.size != 1:
-            self._data = self._slot.get()
+            self._slot.get()
 
     def _close_data_path(self) -> list[BaseException]:
-        slot, self._slot, self._data = self._slot, None, None
+        slot, self._slot = self._slot, None
         if slot is None:
             return []
         try:
@@ -300,7 +299,7 @@ class Session:
         in a world of one rank, asking for them builds the data path.
         """
         opened = self._framework(framework)
-        if framework == "btl" and self._slot is not None and self._data is None:
+        if framework == "btl" and self._slot is not None and self._slot.built is None:
             self._data_path()
         return opened.modules
 
@@ -318,20 +317,20 @@ class Session:
 
     def _data_path(self) -> DataPath:
         self._require_active()
-        data, slot = self._data, self._slot
-        if data is not None:
-            return data
+        slot = self._slot
         if slot is None:
             raise FrameworkError(
                 "this session has no data path: open the btl framework "
                 "(frameworks=None or including 'btl')"
             )
+        built = slot.built
+        if built is not None:
+            return built
         # First use in a world of one rank: built like a transition, so a
         # concurrent finalize waits for it (or has already run).
         with self._runtime.lock, deferred_interrupts():
             self._require_active()
-            self._data = slot.get()
-            return self._data
+            return slot.get()
 
     @property
     def world(self) -> World | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..._lazy import lazy_attributes
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, Query, hookimpl
 from .._interface import Flags, Limits
@@ -43,12 +44,8 @@ class SelfComponent(Component):
         return Query(priority=limits.exclusivity, module=SelfModule(limits, ctx.log))
 
 
-def __getattr__(name: str) -> type[SelfModule]:
-    if name == "SelfModule":  # the module class, imported at first use
-        from ._module import SelfModule
-
-        return SelfModule
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if not TYPE_CHECKING:  # the module class, imported at first use
+    __getattr__, __dir__ = lazy_attributes(__name__, {"SelfModule": "._module:SelfModule"})
 
 
 __all__ = ["SelfComponent", "SelfModule"]

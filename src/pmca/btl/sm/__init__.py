@@ -15,10 +15,11 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..._lazy import lazy_attributes
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
 from ...mca.params import Enumeration, Param
-from ..base import read_limits, register_limits
+from ..base import power_of_two, read_limits, register_limits, within
 from ._defaults import DEFAULTS, LIBRARY_NAME, MECHANISMS, library_path
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ class SmComponent(Component):
             default=1024,
             level=6,
             help="Entries in each process's receive FIFO (a power of two)",
+            **power_of_two(2),
         )
         params.register(
             "eager_fragments",
@@ -83,6 +85,7 @@ class SmComponent(Component):
             default=64,
             level=6,
             help="Fragments of eager_limit bytes each process owns for sending",
+            **within(1),
         )
         params.register(
             "max_fragments",
@@ -90,6 +93,7 @@ class SmComponent(Component):
             default=32,
             level=6,
             help="Fragments of max_send_size bytes each process owns for sending",
+            **within(1),
         )
 
     @hookimpl
@@ -125,22 +129,10 @@ class SmComponent(Component):
 def _config(params: ComponentParams, eager_limit: int, max_send_size: int) -> TransportConfig:
     from ._transport import TransportConfig
 
-    fifo = int(params["fifo_size"])
-    if fifo < 2 or fifo & (fifo - 1):
-        raise ValueError(
-            f"{params.full_name('fifo_size')} = {fifo} ({params.param('fifo_size').origin}): "
-            "must be a power of two >= 2"
-        )
-    for name in ("eager_fragments", "max_fragments"):
-        if int(params[name]) < 1:
-            raise ValueError(
-                f"{params.full_name(name)} = {params[name]} ({params.param(name).origin}): "
-                "must be at least 1"
-            )
     if eager_limit < 1:
         raise ValueError(f"{params.full_name('eager_limit')} must be at least 1")
     return TransportConfig(
-        fifo_capacity=fifo,
+        fifo_capacity=int(params["fifo_size"]),
         eager_size=eager_limit,
         eager_count=int(params["eager_fragments"]),
         max_size=max_send_size,
@@ -157,12 +149,8 @@ def _close_left(holder: list[Transport]) -> str | None:
     return "btl sm unloaded with its segment still mapped: unmapped it first"
 
 
-def __getattr__(name: str) -> type[SmModule]:
-    if name == "SmModule":  # the module class, imported at first use
-        from ._module import SmModule
-
-        return SmModule
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if not TYPE_CHECKING:  # the module class, imported at first use
+    __getattr__, __dir__ = lazy_attributes(__name__, {"SmModule": "._module:SmModule"})
 
 
 __all__ = ["SmComponent", "SmModule"]

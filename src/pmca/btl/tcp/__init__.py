@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..._lazy import lazy_attributes
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
 from .._interface import Flags, Limits
-from ..base import read_limits, register_limits
+from ..base import one_of, read_limits, register_limits, within
 
 if TYPE_CHECKING:
     from ._interfaces import Interface
@@ -67,6 +68,7 @@ class TcpComponent(Component):
             level=5,
             help="Send large bodies with MSG_ZEROCOPY: 'true', 'false', or 'auto' (only on "
             "non-loopback connections, where the kernel does not copy anyway)",
+            **one_of("true", "false", "auto"),
         )
         params.register(
             "zerocopy_threshold",
@@ -84,8 +86,10 @@ class TcpComponent(Component):
             "and, on loopback, read once this many bytes (or the rest) are waiting; 0 "
             "writes and reads whatever the socket takes",
         )
-        for name, default, _, _, what in _KEEPALIVE:
-            params.register(name, type=int, default=default, level=5, help=what)
+        for name, default, (least, most), unit, what in _KEEPALIVE:
+            params.register(
+                name, type=int, default=default, level=5, help=what, **within(least, most, unit)
+            )
 
     @hookimpl
     def open(self, ctx: ComponentContext) -> None:
@@ -104,15 +108,8 @@ class TcpComponent(Component):
         from ._module import TcpModule, TcpSettings
 
         params = ctx.params
-        keepalive = tuple(
-            _keepalive_value(params, name, bounds, unit) for name, _, bounds, unit, _ in _KEEPALIVE
-        )
+        keepalive = tuple(int(params[name]) for name, *_ in _KEEPALIVE)
         zerocopy = str(params["zerocopy"]).lower()
-        if zerocopy not in ("true", "false", "auto"):
-            param = params.param("zerocopy")
-            raise ValueError(
-                f"{param.full_name} = {zerocopy!r} ({param.origin}): expected true, false or auto"
-            )
         leave_pinned, why = leave_pinned_wanted(ctx.host.params)
         if leave_pinned:
             # Registrations stay cached in grdma (Open MPI's btl opens rcache too).
@@ -151,23 +148,8 @@ _KEEPALIVE = (
 )
 
 
-def _keepalive_value(params: ComponentParams, name: str, bounds: tuple[int, int], unit: str) -> int:
-    least, most = bounds
-    value = int(params[name])
-    if not least <= value <= most:
-        param = params.param(name)
-        raise ValueError(
-            f"{param.full_name} = {value} ({param.origin}): expected {least} to {most} {unit}"
-        )
-    return value
-
-
-def __getattr__(name: str) -> type[TcpModule]:
-    if name == "TcpModule":  # the module class, imported at first use
-        from ._module import TcpModule
-
-        return TcpModule
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if not TYPE_CHECKING:  # the module class, imported at first use
+    __getattr__, __dir__ = lazy_attributes(__name__, {"TcpModule": "._module:TcpModule"})
 
 
 __all__ = ["TcpComponent", "TcpModule"]
