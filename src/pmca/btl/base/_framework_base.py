@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ...mca._context import FrameworkParams
-from ...mca._failures import ComponentFailure
 from ...mca._framework import FrameworkBase
 from .._interface import BtlModule
 
@@ -55,6 +54,8 @@ class BtlBase(FrameworkBase):
             try:
                 module.finalize()
             except Exception as exc:
+                from ...mca._failures import ComponentFailure  # built only when one fails
+
                 self.framework.failures.append(
                     ComponentFailure.capture(
                         framework=self.framework.name,
