@@ -25,7 +25,7 @@ _SIDE = textwrap.dedent(
         world = PairWorld(socket.socket(fileno=fd), rank)
         with pmca.Session(mca=MCA, frameworks=["btl"], world=world) as s:
             peer = 1 - rank
-            rdma = [route.name for route, _ in s._data.bml.peer(peer).rdma]
+            rdma = [route.name for route, _ in s._data_path().bml.peer(peer).rdma]
             data = bytes(range(256)) * (24 << 12)  # 24 MiB
             out = bytearray(len(data))
             request = s.p2p.irecv(peer, 1, out)
