@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..._lazy import lazy_attributes
 from ._framework_base import BtlBase
-from ._params import one_of, power_of_two, read_limits, register_limits, within
+from ._params import read_limits, register_limits
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
 if TYPE_CHECKING:
@@ -46,10 +46,7 @@ __all__ = [
     "Registrations",
     "host_id",
     "leave_pinned_wanted",
-    "one_of",
     "page_range",
-    "power_of_two",
     "read_limits",
     "register_limits",
-    "within",
 ]

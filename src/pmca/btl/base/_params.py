@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...mca._context import ComponentParams
-from ...mca.params import InvalidValue
 from .._interface import Flags, Limits
 
 _HELP = {
@@ -27,45 +24,6 @@ _TYPES: dict[str, object] = {
     "rndv_eager_limit": "size",
     "max_send_size": "size",
 }
-
-
-def within(least: int, most: int | None = None, unit: str = "") -> dict[str, Any]:
-    """``check`` and ``valid`` options for an integer parameter bounded to ``least..most``.
-
-    A value out of bounds is refused where it is given (an error naming the
-    parameter and its origin), not discovered when the component is queried.
-    """
-    shown = f"{least} to {most}" if most is not None else f"at least {least}"
-    valid = f"{shown} {unit}".rstrip()
-
-    def check(value: Any) -> None:
-        if int(value) < least or (most is not None and int(value) > most):
-            raise InvalidValue(f"expected {valid}")
-
-    return {"check": check, "valid": valid}
-
-
-def one_of(*words: str) -> dict[str, Any]:
-    """``check`` and ``valid`` options for a string parameter taking one of ``words``."""
-    valid = ", ".join(words)
-
-    def check(value: Any) -> None:
-        if str(value).lower() not in words:
-            raise InvalidValue(f"expected one of {valid}")
-
-    return {"check": check, "valid": valid}
-
-
-def power_of_two(least: int) -> dict[str, Any]:
-    """``check`` and ``valid`` options for a power of two of at least ``least``."""
-    valid = f"a power of two >= {least}"
-
-    def check(value: Any) -> None:
-        number = int(value)
-        if number < least or number & (number - 1):
-            raise InvalidValue(f"expected {valid}")
-
-    return {"check": check, "valid": valid}
 
 
 def register_limits(params: ComponentParams, defaults: Limits) -> None:

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from ..._lazy import lazy_attributes
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
-from ...mca.params import Enumeration, Param
-from ..base import power_of_two, read_limits, register_limits, within
+from ...mca.params import Enumeration, Param, power_of_two, within
+from ..base import read_limits, register_limits
 from ._defaults import DEFAULTS, LIBRARY_NAME, MECHANISMS, library_path
 
 if TYPE_CHECKING:

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 from ..._lazy import lazy_attributes
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
+from ...mca.params import one_of, within
 from .._interface import Flags, Limits
-from ..base import one_of, read_limits, register_limits, within
+from ..base import read_limits, register_limits
 
 if TYPE_CHECKING:
     from ._interfaces import Interface

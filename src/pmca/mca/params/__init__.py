@@ -44,6 +44,7 @@ from ._values import (
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
 if TYPE_CHECKING:
+    from ._checks import one_of, power_of_two, within
     from ._entry import Entry
 
 __all__ = [
@@ -76,11 +77,20 @@ __all__ = [
     "expand_home",
     "format_parsable",
     "format_readable",
+    "one_of",
     "parse_param_file",
     "parse_param_text",
+    "power_of_two",
+    "within",
 ]
 
-# A parameter file's lines, built when a file is read: most sessions read none.
-_TARGETS = {"Entry": "._entry:Entry"}
+# A parameter file's lines, built when a file is read: most sessions read none;
+# the ready-made checks, when a component registers a bounded parameter.
+_TARGETS = {
+    "Entry": "._entry:Entry",
+    "one_of": "._checks:one_of",
+    "power_of_two": "._checks:power_of_two",
+    "within": "._checks:within",
+}
 if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all
     __getattr__, __dir__ = lazy_attributes(__name__, _TARGETS)

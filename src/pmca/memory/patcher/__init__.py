@@ -12,7 +12,8 @@ from __future__ import annotations
 from ..._version import __version__
 from ...mca import Component, ComponentContext, NotAvailable, Query, hookimpl
 from ...mca._context import ComponentParams
-from ._module import DEFAULT_RING_CAPACITY, PatcherMemory, check_ring_capacity
+from ...mca.params import power_of_two
+from ._module import DEFAULT_RING_CAPACITY, RING_LIMITS, PatcherMemory
 
 
 class PatcherMemoryComponent(Component):
@@ -43,16 +44,15 @@ class PatcherMemoryComponent(Component):
             help="Never install memory hooks (like Open MPI's memory_ptmalloc2_disable); "
             "usually given as PMCA_MCA_memory_patcher_disable=1",
         )
-        check_ring_capacity(
-            params.register(
-                "ring_size",
-                type=int,
-                default=DEFAULT_RING_CAPACITY,
-                level=6,
-                help="Slots (32 bytes each) of the release-event ring, a power of two from "
-                "1024 to 67108864; read when the ring is first allocated, which happens "
-                "once per process",
-            )
+        params.register(
+            "ring_size",
+            type=int,
+            default=DEFAULT_RING_CAPACITY,
+            level=6,
+            help="Slots (32 bytes each) of the release-event ring, a power of two from "
+            "1024 to 67108864; read when the ring is first allocated, which happens "
+            "once per process",
+            **power_of_two(*RING_LIMITS),
         )
 
     @hookimpl

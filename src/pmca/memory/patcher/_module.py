@@ -21,23 +21,8 @@ SYMBOLS = ("munmap", "madvise", "mremap", "brk", "shmdt", "mmap")
 OWNER = "memory/patcher"
 #: The native ring's default size (pmca_hooks_default_ring_capacity()).
 DEFAULT_RING_CAPACITY = 1 << 18
-_RING_LIMITS = (1 << 10, 1 << 26)
-
-
-def check_ring_capacity(param: Param) -> None:
-    """Reject a ring size the native ring cannot have, naming the parameter."""
-    from ...mca.params import ParamValueError
-
-    value = int(param.value)
-    low, high = _RING_LIMITS
-    if not low <= value <= high or value & (value - 1):
-        raise ParamValueError(
-            param.full_name,
-            value,
-            param.origin,
-            f"a power of two from {low} to {high}",
-            "the release-event ring needs a power-of-two number of slots",
-        )
+#: The sizes the native ring accepts (a power of two between them).
+RING_LIMITS = (1 << 10, 1 << 26)
 
 
 class PatcherMemory:
