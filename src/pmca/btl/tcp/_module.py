@@ -37,6 +37,7 @@ from ..base import ModuleBase, NoPinBackend, Registrations
 from . import _wire as wire
 from ._connection import STREAM_MIN, Connection, Outgoing
 from ._interfaces import Interface
+from ._zerocopy import ZeroCopyStats
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -94,6 +95,8 @@ class TcpModule(ModuleBase):
             "tcp", NoPinBackend(), cached=settings.leave_pinned, log=log
         )
         self._me = -1
+        #: Zero-copy figures of connections already closed.
+        self._closed_zerocopy = ZeroCopyStats()
 
     # -- modex and connections ---------------------------------------------
 
@@ -198,6 +201,7 @@ class TcpModule(ModuleBase):
             rank,
             sock,
             zerocopy=wanted,
+            zerocopy_adaptive=self.settings.zerocopy == "auto",
             bulk_chunk=self.settings.bulk_chunk,
             pace_reads=loopback,
         )
@@ -208,7 +212,7 @@ class TcpModule(ModuleBase):
             self._endpoints.pop(endpoint.rank, None)
             if connection is not None:
                 connection.flush()
-                connection.close()
+                self._retire(connection)
 
     def _connection(self, endpoint: Endpoint) -> Connection:
         connection = self._connections.get(endpoint.rank)
@@ -265,9 +269,13 @@ class TcpModule(ModuleBase):
         """Wait until the kernel no longer reads zero-copy pages (bounded)."""
         deadline = time.monotonic() + 5.0
         for connection in self._connections.values():
-            while connection.zerocopy_pending and time.monotonic() < deadline:
+            while (
+                connection.closed is None
+                and connection.zerocopy.pending
+                and time.monotonic() < deadline
+            ):
                 connection.reap_zerocopy()
-                if connection.zerocopy_pending:
+                if connection.zerocopy.pending:
                     select.select([connection.fd], [], [], 0.001)
 
     def get(
@@ -436,14 +444,22 @@ class TcpModule(ModuleBase):
             done += connection.receive()
             if connection.queue:
                 done += connection.flush()
-            if connection.zerocopy_pending:
+            if connection.zerocopy.pending:
                 connection.reap_zerocopy()
         return done
 
     @property
     def zerocopy_sends(self) -> int:
-        """How many sends went out with MSG_ZEROCOPY on the open connections."""
-        return sum(c.zerocopy_sends for c in self._connections.values())
+        """How many send calls went out with MSG_ZEROCOPY."""
+        return self.zerocopy_stats().sends
+
+    def zerocopy_stats(self) -> ZeroCopyStats:
+        """Zero-copy sends, their completions and the kernel's copies, over all connections."""
+        total = ZeroCopyStats()
+        total.add(self._closed_zerocopy)
+        for connection in self._connections.values():
+            total.add(connection.zerocopy.stats)
+        return total
 
     def wait_fds(self) -> list[int] | None:
         live = [c for c in self._connections.values() if c.closed is None]
@@ -451,12 +467,17 @@ class TcpModule(ModuleBase):
             return None  # output waits for room (or a bulk body streams): keep polling
         return [c.fd for c in live]
 
+    def _retire(self, connection: Connection) -> None:
+        """Close ``connection`` and keep its zero-copy figures."""
+        self._closed_zerocopy.add(connection.zerocopy.stats)
+        connection.close()
+
     def finalize(self) -> None:
         for connection in list(self._connections.values()):
             try:
                 connection.flush()
             finally:
-                connection.close()
+                self._retire(connection)
         self._connections.clear()
         self._endpoints.clear()
         failure = BtlError("btl tcp was finalized with the operation in flight")
