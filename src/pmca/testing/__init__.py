@@ -6,13 +6,19 @@ from ._distributions import make_distribution
 from ._launch import Launcher, find_launcher, run_mpi
 from ._resources import mapped_files, open_sockets
 from ._subprocess import run_python
+from ._testbed import Host, Testbed, TestbedUnavailable
+from ._testbed import requirements as testbed_requirements
 
 __all__ = [
+    "Host",
     "Launcher",
+    "Testbed",
+    "TestbedUnavailable",
     "find_launcher",
     "make_distribution",
     "mapped_files",
     "open_sockets",
     "run_mpi",
     "run_python",
+    "testbed_requirements",
 ]

@@ -77,12 +77,14 @@ class Connection:
         sock: socket.socket,
         *,
         zerocopy: bool,
+        host: str = "",
         zerocopy_adaptive: bool = False,
         bulk_chunk: int = 0,
         pace_reads: bool = False,
     ) -> None:
         self.module = module
         self.rank = rank
+        self.host = host
         self.sock = sock
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -105,7 +107,7 @@ class Connection:
 
     @property
     def rank_name(self) -> str:
-        return f"rank {self.rank}"
+        return f"rank {self.rank} on host {self.host}" if self.host else f"rank {self.rank}"
 
     # -- sending ----------------------------------------------------------
 

@@ -9,6 +9,7 @@ requester receives it straight into its destination. Large responses use
 from __future__ import annotations
 
 import ctypes
+import errno
 import itertools
 import os
 import select
@@ -33,10 +34,11 @@ from .._interface import (
     Placement,
     Proc,
 )
-from ..base import ModuleBase, NoPinBackend, Registrations
+from ..base import ModuleBase, NoPinBackend, Registrations, host_name
 from . import _wire as wire
 from ._connection import STREAM_MIN, Connection, Outgoing
 from ._interfaces import Interface
+from ._silence import unacknowledged_silence
 from ._zerocopy import ZeroCopyStats
 
 if TYPE_CHECKING:
@@ -97,6 +99,9 @@ class TcpModule(ModuleBase):
         self._me = -1
         #: Zero-copy figures of connections already closed.
         self._closed_zerocopy = ZeroCopyStats()
+        self._silence_due = 0.0
+        #: Per peer rank: the host name its modex entry gave (for error messages).
+        self._hosts: dict[int, str] = {}
 
     # -- modex and connections ---------------------------------------------
 
@@ -109,6 +114,7 @@ class TcpModule(ModuleBase):
         if me is None:
             raise BtlError("btl tcp: add_procs was not given this process")
         self._me = me.rank
+        self._hosts.update((p.rank, host_name(p.host)) for p in procs if p.host)
         peers = {
             p.rank: (p, wire.unpack_address(p.rank, p.address))
             for p in procs
@@ -200,6 +206,7 @@ class TcpModule(ModuleBase):
             self,
             rank,
             sock,
+            host=self._hosts.get(rank, ""),
             zerocopy=wanted,
             zerocopy_adaptive=self.settings.zerocopy == "auto",
             bulk_chunk=self.settings.bulk_chunk,
@@ -436,7 +443,30 @@ class TcpModule(ModuleBase):
 
     # -- progress ----------------------------------------------------------
 
+    def _check_silence(self) -> None:
+        """Fail connections whose peer host stopped acknowledging data (see ``_silence``)."""
+        keepalive = self.settings.keepalive
+        now = time.monotonic()
+        if keepalive is None or now < self._silence_due:
+            return
+        self._silence_due = now + 0.25
+        idle, interval, probes = keepalive
+        bound = idle + interval * probes
+        for connection in list(self._connections.values()):
+            if connection.closed is not None:
+                continue
+            silent = unacknowledged_silence(connection.sock)
+            if silent is not None and silent > bound:
+                connection.lost(
+                    TimeoutError(
+                        errno.ETIMEDOUT,
+                        f"no acknowledgement for {silent:.1f} s of data sent (bound: "
+                        f"btl_tcp_keepalive_time + _interval * _probes = {bound} s)",
+                    )
+                )
+
     def progress(self) -> int:
+        self._check_silence()
         done = 0
         for connection in list(self._connections.values()):
             if connection.closed is not None:
