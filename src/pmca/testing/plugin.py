@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from ..runtime import RUNTIME, Session
+from ..runtime import RUNTIME
+from ..session import Session
 from ._namespaces import requirements
 from ._testbed import Testbed
 
