@@ -13,6 +13,7 @@ Goal: pmca hangs in none of the runs.  Needs x86_64 and the plugin
 from __future__ import annotations
 
 import _common as common
+import _goals as goals
 
 common.use_working_tree()
 
@@ -28,24 +29,23 @@ def main() -> None:
         report.notes.append(f"skipped: {why}")
         report.emit()
         return
-    rates = {}
+    results = {}
     for design in ("ompi", "pmca"):
         common.heading(f"{design}: {runs} runs of {seconds:g} s")
-        results = madvise_deadlock.run_design(design, runs=runs, seconds=seconds)
-        for number, result in enumerate(results, 1):
+        results[design] = madvise_deadlock.run_design(design, runs=runs, seconds=seconds)
+        for number, result in enumerate(results[design], 1):
             mark = "SELF-DEADLOCK" if result.get("self_deadlock") else result["outcome"]
-            print(f"  run {number:2d}: {mark}", flush=True)
-        deadlocked = [r for r in results if r.get("self_deadlock")]
+            extra = f", {result['phases']} phases" if "phases" in result else ""
+            print(f"  run {number:2d}: {mark}{extra}", flush=True)
+        deadlocked = [r for r in results[design] if r.get("self_deadlock")]
         if deadlocked:
             print("  " + madvise_deadlock.describe_hang(deadlocked[0]))
-        rates[design] = len(deadlocked) / runs
-        others = sum(r["outcome"] != "completed" for r in results) - len(deadlocked)
+        others = sum(r["outcome"] != "completed" for r in results[design]) - len(deadlocked)
         report.notes.append(
             f"{design}: {len(deadlocked)} of {runs} runs self-deadlocked, "
             f"{others} other failures or hangs"
         )
-    report.ratios["hang rate pmca / reproduction"] = rates["pmca"] / max(rates["ompi"], 1e-9)
-    report.goals.append(common.Goal("pmca runs that hang", rates["pmca"] * runs, 0.0, ""))
+    report.goals.extend(goals.madvise_goals(results["ompi"], results["pmca"]))
     report.emit()
 
 
