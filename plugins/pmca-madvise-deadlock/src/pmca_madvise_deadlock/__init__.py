@@ -30,6 +30,7 @@ from typing import Any
 __all__ = [
     "DesignStruct",
     "PmcaDesign",
+    "check_allocator",
     "child_environment",
     "child_main",
     "library_path",
@@ -65,10 +66,13 @@ def child_environment() -> dict[str, str]:
     leaves the fast path, the cache's node allocation included, runs an
     arena collection and, once 1 ms has passed, the ``madvise``.
     """
+    if os.environ.get("PMCA_REPRO_ALLOCATOR") == "glibc":
+        return {"PMCA_REPRO_ALLOCATOR": "glibc"}
     mimalloc = mimalloc_path()
     if mimalloc is None:
         raise FileNotFoundError("libmimalloc.so not found: pip install cmeel-mimalloc")
     return {
+        "PMCA_REPRO_ALLOCATOR": "mimalloc",
         "LD_PRELOAD": str(mimalloc),
         "MIMALLOC_PURGE_DELAY": os.environ.get("PMCA_REPRO_PURGE_DELAY", "1"),
         "MIMALLOC_PAGE_FULL_RETAIN": os.environ.get("PMCA_REPRO_PAGE_RETAIN", "0"),
@@ -152,6 +156,50 @@ class PmcaDesign:
         rc.close()
 
 
+def malloc_provider() -> str:
+    """The file that defines the ``malloc`` this process calls (``dladdr`` of its symbol)."""
+
+    class _DlInfo(ctypes.Structure):
+        _fields_ = (
+            ("dli_fname", ctypes.c_char_p),
+            ("dli_fbase", ctypes.c_void_p),
+            ("dli_sname", ctypes.c_char_p),
+            ("dli_saddr", ctypes.c_void_p),
+        )
+
+    libc = ctypes.CDLL(None)
+    info = _DlInfo()
+    address = ctypes.cast(libc.malloc, ctypes.c_void_p)
+    if not libc.dladdr(address, ctypes.byref(info)) or info.dli_fname is None:
+        return "<unknown>"
+    return os.path.realpath(info.dli_fname.decode())
+
+
+def mapped_mimalloc() -> list[str]:
+    """The mimalloc libraries mapped into this process (``/proc/self/maps``)."""
+    with open("/proc/self/maps", encoding="ascii", errors="replace") as maps:
+        paths = {line.split(None, 5)[-1].strip() for line in maps if "mimalloc" in line}
+    return sorted(paths)
+
+
+def check_allocator() -> dict[str, Any]:
+    """Which allocator this child runs on; raise unless it is the one asked for.
+
+    ``PMCA_REPRO_ALLOCATOR=glibc`` runs without mimalloc (glibc's own cycle);
+    otherwise mimalloc must be mapped and be what ``malloc`` resolves to: a
+    preload that silently did not take would make every run measure glibc.
+    """
+    wanted = os.environ.get("PMCA_REPRO_ALLOCATOR", "mimalloc")
+    provider, mapped = malloc_provider(), mapped_mimalloc()
+    on_mimalloc = bool(mapped) and "mimalloc" in Path(provider).name
+    if (wanted == "mimalloc") != on_mimalloc:
+        raise RuntimeError(
+            f"allocator: asked for {wanted}, but malloc comes from {provider} "
+            f"(mimalloc mapped: {mapped or 'no'})"
+        )
+    return {"allocator": wanted, "malloc_from": provider}
+
+
 def _print(payload: dict[str, Any]) -> None:
     print(json.dumps(payload), flush=True)
 
@@ -159,6 +207,7 @@ def _print(payload: dict[str, Any]) -> None:
 def child_main(design: str, seconds: float, threads: int = 4) -> None:
     """One run: announce what the watchdog needs, run the workload, report."""
     _print({"pid": os.getpid(), "design": design})
+    _print(check_allocator())
     lib = _library()
     if design == "ompi":
         rc = lib.repro_install_hooks()

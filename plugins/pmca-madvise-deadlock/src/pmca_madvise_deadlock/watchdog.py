@@ -141,6 +141,8 @@ def run_once(
     except subprocess.TimeoutExpired:
         lock = next((line["mm_lock"] for line in lines if "mm_lock" in line), None)
         report = examine(child.pid, lock, with_gdb=with_gdb)
+        for line in lines:
+            report.update({k: v for k, v in line.items() if k in ("allocator", "malloc_from")})
         child.send_signal(signal.SIGKILL)
         child.wait()
         return {"design": design, "outcome": "hung", **report}
@@ -149,7 +151,8 @@ def run_once(
     stderr = child.stderr.read() if child.stderr is not None else ""
     done = next((line for line in lines if line.get("completed")), None)
     if child.returncode == 0 and done is not None:
-        facts = {k: v for line in lines for k, v in line.items() if k in ("coherent", "hook_calls")}
+        kept = ("coherent", "hook_calls", "allocator", "malloc_from")
+        facts = {k: v for line in lines for k, v in line.items() if k in kept}
         return {"design": design, "outcome": "completed", **done, **facts}
     last = stderr.strip().splitlines()[-1:] if stderr.strip() else []
     return {"design": design, "outcome": "failed", "returncode": child.returncode, "why": last}
