@@ -31,6 +31,21 @@ def test_pmca_runs_the_same_workload_to_completion() -> None:
     results = madvise_deadlock.run_design("pmca", runs=2, seconds=SECONDS / 2)
     assert [r["outcome"] for r in results] == ["completed", "completed"], results
     assert all(r["coherent"] and r["phases"] > 0 for r in results), results
+    # The same model cache heard pmca's hooks: release events reached its notify.
+    assert all(r["monitor_events"] > 0 for r in results), results
+
+
+def test_why_the_reproduction_is_a_model_is_read_from_libfabric() -> None:
+    real_cache = pytest.importorskip("pmca_madvise_deadlock.real_cache")
+    facts = real_cache.facts()
+    if not facts["probed"]:
+        pytest.skip(facts["unavailable"])
+    if facts["cache_providers"] or facts["exported"]:
+        pytest.skip(f"libfabric offers its MR cache here: {facts}")
+    assert facts["providers"], facts
+    for provider in facts["providers"]:
+        assert provider in facts["unavailable"], facts
+    assert "verbs, efa, cxi, opx, lpp" in madvise_deadlock.why_a_model()
 
 
 def test_the_reproduction_hangs_only_in_its_own_lock() -> None:

@@ -1,4 +1,4 @@
-"""Seed scenario 2: the madvise self-deadlock (open-mpi/ompi#13149, ofiwg/libfabric#10879).
+"""Seed scenario 2: the madvise self-deadlock (ompi#13149, libfabric#10879), on a model.
 
 libfabric 2.5.1's MR cache inserts into its tree with ``mm_lock`` held and
 the insert may ``malloc`` a tree node; under mimalloc, ``malloc`` can give
@@ -7,17 +7,24 @@ release callbacks right there, and libfabric's callback takes ``mm_lock``:
 the thread waits for a mutex it holds itself.  libfabric's fix (d27cfffdc,
 2.6.0) allocates the node before taking the lock.
 
-The reproduction is native and lives in its own distribution,
-``pmca-madvise-deadlock`` (``plugins/``): Open MPI's patched hooks with
-synchronous native callbacks and the 2.5.1 cache, run by a native
+The reproduction runs a **model** of that path, not the libraries: libfabric
+2.5.1 reaches its MR cache only from hardware providers (verbs, efa, cxi,
+opx, lpp) and, in shm/sm2, for GPU IPC handles, and does not export the
+cache's functions; ``pmca_madvise_deadlock.real_cache`` reads that from the
+installed library and ``fi_getinfo`` (the row says it).  The model lives in
+its own distribution, ``pmca-madvise-deadlock`` (``plugins/``): Open MPI's
+patched hooks with synchronous native callbacks and a cache that keeps
+2.5.1's locking (``mm_lock``, a node ``malloc``ed under it), run by a native
 multi-threaded workload under the real mimalloc (``cmeel-mimalloc``,
-preloaded, purging eagerly).  A watchdog outside the process decides what a
-hang is from the stuck process's native state: the thread sleeping in
-``futex`` on ``mm_lock`` is the thread glibc records as ``mm_lock``'s owner
+preloaded, purging eagerly; every child checks that ``malloc`` is
+mimalloc's).  A watchdog outside the process decides what a hang is from the
+stuck process's native state: the thread sleeping in ``futex`` on
+``mm_lock`` is the thread glibc records as ``mm_lock``'s owner
 (``/proc/<pid>/task/*/syscall`` and the mutex read from ``/proc/<pid>/mem``;
-gdb's backtrace too, when gdb is installed).  pmca's design runs the same
-workload: its hooks only publish to the ring, and grdma's release callback
-records ranges without touching the cache's lock.
+gdb's backtrace too, when gdb is installed).  The prevention runs the same
+model cache and workload with pmca's hooks as the cache's memory monitor:
+they only publish to a lock-free ring, and a native thread drains it into
+the cache's notify, outside any allocator.
 
 Needs: x86_64 Linux with glibc, the native backend, and the
 ``pmca-madvise-deadlock`` distribution (which brings ``cmeel-mimalloc``).
@@ -35,8 +42,8 @@ from ._result import ScenarioResult
 
 SCENARIO = "madvise-deadlock"
 REPRODUCTION_DISTRIBUTION = "pmca-madvise-deadlock"
-_REPRODUCTION = "Open MPI 5 + libfabric 2.5.1, mimalloc"
-_PREVENTION = "pmca hooks + grdma, mimalloc"
+_REPRODUCTION = "model of Open MPI 5 hooks + libfabric 2.5.1 MR cache, mimalloc"
+_PREVENTION = "the same model cache, pmca's hooks as its monitor, mimalloc"
 
 
 def unavailable_reason() -> str | None:
@@ -53,6 +60,12 @@ def unavailable_reason() -> str | None:
     if _plugin().mimalloc_path() is None:
         return "libmimalloc.so not found (pip install cmeel-mimalloc)"
     return None
+
+
+def why_a_model() -> str:
+    """Why the reproduction cannot drive libfabric's own cache here (read from the library)."""
+    facts = importlib.import_module("pmca_madvise_deadlock.real_cache").facts()
+    return str(facts.get("unavailable") or f"libfabric offers its MR cache here: {facts}")
 
 
 def _plugin() -> Any:
@@ -121,7 +134,9 @@ def _reproduction(attempts: int, seconds: float) -> ScenarioResult:
             _REPRODUCTION,
             "reproduced",
             f"self-deadlock in run {results.index(deadlocked[0]) + 1} of at most {attempts} "
-            f"({seconds:g} s each, {first.get('allocator', '?')}): " + describe_hang(first),
+            f"({seconds:g} s each, {first.get('allocator', '?')}): "
+            + describe_hang(first)
+            + f"; a model: {why_a_model()}",
         )
     if failed:
         return ScenarioResult(SCENARIO, _REPRODUCTION, "failed", f"child failed: {failed[0]}")
@@ -157,8 +172,10 @@ def _prevention(runs: int, seconds: float) -> ScenarioResult:
             SCENARIO,
             _PREVENTION,
             "prevented",
-            f"{len(results)} of {len(results)} runs of the same workload completed "
-            f"({phases} cache lifetimes, {seconds:g} s each)",
+            f"{len(results)} of {len(results)} runs of the same workload on the same model "
+            f"cache completed ({phases} cache lifetimes, {seconds:g} s each; "
+            f"{sum(int(r.get('monitor_events', 0)) for r in completed)} release events "
+            "delivered to the cache by pmca's hooks)",
         )
     bad = next(r for r in results if r["outcome"] != "completed")
     detail = describe_hang(bad) if bad.get("self_deadlock") else str(bad)

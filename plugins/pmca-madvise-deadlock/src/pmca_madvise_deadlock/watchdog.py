@@ -99,6 +99,10 @@ def examine(pid: int, lock: int | None, *, with_gdb: bool) -> dict[str, Any]:
         "owner": owner,
         "waiters": waiters,
         "self_deadlock": owner is not None and owner in waiters,
+        # Where mm_lock's owner sleeps, when not on mm_lock (glibc: an arena lock).
+        "owner_futex": next(
+            (t["futex"] for t in threads if owner is not None and t["tid"] == owner), None
+        ),
     }
     if with_gdb and report["self_deadlock"] and owner is not None:
         report["backtrace"] = gdb_backtrace(pid, owner)
@@ -151,7 +155,7 @@ def run_once(
     stderr = child.stderr.read() if child.stderr is not None else ""
     done = next((line for line in lines if line.get("completed")), None)
     if child.returncode == 0 and done is not None:
-        kept = ("coherent", "hook_calls", "allocator", "malloc_from")
+        kept = ("coherent", "hook_calls", "allocator", "malloc_from", "monitor_events")
         facts = {k: v for line in lines for k, v in line.items() if k in kept}
         return {"design": design, "outcome": "completed", **done, **facts}
     last = stderr.strip().splitlines()[-1:] if stderr.strip() else []
