@@ -68,9 +68,14 @@ def mutex_owner(pid: int, address: int) -> int | None:
 
 def gdb_backtrace(pid: int, tid: int) -> str | None:
     """gdb's native backtrace of one thread, if gdb is installed and allowed."""
+    return gdb_backtraces(pid, [tid]).get(tid)
+
+
+def gdb_backtraces(pid: int, tids: list[int]) -> dict[int, str]:
+    """gdb's native backtraces of some threads (one gdb run), if gdb is installed and allowed."""
     gdb = shutil.which("gdb")
     if gdb is None:
-        return None
+        return {}
     try:
         done = subprocess.run(
             [gdb, "-batch", "-nx", "-p", str(pid), "-ex", "thread apply all bt 25"],
@@ -80,12 +85,13 @@ def gdb_backtrace(pid: int, tid: int) -> str | None:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return None
-    blocks = done.stdout.split("\nThread ")
-    for block in blocks:
-        if f"LWP {tid})" in block.split("\n", 1)[0]:
-            return "Thread " + block.strip()
-    return None
+        return {}
+    found = {}
+    for block in done.stdout.split("\nThread "):
+        for tid in tids:
+            if f"LWP {tid})" in block.split("\n", 1)[0]:
+                found[tid] = "Thread " + block.strip()
+    return found
 
 
 def examine(pid: int, lock: int | None, *, with_gdb: bool) -> dict[str, Any]:
@@ -106,6 +112,11 @@ def examine(pid: int, lock: int | None, *, with_gdb: bool) -> dict[str, Any]:
     }
     if with_gdb and report["self_deadlock"] and owner is not None:
         report["backtrace"] = gdb_backtrace(pid, owner)
+    elif with_gdb and owner is not None:
+        # Another cycle: mm_lock's owner sleeps on some other lock.  The
+        # owner's and the waiters' stacks say which lock and who holds it.
+        traces = gdb_backtraces(pid, [owner, *waiters])
+        report["backtraces"] = {str(tid): trace for tid, trace in traces.items()}
     return report
 
 
