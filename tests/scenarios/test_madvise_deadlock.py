@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +104,20 @@ def test_runs_report_the_allocator_they_ran_on(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("PMCA_REPRO_ALLOCATOR", "glibc")
     result = madvise_deadlock.run_design("pmca", runs=1, seconds=1.0)[0]
     assert result["allocator"] == "glibc" and "libc" in result["malloc_from"], result
+
+
+def test_a_hung_pmca_run_misses_the_benchmark_goal() -> None:
+    """A pmca child stopped as hung (its limit is shorter than its run) shows no
+    self-deadlock signature; the benchmark's goal counts it all the same."""
+    benchmarks = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(benchmarks))
+    try:
+        import _goals
+    finally:
+        sys.path.remove(str(benchmarks))
+    run_once = pytest.importorskip("pmca_madvise_deadlock.watchdog").run_once
+    forced = run_once("pmca", 2.0, grace=0.05, with_gdb=False)
+    assert forced["outcome"] == "hung" and not forced["self_deadlock"], forced
+    reproduced = [{"outcome": "hung", "self_deadlock": True}]
+    verdicts = {g.name: g.verdict for g in _goals.madvise_goals(reproduced, [forced])}
+    assert verdicts["pmca runs that did not complete (hung or failed)"] == "MISS", verdicts
