@@ -254,8 +254,40 @@ def profile_info(env: dict[str, str]) -> str:
     return text
 
 
+def site_cost(env: dict[str, str]) -> str:
+    """What this environment's ``site`` (its ``.pth`` files) adds to every interpreter start.
+
+    ``-X importtime`` of ``python -c pass``, the median of 5: the peers'
+    environments have no such files, pmca's (``make run``'s) may.
+    """
+    samples: dict[str, list[int]] = {}
+    for _ in range(5):
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", "pass"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        for line in done.stderr.splitlines():
+            parts = line.split("|")
+            if len(parts) != 3 or not parts[1].strip().isdigit():
+                continue
+            depth = len(parts[2]) - len(parts[2].lstrip()) - 1
+            if depth <= 2:  # site itself (0) and what it imports directly (2): the .pth files
+                samples.setdefault(parts[2].strip(), []).append(int(parts[1]))
+    median = {name: sorted(v)[len(v) // 2] for name, v in samples.items()}
+    site = median.pop("site", 0)
+    costly = sorted(median.items(), key=lambda item: -item[1])[:3]
+    shown = ", ".join(f"{name} {us / 1e3:.1f} ms" for name, us in costly) or "nothing"
+    text = f"site takes {site / 1e3:.1f} ms of every interpreter start here (costliest at start: {shown})"
+    print(f"\n  {text}")
+    return text
+
+
 def session(report: common.Report, mpich: Path, env: dict[str, str], repeats: int) -> None:
     """One session that opens its btls against MPICH's ``MPI.Session`` (judged); parts reported."""
+    report.notes.append(site_cost(env))
     samples = compare(
         "pmca.Session() init + modules('btl') + finalize vs MPI.Session.Init()+Finalize()",
         [sys.executable, "-c", SESSION_SOURCE],
