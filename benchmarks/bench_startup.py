@@ -280,7 +280,10 @@ def site_cost(env: dict[str, str]) -> str:
     site = median.pop("site", 0)
     costly = sorted(median.items(), key=lambda item: -item[1])[:3]
     shown = ", ".join(f"{name} {us / 1e3:.1f} ms" for name, us in costly) or "nothing"
-    text = f"site takes {site / 1e3:.1f} ms of every interpreter start here (costliest at start: {shown})"
+    text = (
+        f"site takes {site / 1e3:.1f} ms of every interpreter start here "
+        f"(costliest at start: {shown})"
+    )
     print(f"\n  {text}")
     return text
 
