@@ -18,8 +18,10 @@ from _common import Goal, paired_ratios
 __all__ = [
     "count_goal",
     "difference_goal",
+    "growth_goal",
     "import_goals",
     "madvise_goals",
+    "median_goal",
     "pingpong_goals",
     "rate_goal",
     "ratio_goal",
@@ -57,6 +59,22 @@ def difference_goal(
 def count_goal(name: str, counts: Sequence[float], limit: float, unit: str = "") -> Goal:
     """The sum of per-run counts (overflows, strays...), at most ``limit``."""
     return Goal(name, float(sum(counts)), limit, unit, samples=list(counts))
+
+
+def median_goal(
+    name: str, samples: Sequence[float], limit: float, *, scale: float = 1e-3, unit: str = " ms"
+) -> Goal:
+    """The median of ``samples`` (in ``scale`` units), at most ``limit``."""
+    scaled = [sample / scale for sample in samples]
+    value = statistics.median(scaled) if scaled else float("nan")
+    return Goal(name, value, limit, unit, samples=scaled)
+
+
+def growth_goal(name: str, before: float, after: float, limit: float, *, scale: float) -> Goal:
+    """``after - before`` (in ``scale`` units: RSS growth), at most ``limit``."""
+    return Goal(
+        name, (after - before) / scale, limit, " MiB", samples=[before / scale, after / scale]
+    )
 
 
 def rate_goal(name: str, rates: Sequence[float], goal_rate: float) -> Goal:

@@ -143,3 +143,12 @@ def test_delivery_rate_below_goal_misses(goals: ModuleType) -> None:
 def test_paired_difference_over_its_limit_misses(goals: ModuleType) -> None:
     goal = goals.difference_goal("import", [0.2, 0.2], [0.1, 0.1], 50.0)
     assert goal.verdict == "MISS" and goal.value == pytest.approx(100.0)
+
+
+def test_session_cycle_and_rss_growth_over_their_limits_miss(goals: ModuleType) -> None:
+    cycle = goals.median_goal("cycle", [0.001, 0.003, 0.004], 2.0)
+    assert cycle.verdict == "MISS" and cycle.value == pytest.approx(3.0)
+    mib = 1024 * 1024
+    growth = goals.growth_goal("RSS growth", 100 * mib, 102 * mib, 1.0, scale=mib)
+    assert growth.verdict == "MISS" and growth.value == 2.0
+    assert goals.growth_goal("RSS growth", 100 * mib, 100 * mib, 1.0, scale=mib).met
