@@ -13,8 +13,7 @@ per host.
 - **Open MPI** (ABBA): mpi4py ``Send``/``Recv`` with ``--mca pml ob1 --mca btl
   self,tcp`` against pmca ``self,tcp``, both on both rails, both with
   ``mpi_yield_when_idle=1`` (2 cores, 2 ranks plus the testbed's kernel
-  work: a rank that spins takes the core its peer's softirqs need) and
-  polling without end (``btl_base_wait_spin`` high for pmca, as MPI does). The
+  work: a rank that spins takes the core its peer's softirqs need). The
   ping-pong is ``bench_btl``'s. Goals: bandwidth >= 0.9x at every size >=
   1 MiB, 8-byte latency <= 1.5x.
 
@@ -40,13 +39,8 @@ LINK_MB_S = 500e6 / 8 / 1e6
 RAIL_SIZE = 64 << 20
 GOAL_RAILS = 1.8
 GOAL_LATENCY = 1.5
-#: Both stacks poll without end and yield the core between polls (MPI libraries
-#: poll forever; pmca sleeps on its sockets after btl_base_wait_spin seconds).
-YIELD = {
-    "PMCA_MCA_mpi_yield_when_idle": "1",
-    "OMPI_MCA_mpi_yield_when_idle": "1",
-    "PMCA_MCA_btl_base_wait_spin": "3600",
-}
+#: Both stacks yield the core between polls.
+YIELD = {"PMCA_MCA_mpi_yield_when_idle": "1", "OMPI_MCA_mpi_yield_when_idle": "1"}
 
 
 def _role_rails(args: dict[str, Any]) -> None:

@@ -148,8 +148,14 @@ class TcpComponent(Component):
         # One module (a rail) per interface, weighed by the link's speed where the
         # kernel reports it (else btl_tcp_bandwidth): the bml stripes across them.
         rails: list[TcpModule] = []
+        networks = sum(1 for interface in self._interfaces if not interface.loopback)
         for interface in self._interfaces:
             rail_limits = evolve(limits, bandwidth=interface.speed or limits.bandwidth)
+            if networks > 1 and not interface.loopback:
+                # Several rails: a message above the rendezvous limit goes as a
+                # get, striped over every rail, instead of eagerly over one.
+                eager = min(limits.eager_limit, limits.rndv_eager_limit)
+                rail_limits = evolve(rail_limits, eager_limit=eager)
             log = ctx.log.bind(rail=interface.name)
             group = rails[0].group if rails else None
             rails.append(TcpModule(rail_limits, settings, log, interface, group))
