@@ -149,6 +149,10 @@ def _against_open_mpi(report: common.Report, launcher: common.MpiLauncher, quick
     base = statistics.median(r["latency_us"] for r in runs["mpi4py"])
     print(f"\n[{label}] reach {runs['pmca'][0].get('reach')}")
     print(f"8-byte half round trip: pmca {latency:.1f} us, Open MPI {base:.1f} us")
+    layer = [r["layers_us"]["btl"] for r in runs["pmca"] if "btl" in r.get("layers_us", {})]
+    if layer:
+        # Where the time goes: the same ping-pong one layer down, no p2p on top.
+        print(f"  the tcp module alone (sendi + progress): {statistics.median(layer):.1f} us")
     common.print_bandwidths(runs["pmca"], runs["mpi4py"], ratios, label)
     print(f"  (two links of {LINK_MB_S:.1f} MB/s each: {2 * LINK_MB_S:.0f} MB/s in all)")
     report.ratios.update(ratios)
