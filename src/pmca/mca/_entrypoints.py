@@ -14,14 +14,15 @@ a custom distribution finder on ``sys.meta_path``) is left to
 
 from __future__ import annotations
 
-import csv
 import importlib
 import os
 import re
 import sys
 from collections.abc import Iterable
-from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "DistributionLike",
@@ -292,6 +293,9 @@ def installed_files(name: str) -> Iterable[Path] | None:
     it is not installed. Read from its ``RECORD`` where every distribution is a
     directory on ``sys.path``: ``importlib_metadata`` would import some forty
     modules into every process that looks for a library an MPI wheel ships."""
+    import csv  # not at import: only a search for a wheel's library reads a RECORD
+    from pathlib import Path
+
     directories = metadata_directories()
     if directories is None:
         import importlib_metadata  # a zip, an egg or a foreign finder on the path

@@ -21,9 +21,11 @@ refuses further use.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import os
 import select
+import sys
 import time
 
 from ._interface import LauncherError, Locality, PeerNotice, WorldTimeout
@@ -95,6 +97,9 @@ class PmiWorld:
                 "characters) are too small for pmca's modex"
             )
         self.description = f"PMI-1 (kvs {self.kvsname}, rank {rank} of {size})"
+        if fd not in _finalizing:
+            _finalizing.add(fd)
+            atexit.register(_finalize_at_exit, fd)
 
     # -- the wire ---------------------------------------------------------
 
@@ -242,14 +247,47 @@ class PmiWorld:
     def close(self) -> None:
         """Stop using the launcher's descriptor (idempotent).
 
-        No ``finalize`` is sent: the descriptor belongs to the process, and an
-        MPI library initialized before or after this world (MPICH's own PMI
-        client) keeps talking on it; Hydra does not ask for one.
+        ``finalize`` is sent at the process's exit instead (see
+        :func:`_finalize_at_exit`): the descriptor belongs to the process, and
+        an MPI library initialized before or after this world (MPICH's own PMI
+        client) keeps talking on it after this world is closed.
         """
         self._closed = True
 
     def __repr__(self) -> str:
         return f"<PmiWorld {self.description}>"
+
+
+_finalizing: set[int] = set()
+
+
+def _mpi_owns_pmi() -> bool:
+    """Whether an MPI library in this process was initialized (and so speaks PMI
+    on the same descriptor and sends its own ``finalize``)."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None:
+        return False
+    try:
+        return bool(mpi.Is_initialized())
+    except Exception:
+        return True  # unsure: a second finalize would break the MPI library's
+
+
+def _finalize_at_exit(fd: int) -> None:
+    """Tell the launcher this process is done, unless an MPI library will.
+
+    Hydra takes a process that exits without ``finalize`` for a failed one
+    and kills the job's other processes.
+    """
+    if _mpi_owns_pmi():
+        return
+    try:
+        os.write(fd, b"cmd=finalize\n")
+        readable, _, _ = select.select([fd], [], [], 5.0)
+        if readable:
+            os.read(fd, 4096)  # cmd=finalize_ack
+    except OSError:
+        pass  # the launcher is gone already: nothing left to tell it
 
 
 def _env_int(name: str) -> int:
