@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from pmca.btl import FRAMEWORK
+from pmca.testing import run_pair
 
 _SIDE = textwrap.dedent(
     """
@@ -39,24 +37,7 @@ _SIDE = textwrap.dedent(
     not any(ref.name == "sm" for ref in FRAMEWORK.static_components), reason="needs btl sm"
 )
 def test_peer_the_launcher_places_elsewhere_is_not_reached_by_sm(pmca_env, tmp_path) -> None:
-    script = tmp_path / "side.py"
-    script.write_text(_SIDE)
-    parent, child_end = socket.socketpair()
-    child = subprocess.Popen(
-        [sys.executable, str(script), str(child_end.fileno())],
-        pass_fds=[child_end.fileno()],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    child_end.close()
-    namespace: dict[str, object] = {}
-    exec(compile(_SIDE, str(script), "exec"), namespace)
-    try:
-        reach = namespace["run"](parent.detach(), 0)  # type: ignore[operator]
-    finally:
-        out, err = child.communicate(timeout=120)
-    assert child.returncode == 0, err
+    reach, out = run_pair(_SIDE, tmp_path)
     # Same host in fact (the modex's host ids are equal): only the launcher's word keeps sm out.
     assert reach == [], reach
     assert out.strip() == "[]", out
