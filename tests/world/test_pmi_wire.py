@@ -59,3 +59,20 @@ def test_refused_command_names_rc(pmi_env):
     pmi_env.sendall(b"cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1 msg=refused\n")
     with pytest.raises(pmca.world.LauncherError, match="'init' failed with rc=-1 refused"):
         pmca.world.from_pmi(timeout=5)
+
+
+@pytest.mark.parametrize(
+    ("mapping", "size", "nodes"),
+    [
+        ("(vector,(0,1,4))", 4, [0, 0, 0, 0]),
+        ("(vector,(0,2,2))", 4, [0, 0, 1, 1]),
+        ("(vector,(0,2,1))", 5, [0, 1, 0, 1, 0]),  # cyclic: the description starts over
+        ("(vector,(0,1,2),(1,1,1))", 3, [0, 0, 1]),
+        ("(vector,(0,0,0))", 2, None),
+        ("garbage", 2, None),
+    ],
+)
+def test_process_mapping(mapping, size, nodes):
+    from pmca.world._pmi import node_of_ranks
+
+    assert node_of_ranks(mapping, size) == nodes

@@ -38,6 +38,33 @@ DEFAULT_TIMEOUT = 60.0
 _PREFIX = "pmca"
 
 
+def node_of_ranks(mapping: str, size: int) -> list[int] | None:
+    """The node of every rank from a ``PMI_process_mapping`` value, or ``None``.
+
+    ``(vector,(start,nodes,per_node),...)``: ``per_node`` ranks on node
+    ``start``, as many on ``start + 1``, ... for ``nodes`` nodes, then the
+    next block; when every block is used the description starts over.
+    """
+    text = mapping.replace(" ", "")
+    if not (text.startswith("(vector,") and text.endswith(")")):
+        return None
+    blocks = []
+    for block in text[len("(vector,") : -1].split("),"):
+        fields = block.strip("()").split(",")
+        if len(fields) != 3 or not all(field.isdigit() for field in fields):
+            return None
+        blocks.append(tuple(int(field) for field in fields))
+    nodes: list[int] = []
+    while len(nodes) < size:
+        before = len(nodes)
+        for start, count, per_node in blocks:
+            for node in range(start, start + count):
+                nodes.extend([node] * per_node)
+        if len(nodes) == before:
+            return None
+    return nodes[:size]
+
+
 def _parse(line: str) -> dict[str, str]:
     fields: dict[str, str] = {}
     for token in line.split(" "):
@@ -96,6 +123,7 @@ class PmiWorld:
                 "characters) are too small for pmca's modex"
             )
         self.description = f"PMI-1 (kvs {self.kvsname}, rank {rank} of {size})"
+        self._locality = self._read_locality(limit)
         if fd not in _finalizing:
             _finalizing.add(fd)
             atexit.register(_finalize_at_exit, fd)
@@ -236,7 +264,27 @@ class PmiWorld:
         self._command("barrier_in", {}, "barrier_out", limit)
 
     def locality(self) -> Locality | None:
-        return None  # PMI-1 has no standard placement keys; the modex's host ids decide
+        return self._locality
+
+    def _read_locality(self, timeout: float) -> Locality | None:
+        """Placement from ``PMI_process_mapping`` (MPICH's Hydra serves it), if served."""
+        try:
+            reply = self._command(
+                "get",
+                {"kvsname": self.kvsname, "key": "PMI_process_mapping"},
+                "get_result",
+                timeout,
+            )
+        except LauncherError:
+            if self._broken is not None:
+                raise
+            return None  # the server has no such key (rc != 0): the modex's host ids decide
+        nodes = node_of_ranks(reply.get("value", ""), self.size)
+        if nodes is None:
+            return None
+        mine = nodes[self.rank]
+        hosts = tuple(f"node {node}" for node in nodes)
+        return Locality(hosts, frozenset(r for r, node in enumerate(nodes) if node == mine))
 
     def notice_fd(self) -> int | None:
         return None

@@ -68,10 +68,10 @@ if args.case == "sizes":
         assert "mpi4py" not in sys.modules
         right = (me + 1) % world.size
         reach = s.reach(right)
-        if args.expect == "pmix":
-            locality = world.locality()
-            assert locality is not None and locality.local == frozenset(range(world.size))
-            assert len(set(locality.hosts)) == 1, locality
+        assert isinstance(world, pmca.world.LauncherWorld)
+        locality = world.locality()  # one host: every rank local, by the launcher's word
+        assert locality is not None and locality.local == frozenset(range(world.size))
+        assert len(set(locality.hosts)) == 1, locality
         assert reach[0] == "sm" and "tcp" in reach, reach
         ring(s, SIZES)
     # A second session builds its world again (PMIx counts its initializations).
