@@ -9,6 +9,8 @@ the union of ``pmix_value_t`` keeps its full size (its largest member,
 
 from __future__ import annotations
 
+import struct
+
 CDEF = """
 typedef int pmix_status_t;
 typedef uint32_t pmix_rank_t;
@@ -125,3 +127,7 @@ PEER_EVENTS = {
 #: This process lost its own server: every later PMIx operation fails.
 LOST_CONNECTION = -61
 UNREACH = -25
+
+#: What pmca's event handler writes to its pipe: status, rank,
+#: CLOCK_MONOTONIC nanoseconds, namespace (``pmca_pmix_event_t``).
+RECORD = struct.Struct("<iIq256s")

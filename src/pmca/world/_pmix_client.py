@@ -19,7 +19,6 @@ from __future__ import annotations
 import atexit
 import errno
 import os
-import struct
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -28,10 +27,9 @@ from . import _pmix_cdef as c
 from ._interface import LauncherError
 
 if TYPE_CHECKING:
-    from ._pmix import _Library
+    from ._pmix_library import Library
 
-#: What the handler writes: status, rank, CLOCK_MONOTONIC ns, namespace.
-RECORD = struct.Struct("<iIq256s")
+
 #: ``subscriber(status, rank, monotonic seconds, namespace)``.
 Subscriber = Callable[[int, int, float, str], None]
 
@@ -39,7 +37,7 @@ Subscriber = Callable[[int, int, float, str], None]
 class Client:
     """One PMIx initialization and the failure events, for the whole process."""
 
-    def __init__(self, library: _Library) -> None:
+    def __init__(self, library: Library) -> None:
         self.library = library
         ffi, lib, events = library.ffi, library.lib, library.events
         self.proc = ffi.new("pmix_proc_t *")
@@ -75,15 +73,15 @@ class Client:
         """Hand every record the handler wrote so far to every subscriber."""
         while self.read_fd >= 0:
             try:
-                chunk = os.read(self.read_fd, RECORD.size * 64)
+                chunk = os.read(self.read_fd, c.RECORD.size * 64)
             except BlockingIOError:
                 break
             except OSError as exc:
                 if exc.errno == errno.EINTR:
                     continue
                 break
-            for offset in range(0, len(chunk) - RECORD.size + 1, RECORD.size):
-                status, rank, ns, nspace = RECORD.unpack_from(chunk, offset)
+            for offset in range(0, len(chunk) - c.RECORD.size + 1, c.RECORD.size):
+                status, rank, ns, nspace = c.RECORD.unpack_from(chunk, offset)
                 if status in (c.LOST_CONNECTION, c.UNREACH):
                     self.lost = f"lost the connection to the PMIx server ({status})"
                 name = nspace.rstrip(b"\0").decode(errors="replace")
@@ -111,7 +109,7 @@ _clients: dict[int, Client] = {}
 _lock = threading.Lock()
 
 
-def client(library: _Library) -> Client:
+def client(library: Library) -> Client:
     """The process's client of ``library``, initialized at the first call."""
     with _lock:
         found = _clients.get(id(library))
