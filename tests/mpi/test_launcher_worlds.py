@@ -111,3 +111,11 @@ def test_pmix_server_gone(launcher: Launcher, pmca_env, tmp_path):
         timeout=60,
     )
     assert "ERROR PMIx: PMIx_Init failed" in gone.stdout, gone.stdout + gone.stderr
+
+
+def test_rank_that_never_enters_the_modex(launcher: Launcher, pmca_env, tmp_path):
+    child, reported, output = _run(launcher, 2, "silent", tmp_path, btl="self,tcp")
+    lines = ok_lines(reported)
+    assert lines and "modex error" in lines[0], output
+    assert ("fence" if _kind(launcher) == "pmix" else "barrier_in") in lines[0], output
+    assert child.returncode == 0, output

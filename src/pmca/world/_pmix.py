@@ -169,6 +169,12 @@ class PmixWorld:
         (result,) = struct.unpack("<i", os.read(read_fd, 4))
         os.close(read_fd)
         os.close(write_fd)
+        if result == c.PMIX_ERR_TIMEOUT:  # the server's own timeout (PMIX_TIMEOUT) fired
+            raise WorldTimeout(
+                f"{self.description}: the {what} fence timed out after {timeout:g} s "
+                "(pmca_base_modex_timeout); some rank never entered it",
+                missing=[],
+            )
         if result != c.PMIX_SUCCESS:
             raise LauncherError(
                 f"PMIx: the {what} fence failed: {self._library.error(result)}"

@@ -130,6 +130,26 @@ elif args.case in ("mpi-before", "mpi-after"):
     library = MPI.Get_library_version()[:20]
     report(True, me, f"{args.case}: {world.description} beside {library!r}")
 
+elif args.case == "silent":
+    # Rank 1 joins the job but never the modex: rank 0's init fails, naming
+    # the launcher's protocol, within pmca_base_modex_timeout.
+    world = pmca.world.from_launcher()
+    me = world.rank
+    if me == 1:
+        time.sleep(8)
+        world.close()
+        sys.exit(0)
+    start = time.monotonic()
+    try:
+        pmca.Session(world=world, mca={"btl": args.btl, "pmca_base_modex_timeout": 3}).init()
+    except pmca.btl.ModexError as exc:
+        elapsed = time.monotonic() - start
+        assert "PMI" in str(exc) and "pmca_base_modex_timeout" in str(exc), exc
+        report(elapsed < 3 + 3, me, f"modex error after {elapsed:.2f}s: {exc}")
+    else:
+        report(False, me, "init succeeded without rank 1")
+    world.close()
+
 elif args.case == "too-large":
     world = pmca.world.from_launcher()
     me = world.rank
