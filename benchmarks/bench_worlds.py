@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import _common as common
+from _goals import ratio_goal
 
 GOAL_RATIO = 1.25
 RANKS = 4
@@ -113,18 +114,15 @@ def _mpich(pmca_dir: Path, shim: Path) -> tuple[common.MpiLauncher, str, dict[st
 
 def _summarize(report: common.Report, label: str, result: dict[str, Any]) -> None:
     launcher, mpi = result["samples"]["launcher"], result["samples"]["mpi"]
-    ratio = common.paired_ratio(launcher, mpi)
+    name = f"{label}: session init with the launcher's world / from_mpi"
+    goal = ratio_goal(name, launcher, mpi, GOAL_RATIO)
     print(f"\n{label}: {result['world']} (pmca from {result['pmca']})")
     print(f"  world built once in {result['built_s'] * 1e3:.1f} ms")
     print(f"  session init+finalize, launcher's world: {common.raw(launcher)}")
     print(f"  session init+finalize, mpi4py's world:   {common.raw(mpi)}")
     print(f"  modex bytes per rank: {result['modex_bytes']}")
-    report.ratios[f"{label} session / from_mpi"] = ratio
-    report.goals.append(
-        common.Goal(
-            f"{label}: session init with the launcher's world / from_mpi", ratio, GOAL_RATIO
-        )
-    )
+    report.ratios[f"{label} session / from_mpi"] = goal.value
+    report.goals.append(goal)
     report.notes.append(f"{label} modex entry: {result['modex_bytes']['launcher']} bytes per rank")
 
 
