@@ -126,7 +126,7 @@ class PmiWorld:
         self._locality = self._read_locality(limit)
         if fd not in _finalizing:
             _finalizing.add(fd)
-            atexit.register(_finalize_at_exit, fd)
+            atexit.register(_finalize_at_exit, fd, _identity(fd))
 
     # -- the wire ---------------------------------------------------------
 
@@ -323,13 +323,22 @@ def _mpi_owns_pmi() -> bool:
         return True  # unsure: a second finalize would break the MPI library's
 
 
-def _finalize_at_exit(fd: int) -> None:
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        status = os.fstat(fd)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
+
+
+def _finalize_at_exit(fd: int, identity: tuple[int, int] | None) -> None:
     """Tell the launcher this process is done, unless an MPI library will.
 
     Hydra takes a process that exits without ``finalize`` for a failed one
-    and kills the job's other processes.
+    and kills the job's other processes. Nothing is written if the
+    descriptor was closed and its number reused for another file.
     """
-    if _mpi_owns_pmi():
+    if _mpi_owns_pmi() or identity is None or _identity(fd) != identity:
         return
     try:
         os.write(fd, b"cmd=finalize\n")
