@@ -128,3 +128,34 @@ def test_two_hosts_with_one_hostname_never_share_memory(
     for result in results:
         assert result["reach"] == ["tcp"], result
         assert result["intact"], result
+
+
+def test_tcp_runs_over_ipv6_alone(pmca_env, pmca_testbed: Callable[..., Testbed]) -> None:
+    testbed = pmca_testbed(2, ipv6=True)
+    results = _pair(testbed, {"btl": "self,tcp", "btl_tcp_if_include": "fd70:6d63:6100::/48"})
+    for result in results:
+        assert result["reach"] == ["tcp"] and result["intact"], result
+
+
+def test_container_bridges_are_left_out_unless_named(
+    pmca_env, pmca_testbed: Callable[..., Testbed]
+) -> None:
+    testbed = pmca_testbed(1)
+    (host,) = testbed.hosts
+    inside = testbed.enter_command(host)
+    subprocess.run([*inside, "ip", "link", "add", "docker0", "type", "bridge"], check=True)
+    subprocess.run([*inside, "ip", "addr", "add", "198.18.200.1/24", "dev", "docker0"], check=True)
+    probe = (
+        "import sys, pmca; mca = {'btl': 'tcp', **dict([sys.argv[1:]] if sys.argv[1:] else [])}\n"
+        "with pmca.Session(mca=mca, frameworks=['btl']) as s:\n"
+        "    print(sorted({i.name for i in s.modules('btl')[0].settings.interfaces}))"
+    )
+    default = subprocess.run(
+        [*inside, sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert default.stdout.strip() == "['lo', 'net0']", default.stdout + default.stderr
+    named = subprocess.run(
+        [*inside, sys.executable, "-c", probe, "btl_tcp_if_include", "docker0"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert named.stdout.strip() == "['docker0']", named.stdout + named.stderr
