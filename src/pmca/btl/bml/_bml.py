@@ -159,13 +159,19 @@ class Bml:
         self.fail(endpoint.rank, error)
 
     def fail(self, rank: int, error: BaseException) -> None:
-        peer = self.peers[rank]
-        if peer.failed is not None:
-            return
-        peer.failed = error
-        self.log.error("peer failed", rank=rank, error=str(error))
-        for listener in list(self._failure_listeners):
-            listener(rank, error)
+        """Mark ``rank`` failed and tell the listeners, with :attr:`lock` held.
+
+        Listeners change the message layer's queues, which every other
+        thread reads and writes under the same lock.
+        """
+        with self.lock:
+            peer = self.peers[rank]
+            if peer.failed is not None:
+                return
+            peer.failed = error
+            self.log.error("peer failed", rank=rank, error=str(error))
+            for listener in list(self._failure_listeners):
+                listener(rank, error)
 
     def progress(self) -> int:
         done = 0
@@ -174,26 +180,33 @@ class Bml:
         return done
 
     def check_liveness(self, interval: float) -> None:
-        """Notice local peers that exited (pidfd readable), at most every ``interval`` s."""
+        """Notice local peers that exited (pidfd readable), at most every ``interval`` s.
+
+        Takes :attr:`lock`: a failure changes what other threads use.
+        """
         now = time.monotonic()
         if now < self._liveness_due:
             return
-        self._liveness_due = now + interval
         import select
 
-        fds = {p.pidfd: p for p in self.peers if p.pidfd is not None and p.failed is None}
-        if not fds:
-            return
-        readable, _, _ = select.select(list(fds), [], [], 0)
-        for fd in readable:
-            peer = fds[fd]
-            self.fail(
-                peer.rank,
-                PeerFailed(f"process {peer.pid} (rank {peer.rank}) exited", rank=peer.rank),
-            )
+        with self.lock:
+            self._liveness_due = now + interval
+            fds = {p.pidfd: p for p in self.peers if p.pidfd is not None and p.failed is None}
+            if not fds:
+                return
+            readable, _, _ = select.select(list(fds), [], [], 0)
+            for fd in readable:
+                peer = fds[fd]
+                self.fail(
+                    peer.rank,
+                    PeerFailed(f"process {peer.pid} (rank {peer.rank}) exited", rank=peer.rank),
+                )
 
     def wait_fds(self) -> list[int] | None:
-        """What to sleep on while waiting, or ``None`` if some module must be polled."""
+        """What to sleep on while waiting, or ``None`` if some module must be polled.
+
+        Call it with :attr:`lock` held: modules arm their wake-ups here.
+        """
         fds: list[int] = []
         for module in self.modules:
             module_fds = module.wait_fds()
