@@ -151,8 +151,9 @@ def cases(s):
         assert lane_counts(sm)[1] - before == 2
     comm.Barrier()
 
-    # 6. 64-bit tags: the halves of the tag must both match
-    tags = [5, (1 << 32) + 5, -(1 << 63), (1 << 63) - 1, -1, 1 << 32, -5]
+    # 6. tags up to 2**62 - 1 travel as two halves: both must match
+    top = (1 << 62) - 1
+    tags = [5, (1 << 32) + 5, top, top - 0xFFFFFFFF, 0xFFFFFFFF, 1 << 32, (1 << 61) + 5]
     if me == 1:
         for tag in tags:
             p.send(peer, tag, tag.to_bytes(8, "little", signed=True))

@@ -93,6 +93,10 @@ class Bml:
         self.log = log
         self.peers: list[BmlPeer] = []
         self.lock = threading.RLock()
+        for module in self.modules:  # one lock for the bml and the modules that take one
+            share_lock = getattr(module, "share_lock", None)
+            if share_lock is not None:
+                share_lock(self.lock)
         self._liveness_due = 0.0
         self._failure_listeners: list[Any] = []
 
