@@ -33,8 +33,8 @@ def diagnosis(s, sm):
     return {
         "stash": [sorted(d) for d in p._stash],
         "seq_in": p._seq_in,
-        "posted": list(p._posted),
-        "unexpected": list(p._unexpected),
+        "posted": [*p._posted.streams, *((r.peer, r.tag) for r in p._posted.wild)],
+        "unexpected": list(p._unexpected.streams),
         "yield": p.yield_when_idle,
         "queued": sm._queued,
         "blocked": sm._lanes_blocked,
