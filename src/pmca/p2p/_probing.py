@@ -73,25 +73,12 @@ class Probing:
     _peers: list[BmlPeer]
     _unexpected: Unexpected[Any]
 
-    def _checked(self, rank: object, tag: object, where: str, *, wildcard: bool) -> tuple[int, int]:
-        raise NotImplementedError
-
-    def _ensure_open(self) -> None:
-        raise NotImplementedError
-
-    def _track(self, request: Request) -> None:
-        raise NotImplementedError
-
-    def _match(self, request: Request, incoming: Any) -> None:
-        raise NotImplementedError
-
-    def wait_for(
-        self,
-        condition: Callable[[], bool] | None,
-        timeout: float | None,
-        request: Request | None = None,
-    ) -> None:
-        raise NotImplementedError
+    # P2p's, used here:
+    _checked: Callable[..., tuple[int, int]]
+    _ensure_open: Callable[[], None]
+    _track: Callable[[Request], None]
+    _match: Callable[[Request, Any], None]
+    wait_for: Callable[[Callable[[], bool] | None, float | None], None]
 
     def iprobe(self, source: int, tag: int) -> Status | None:
         """The :class:`Status` of the message a receive for ``(source, tag)`` would take
