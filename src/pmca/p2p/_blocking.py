@@ -144,19 +144,6 @@ class Blocking:
         and nothing from ``source`` waits out of order; a message that
         arrived before the peer failed is still received.
         """
-        size = self._lane_recv(source, tag, buf)
-        if size is not None:
-            return Status(source, tag, size) if status else size
-        request = self.irecv(source, tag, buf)
-        size = request.wait(timeout)
-        if status:
-            result = request.status
-            assert result is not None
-            return result
-        return size
-
-    def _lane_recv(self, source: int, tag: int, buf: Any) -> int | None:
-        """The size received through ``source``'s lane, or ``None``: the general path."""
         lane = self._lanes.get(source) if type(source) is int else None
         if lane is not None and type(tag) is int and 0 <= tag <= TAG_UB:
             into = buf
@@ -168,37 +155,41 @@ class Blocking:
             if capacity > lane.payload_limit:  # only a rendezvous fills it: land in place
                 target = memoryview(into) if type(into) is bytearray else into
             address = address_of(target) if target is not None else 0
-            stash, posted, unexpected = self._stash[source], self._posted, self._unexpected
+            stash, posted = self._stash[source], self._posted
+            # the queues' own containers (changed in place): no method call per round
+            unexpected, streams, wild = self._unexpected.streams, posted.streams, posted.wild
+            key = (source, tag)
             lock = self._bml.lock
             lock.acquire()
             try:
                 others = 0
                 while not (
                     self._closed
-                    or (unexpected and (source, tag) in unexpected.streams)
-                    or (posted and posted.waiting(source, tag))
+                    or (unexpected and key in unexpected)
+                    or (streams and key in streams)
+                    or (wild and posted.waiting(source, tag))
                     or stash
                 ):
                     sequence = self._seq_in[source]
                     if target is None:
-                        status = lane.receive(sequence, low, high)
+                        landed = lane.receive(sequence, low, high)
                     else:
-                        status = lane.receive_into(sequence, low, high, address, capacity)
-                    if status >= _LANDED:
+                        landed = lane.receive_into(sequence, low, high, address, capacity)
+                    if landed >= _LANDED:
                         self._seq_in[source] = (sequence + 1) & _LOW
-                        size = status - _LANDED
+                        size = landed - _LANDED
                         if target is not None:
                             owed = lane.owed_fin()
                             if owed:
                                 fin = proto.FIN_MSG.pack(proto.FIN, proto.STATUS_OK, owed)
                                 self._control_to(source, fin)
-                            return size
+                            return Status(source, tag, size) if status else size
                         if size > capacity:
                             raise truncation(size, source, tag, capacity)
                         into[:size] = lane.landing[:size]
-                        return size
-                    if status != _OTHER:
-                        lane.check(status)
+                        return Status(source, tag, size) if status else size
+                    if landed != _OTHER:
+                        lane.check(landed)
                         break
                     lane.hand_on()
                     others += 1
@@ -206,7 +197,13 @@ class Blocking:
                         break
             finally:
                 lock.release()
-        return None
+        request = self.irecv(source, tag, buf)
+        received = request.wait(timeout)
+        if not status:
+            return received
+        result = request.status
+        assert result is not None  # finished
+        return result
 
     def _set_lane_spin(self, seconds: float) -> None:
         for lane in self._lanes.values():

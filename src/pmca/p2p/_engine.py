@@ -186,7 +186,8 @@ class P2p(Placing, Blocking, Probing):
         request = Request(self, "recv", source, tag, view)
         with self._bml.lock:
             self._track(request)
-            incoming = self._unexpected.take(source, tag) if self._unexpected else None
+            unexpected = self._unexpected
+            incoming = unexpected.take(source, tag) if unexpected.streams else None
             if incoming is not None:
                 self._match(request, incoming)
             elif peer is not None and peer.failed is not None:
