@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from attrs import frozen
 
 from ..btl import BtlError
 
-if TYPE_CHECKING:
-    from ._engine import P2p
+
+class Progress(Protocol):
+    """What a request needs of the engine that made it (:class:`P2p`)."""
+
+    def progress(self) -> int: ...
+
+    def wait_for(
+        self,
+        condition: Callable[[], bool] | None,
+        timeout: float | None,
+        request: Request | None = None,
+    ) -> None: ...
+
+    def cancel_receive(self, request: Request) -> bool: ...
 
 
 class TruncationError(BtlError):
@@ -63,7 +75,7 @@ class Request:
         "view",
     )
 
-    def __init__(self, engine: P2p, kind: str, peer: int, tag: int, view: memoryview) -> None:
+    def __init__(self, engine: Progress, kind: str, peer: int, tag: int, view: memoryview) -> None:
         self._engine = engine
         self.kind = kind
         self.peer = peer
@@ -77,7 +89,7 @@ class Request:
         self.cancelled = False
 
     @property
-    def engine(self) -> P2p:
+    def engine(self) -> Progress:
         """The p2p engine (session) the request belongs to."""
         return self._engine
 

@@ -12,15 +12,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._engine import P2p
-    from ._requests import Request
+    from ._requests import Progress, Request
 
 #: How long one engine waits before the next one's turn, when requests span sessions.
 _TURN = 0.001
 
 
-def _engines(requests: Sequence[Request]) -> list[P2p]:
-    engines: dict[int, P2p] = {}
+def _engines(requests: Sequence[Request]) -> list[Progress]:
+    engines: dict[int, Progress] = {}
     for request in requests:
         engine = request.engine
         engines.setdefault(id(engine), engine)

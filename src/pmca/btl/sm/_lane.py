@@ -23,12 +23,27 @@ import errno
 import functools
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from ._transport import MATCH_HEADER_BYTES, TransportError, _Delivery, fault
+from ._transport import MATCH_HEADER_BYTES, PeerFault, TransportError, _Delivery, fault
 
 if TYPE_CHECKING:
-    from ._module import SmModule
+    from .._interface import Limits
+    from ._transport import Transport
+
+
+class LaneOwner(Protocol):
+    """What a lane needs of its module (:class:`SmModule`): its transport,
+    its limits, its handler for what a lane takes off the FIFO, and for a
+    peer's fault met there."""
+
+    transport: Transport
+    limits: Limits
+
+    def handle(self, source: int, tag: int, data: memoryview) -> int: ...
+
+    def fault(self, exc: PeerFault) -> None: ...
+
 
 #: ``receive``: nothing arrived in time (or the lane cannot be used now).
 NOTHING = 0
@@ -75,7 +90,7 @@ class SmLane:
         "send_rget",
     )
 
-    def __init__(self, module: SmModule, rank: int, am_tag: int) -> None:
+    def __init__(self, module: LaneOwner, rank: int, am_tag: int) -> None:
         transport = module.transport
         self._module = module
         self._rank = rank
@@ -153,4 +168,4 @@ class SmLane:
         return f"<sm lane to rank {self._rank}, {state}>"
 
 
-__all__ = ["LANDED", "NOTHING", "OTHER", "SmLane"]
+__all__ = ["LANDED", "NOTHING", "OTHER", "LaneOwner", "SmLane"]
