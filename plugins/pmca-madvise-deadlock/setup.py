@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 
 from setuptools import Extension, setup
+from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_ext import build_ext
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class build_plain_shared(build_ext):
@@ -19,6 +22,24 @@ class build_plain_shared(build_ext):
         return []
 
 
+class platform_wheel(bdist_wheel):
+    """Tag the wheel ``py3-none-<platform>``: the library does not link against libpython."""
+
+    def get_tag(self) -> tuple[str, str, str]:
+        _python, _abi, platform = super().get_tag()
+        return "py3", "none", platform
+
+
+def glibc_floor() -> list[str]:
+    """Bind the functions glibc 2.34 moved into libc to their older versions (glibc only)."""
+    try:
+        on_glibc = bool(os.confstr("CS_GNU_LIBC_VERSION"))
+    except (AttributeError, ValueError, OSError):
+        on_glibc = False
+    header = os.path.join(HERE, "src", "pmca_madvise_deadlock", "glibc_floor.h")
+    return ["-include", header] if on_glibc else []
+
+
 setup(
     ext_modules=[
         Extension(
@@ -27,9 +48,16 @@ setup(
                 "src/pmca_madvise_deadlock/ompi_ofi.c",
                 "src/pmca_madvise_deadlock/workload.c",
             ],
-            extra_compile_args=["-O2", "-std=gnu11", "-fvisibility=hidden", "-Wall", "-Wextra"],
+            extra_compile_args=[
+                "-O2",
+                "-std=gnu11",
+                "-fvisibility=hidden",
+                "-Wall",
+                "-Wextra",
+                *glibc_floor(),
+            ],
             extra_link_args=["-pthread"],
         )
     ],
-    cmdclass={"build_ext": build_plain_shared},
+    cmdclass={"build_ext": build_plain_shared, "bdist_wheel": platform_wheel},
 )
