@@ -229,6 +229,7 @@ def _compare(
             "x",
         )
     )
+    report.size_figures(f"btl {label}", runs, baseline=base)
     print(f"{'size':>10} {'pmca MB/s':>12} {'base MB/s':>12} {'pmca/base':>10}")
     for size in sm_bench.SIZES:
         key = str(size)

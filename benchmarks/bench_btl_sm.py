@@ -345,6 +345,7 @@ def main() -> None:
             "sm latency 8 B, pmca / mpi4py", latency / base_latency, GOAL_LATENCY_RATIO, "x"
         )
     )
+    report.size_figures("btl sm vs Open MPI sm (mpi4py)", runs, baseline="mpi4py")
     print(f"\n{'size':>10} {'pmca MB/s':>12} {'mpi4py MB/s':>12} {'pmca/mpi4py':>12}")
     for size in SIZES:
         mine = median("pmca", lambda r, key=str(size): r["bandwidth"][key])

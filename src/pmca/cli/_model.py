@@ -381,7 +381,7 @@ def build_facts() -> list[Fact]:
 
     info = build_info()
     return [
-        Fact("Built with", "compiler:c:build", info.compiler or "(not recorded)"),
+        Fact("Built with", "config:compiler:build", info.compiler or "(not recorded)"),
         Fact("Built against glibc", "config:glibc:build", info.glibc or "(not recorded)"),
         Fact("Needs glibc", "config:glibc:needed", info.glibc_needed or "(no native libraries)"),
     ]
