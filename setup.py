@@ -102,6 +102,23 @@ def libdl() -> list[str]:
 GLIBC_FLOOR = ["-include", os.path.join(HERE, "src", "pmca", "native", "glibc_floor.h")]
 
 
+def old_glibc_homes() -> list[str]:
+    """Where those functions lived before glibc 2.34, as dependencies of the library.
+
+    Every glibc has ``libdl.so.2`` and ``libpthread.so.0`` (empty since 2.34),
+    so the library finds dlopen and pthread_create on an old glibc without
+    relying on the process to have loaded them.
+    """
+    if glibc() is None:
+        return []
+    return [
+        "-Wl,--push-state,--no-as-needed",
+        "-l:libdl.so.2",
+        "-l:libpthread.so.0",
+        "-Wl,--pop-state",
+    ]
+
+
 CFLAGS = [
     "-O2",
     "-std=gnu11",
@@ -130,7 +147,7 @@ def native_extensions() -> list[Extension]:
             ],
             depends=["src/pmca/native/hooks.h", "src/pmca/native/x86_decode.h"],
             extra_compile_args=CFLAGS,
-            extra_link_args=["-Wl,-z,nodelete", "-pthread"],
+            extra_link_args=["-Wl,-z,nodelete", "-pthread", *old_glibc_homes()],
             libraries=libdl(),
         ),
         # Loaded (fresh copy) and dlclosed by pmca.native.coverage() only.
@@ -138,7 +155,7 @@ def native_extensions() -> list[Extension]:
             "pmca.native.pmca_probe",
             sources=["src/pmca/native/probe.c"],
             extra_compile_args=CFLAGS,
-            extra_link_args=["-pthread"],
+            extra_link_args=["-pthread", *old_glibc_homes()],
         ),
         Extension(
             "pmca.patcher.overwrite.pmca_patcher_overwrite",

@@ -30,14 +30,29 @@ class platform_wheel(bdist_wheel):
         return "py3", "none", platform
 
 
+def on_glibc() -> bool:
+    try:
+        return bool(os.confstr("CS_GNU_LIBC_VERSION"))
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 def glibc_floor() -> list[str]:
     """Bind the functions glibc 2.34 moved into libc to their older versions (glibc only)."""
-    try:
-        on_glibc = bool(os.confstr("CS_GNU_LIBC_VERSION"))
-    except (AttributeError, ValueError, OSError):
-        on_glibc = False
     header = os.path.join(HERE, "src", "pmca_madvise_deadlock", "glibc_floor.h")
-    return ["-include", header] if on_glibc else []
+    return ["-include", header] if on_glibc() else []
+
+
+def old_glibc_homes() -> list[str]:
+    """libdl and libpthread, where those functions live on a glibc older than 2.34."""
+    if not on_glibc():
+        return []
+    return [
+        "-Wl,--push-state,--no-as-needed",
+        "-l:libdl.so.2",
+        "-l:libpthread.so.0",
+        "-Wl,--pop-state",
+    ]
 
 
 setup(
@@ -56,7 +71,7 @@ setup(
                 "-Wextra",
                 *glibc_floor(),
             ],
-            extra_link_args=["-pthread"],
+            extra_link_args=["-pthread", *old_glibc_homes()],
         )
     ],
     cmdclass={"build_ext": build_plain_shared, "bdist_wheel": platform_wheel},
