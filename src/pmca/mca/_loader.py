@@ -162,6 +162,10 @@ def purge_modules(root: str) -> list[str]:
     return doomed
 
 
+#: Whether ``importlib.invalidate_caches()`` imports ``importlib.metadata`` (3.13 on).
+_INVALIDATE_IMPORTS_METADATA: bool = sys.version_info >= (3, 13)
+
+
 def invalidate_import_caches() -> None:
     """``importlib.invalidate_caches()`` without importing ``importlib.metadata``.
 
@@ -174,7 +178,7 @@ def invalidate_import_caches() -> None:
     directory listings a re-import of a purged module must not trust);
     namespace packages' cached portions are not recomputed.
     """
-    if sys.version_info < (3, 13) or "importlib.metadata" in sys.modules:
+    if not _INVALIDATE_IMPORTS_METADATA or "importlib.metadata" in sys.modules:
         importlib.invalidate_caches()
         return
     from importlib.machinery import PathFinder
