@@ -59,8 +59,13 @@ class build_plain_shared(build_ext):
             ).stdout.splitlines()[0]
         except (OSError, IndexError):
             version = command
-        info = {"compiler": version.strip(), "glibc": ".".join(map(str, glibc() or ())) or None}
         root = os.path.join(HERE, "src") if self.inplace else self.build_lib
+        package = os.path.join(root, "pmca")
+        info = {
+            "compiler": version.strip(),
+            "glibc": ".".join(map(str, glibc() or ())) or None,
+            "libraries": sorted(os.path.relpath(path, package) for path in self.get_outputs()),
+        }
         with open(os.path.join(root, BUILD_INFO), "w", encoding="utf-8") as stream:
             json.dump(info, stream, indent=1)
             stream.write("\n")

@@ -29,6 +29,9 @@ def test_build_records_the_compiler_and_glibc():
         first = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
         assert info.compiler == first.splitlines()[0].strip()
     assert tuple(map(int, info.glibc.split("."))) <= _this_glibc()
+    # The build recorded every library it put in the package.
+    found = {str(lib) for lib in Path(pmca.__file__).parent.rglob("lib*.so")}
+    assert {str(lib) for lib in native_libraries()} == found
 
 
 def test_no_library_needs_a_glibc_newer_than_2_17():

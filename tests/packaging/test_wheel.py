@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pmca._build import glibc_needed, native_libraries
+from pmca._build import glibc_needed
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEEL_DIR_VARIABLE = "PMCA_WHEEL_DIR"
@@ -115,13 +115,14 @@ def test_pmca_wheel_carries_every_native_library(wheels):
     import pmca
 
     here = Path(pmca.__file__).parent
-    expected = {f"pmca/{lib.relative_to(here)}" for lib in native_libraries(here)}
+    expected = {f"pmca/{lib.relative_to(here)}" for lib in here.rglob("lib*.so")}
     assert expected, "the pmca under test has no native library"
     with zipfile.ZipFile(wheels["pmca"]) as archive:
         carried = {n for n in archive.namelist() if n.endswith(".so")}
         record = json.loads(archive.read("pmca/_build_info.json"))
     assert carried == expected
     assert record["compiler"] and record["glibc"]
+    assert {f"pmca/{name}" for name in record["libraries"]} == carried
 
 
 def test_doctor_quick_is_ok_without_a_compiler(bare_venv):
