@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import _report
+
 BENCH_DIR = Path(__file__).resolve().parent
 #: The working tree's sources: benchmarks measure the code being edited, not
 #: whatever copy of pmca happens to be installed.
@@ -356,75 +358,29 @@ class Report:
         self,
         title: str,
         sides: Mapping[str, Mapping[Any, Sequence[float]]],
-        *,
-        unit: str,
-        x_label: str = "",
-        baseline: str | None = None,
-        higher_is_better: bool = False,
-        log_x: bool = False,
-        log_y: bool = False,
+        **axes: Any,
     ) -> None:
         """Keep every sample of one comparison for ``run.py``'s report (one plot each).
 
         ``sides`` maps a side (``pmca``, ``mpi4py``...) to its samples per x:
         a message size (a line plot) or a label (grouped bars). Samples of
         different sides with the same index were measured in the same round,
-        so they pair up; ``baseline`` names the side the others are divided by.
+        so they pair up. ``axes``: ``unit`` (required), ``baseline`` (the side
+        the others are divided by), ``x_label``, ``higher_is_better``,
+        ``log_x``, ``log_y`` (see ``_report.figure_record``).
         """
-        self.figures.append(
-            {
-                "title": title,
-                "unit": unit,
-                "x_label": x_label,
-                "baseline": baseline,
-                "higher_is_better": higher_is_better,
-                "log_x": log_x,
-                "log_y": log_y,
-                "sides": {
-                    side: {
-                        "x": list(points),
-                        "samples": [list(map(float, v)) for v in points.values()],
-                    }
-                    for side, points in sides.items()
-                },
-            }
-        )
+        self.figures.append(_report.figure_record(title, sides, **axes))
 
     def size_figures(
-        self,
-        label: str,
-        runs: Mapping[str, Sequence[Mapping[str, Any]]],
-        *,
-        baseline: str | None,
-        latency_bytes: int = 8,
+        self, label: str, runs: Mapping[str, Sequence[Mapping[str, Any]]], *, baseline: str | None
     ) -> None:
         """Bandwidth and half round trip against message size from ping-pong jobs.
 
-        Each job (``runs[side][i]``) reported ``latency_us`` (``latency_bytes``
-        messages) and ``bandwidth`` (MB/s per size); a half round trip of a
-        size is that size over its bandwidth.
+        Each job (``runs[side][i]``) reported ``latency_us`` (8-byte messages)
+        and ``bandwidth`` (MB/s per size); a size's half round trip is the
+        size over its bandwidth.
         """
-        bandwidth: dict[str, dict[int, list[float]]] = {}
-        latency: dict[str, dict[int, list[float]]] = {}
-        for side, jobs in runs.items():
-            if not jobs:
-                continue
-            sizes = sorted(int(size) for size in jobs[0]["bandwidth"])
-            bandwidth[side] = {n: [job["bandwidth"][str(n)] for job in jobs] for n in sizes}
-            latency[side] = {latency_bytes: [job["latency_us"] for job in jobs]}
-            for n in sizes:
-                latency[side][n] = [n / job["bandwidth"][str(n)] for job in jobs]
-        base = baseline if baseline in bandwidth else None
-        axes: dict[str, Any] = {"x_label": "message size (bytes)", "log_x": True, "log_y": True}
-        self.figure(
-            f"{label}: bandwidth",
-            bandwidth,
-            unit="MB/s",
-            baseline=base,
-            higher_is_better=True,
-            **axes,
-        )
-        self.figure(f"{label}: half round trip", latency, unit="µs", baseline=base, **axes)
+        self.figures.extend(_report.pingpong_records(label, runs, baseline=baseline))
 
     def emit(self) -> None:
         """Print the goals for people, then the marker line for ``run.py``."""

@@ -18,12 +18,72 @@ import math
 import re
 import statistics
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 RESULTS = "results.json"
 MARKDOWN = "report.md"
+
+
+def figure_record(
+    title: str,
+    sides: Mapping[str, Mapping[Any, Sequence[float]]],
+    *,
+    unit: str,
+    x_label: str = "",
+    baseline: str | None = None,
+    higher_is_better: bool = False,
+    log_x: bool = False,
+    log_y: bool = False,
+) -> dict[str, Any]:
+    """One comparison as ``results.json`` keeps it: per side, the x values and their samples."""
+    return {
+        "title": title,
+        "unit": unit,
+        "x_label": x_label,
+        "baseline": baseline,
+        "higher_is_better": higher_is_better,
+        "log_x": log_x,
+        "log_y": log_y,
+        "sides": {
+            side: {"x": list(by_x), "samples": [list(map(float, v)) for v in by_x.values()]}
+            for side, by_x in sides.items()
+        },
+    }
+
+
+def pingpong_records(
+    label: str,
+    runs: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    baseline: str | None,
+    latency_bytes: int = 8,
+) -> list[dict[str, Any]]:
+    """Bandwidth and half round trip against message size, from ping-pong jobs' replies."""
+    bandwidth: dict[str, dict[int, list[float]]] = {}
+    latency: dict[str, dict[int, list[float]]] = {}
+    for side, jobs in runs.items():
+        if not jobs:
+            continue
+        sizes = sorted(int(size) for size in jobs[0]["bandwidth"])
+        bandwidth[side] = {n: [job["bandwidth"][str(n)] for job in jobs] for n in sizes}
+        latency[side] = {latency_bytes: [job["latency_us"] for job in jobs]}
+        for n in sizes:
+            latency[side][n] = [n / job["bandwidth"][str(n)] for job in jobs]
+    base = baseline if baseline in bandwidth else None
+    axes: dict[str, Any] = {"x_label": "message size (bytes)", "log_x": True, "log_y": True}
+    return [
+        figure_record(
+            f"{label}: bandwidth",
+            bandwidth,
+            unit="MB/s",
+            baseline=base,
+            higher_is_better=True,
+            **axes,
+        ),
+        figure_record(f"{label}: half round trip", latency, unit="µs", baseline=base, **axes),
+    ]
 
 
 def paired(samples: Sequence[float], baseline: Sequence[float]) -> list[float]:
@@ -197,9 +257,10 @@ def render(directory: Path) -> Path:
             for goal in goals:
                 verdict = "PASS" if goal["met"] else "MISS"
                 unit = goal.get("unit", "")
+                bound = ">=" if goal.get("at_least") else "<="
                 lines.append(
                     f"| {goal['name']} | {_format(goal['value'])}{unit} | "
-                    f"{goal['limit']:g}{unit} | {verdict} |"
+                    f"{bound} {goal['limit']:g}{unit} | {verdict} |"
                 )
             lines.append("")
         for figure in result.get("figures", []):
