@@ -76,7 +76,7 @@ def test_launcher_world_every_size_without_mpi(
 @pytest.mark.skipif(not _HAS_SM, reason="btl sm is not built")
 def test_killed_rank_reported_by_pmix_event(launcher: Launcher, pmca_env, tmp_path):
     if launcher.name != "openmpi":
-        pytest.skip("PMI-1 has no failure events")
+        pytest.skip("PMI has no failure events")
     # PRRTE sends process-failure events only with both options.
     _, reported, output = _run(
         launcher,

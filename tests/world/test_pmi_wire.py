@@ -17,6 +17,7 @@ import time
 import pytest
 
 import pmca
+from pmca.mca.params import ParamError
 from pmca.world._pmi2 import frame, message_end, parse
 
 from ._fake_pmi import FakePmiServer
@@ -135,6 +136,30 @@ def test_auto_falls_back_to_pmi1(serve):
     assert "does not offer PMI-2" in world.why, world.why
     assert server.commands()[:3] == ["init", "init", "get_maxes"]
     world.close()
+
+
+@pytest.mark.parametrize(
+    ("versions", "forced", "protocol", "why"),
+    [
+        ((1, 2), "auto", "PMI-2", "the launcher offers PMI-2"),
+        ((1,), "auto", "PMI-1", "does not offer PMI-2"),
+        ((1, 2), "1", "PMI-1", "pmca_base_pmi_version=1"),
+    ],
+)
+def test_launcher_says_which_pmi_at_verbosity_1(serve, capsys, versions, forced, protocol, why):
+    serve(versions=versions)
+    world = pmca.world.from_launcher(timeout=5, verbose=1, pmi_version=forced)
+    assert world.description.startswith(protocol)
+    err = capsys.readouterr().err
+    assert "PMI version" in err and f"protocol='{protocol}'" in err and why in err, err
+    world.close()
+
+
+def test_session_takes_the_pmi_version_parameter(serve):
+    server = serve(versions=(1, 2))
+    with pytest.raises(ParamError, match="pmca_base_pmi_version"):
+        pmca.Session(mca={"pmca_base_world": "pmi", "pmca_base_pmi_version": "3"}).init()
+    assert server.log == []  # refused before a word was sent
 
 
 def test_pmi2_framing_and_escaping():
