@@ -100,7 +100,8 @@ class Pmi1World(PmiWorld):
 
     def _job_attribute(self, key: str, timeout: float) -> str | None:
         try:
-            return self._get_value(-1, key, timeout)
+            fields = {"kvsname": self.kvsname, "key": key}
+            return self._command("get", fields, "get_result", timeout).get("value")
         except LauncherError:
             if self._conn.broken is not None:
                 raise
