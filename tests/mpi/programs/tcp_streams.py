@@ -37,7 +37,7 @@ if args.case == "keepalive":
         s.p2p.send(1 - me, 1, b"x")
         s.p2p.recv(1 - me, 1, bytearray(1))
         tcp = next(m for m in s.modules("btl") if m.name == "tcp")
-        (connection,) = tcp._connections.values()
+        (connection,) = tcp.connections().values()
         sock = connection.sock
         held = (
             sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
@@ -50,7 +50,7 @@ if args.case == "keepalive":
         s.p2p.send(1 - me, 1, b"x")
         s.p2p.recv(1 - me, 1, bytearray(1))
         tcp = next(m for m in s.modules("btl") if m.name == "tcp")
-        (connection,) = tcp._connections.values()
+        (connection,) = tcp.connections().values()
         off = connection.sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)
         assert off == 0, off
     report(True, f"keepalive {held}")
@@ -63,7 +63,7 @@ if args.case == "torn":
         size = 2 << 20
         if me == 0:
             comm.Barrier()  # rank 1's receive is posted
-            connection = tcp._connections[1]
+            connection = tcp.connections()[1]
             head = proto.MATCH.pack(proto.EAGER, 0, p._seq_out[1], 7, size)
             frame = wire.FRAME.pack(wire.AM, p._tag, len(head) + size, 0)
             connection.sock.setblocking(True)
@@ -126,7 +126,7 @@ with session(args.btl, **mca) as s:
         while not p._unexpected and time.monotonic() < deadline:
             p.progress()  # the whole message arrives before its receive is posted
         assert (tcp.streams_placed, tcp.streams_staged) == (2, 0)
-        (waiting,) = p._unexpected[(0, 2)]
+        (waiting,) = p._unexpected.streams[(0, 2)]
         assert type(waiting.payload) is bytearray, "kept as it landed, not copied"
         out = bytearray(BIG)
         assert p.recv(0, 2, out, timeout=60) == BIG and same(out, "staged")
