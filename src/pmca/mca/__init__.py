@@ -26,9 +26,12 @@ if TYPE_CHECKING:
     from ._loader import LoadMode, NativeLibrary
     from ._markers import hookimpl, hookspec
     from ._open import OpenFramework
+    from ._pvar_session import PVarHandle, PVarSession
+    from ._pvars import Binding, PVar, PVarClass, PVarError, PVarFlag, PVarRegistry
 
 __all__ = [
     "Alias",
+    "Binding",
     "Component",
     "ComponentContext",
     "ComponentError",
@@ -46,6 +49,13 @@ __all__ = [
     "NativeLibrary",
     "NotAvailable",
     "OpenFramework",
+    "PVar",
+    "PVarClass",
+    "PVarError",
+    "PVarFlag",
+    "PVarHandle",
+    "PVarRegistry",
+    "PVarSession",
     "PmcaError",
     "Query",
     "SelectionError",
@@ -82,6 +92,14 @@ _TARGETS = {
     "hookspec": "._markers:hookspec",
     "ComponentInfo": "._component_info:ComponentInfo",
     "OpenFramework": "._open:OpenFramework",
+    "PVarHandle": "._pvar_session:PVarHandle",
+    "PVarSession": "._pvar_session:PVarSession",
+    "Binding": "._pvars:Binding",
+    "PVar": "._pvars:PVar",
+    "PVarClass": "._pvars:PVarClass",
+    "PVarError": "._pvars:PVarError",
+    "PVarFlag": "._pvars:PVarFlag",
+    "PVarRegistry": "._pvars:PVarRegistry",
 }
 
 if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all

@@ -6,14 +6,17 @@ import atexit
 import enum
 import os
 import sys
+import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .._interrupts import deferred_interrupts
 from ..mca._errors import FrameworkError, SessionError
 from ..mca._open import OpenFramework
+from ..mca._pvar_session import PVarSession
+from ..mca._pvars import REGISTRY, PVar, PVarClass, PVarFlag
 from ..mca.params import ParamError
 from ..runtime._domains import FinalizeDomain
 from ..runtime._runtime import RUNTIME, TRANSITION_WAIT, Runtime
@@ -64,6 +67,29 @@ def _checked_frameworks(frameworks: Sequence[str] | None) -> list[str] | None:
         if not isinstance(name, str):
             raise TypeError(f"Session(frameworks=...): {name!r} is not a framework name (a string)")
     return names
+
+
+#: Seconds spent in every session's init and finalize in this process (TIMER pvars).
+_TIMES = {"init": 0.0, "finalize": 0.0}
+
+
+def _timer(which: str) -> Callable[[object], float]:
+    return lambda _obj: _TIMES[which]
+
+
+for _which in _TIMES:
+    REGISTRY.register(
+        "pmca",
+        "session",
+        f"{_which}_time",
+        PVarClass.TIMER,
+        _timer(_which),
+        unit="seconds",
+        type="float",
+        level=4,
+        flags=PVarFlag.CONTINUOUS,
+        description=f"Seconds spent in pmca.Session.{_which}() in this process",
+    )
 
 
 class _State(enum.Enum):
@@ -123,6 +149,7 @@ class Session:
     # completes first, and in both cases the KeyboardInterrupt follows.
 
     def init(self) -> Self:
+        started = time.perf_counter()
         try:
             self._init()
         except BaseException:
@@ -133,6 +160,8 @@ class Session:
                     self._interrupted = True
                     self._finalize_locked()
             raise
+        finally:
+            _TIMES["init"] += time.perf_counter() - started
         return self
 
     def _init(self) -> None:
@@ -176,8 +205,10 @@ class Session:
         raised afterwards. When an interrupt ended the previous init or
         finalize, calling it again is harmless.
         """
+        started = time.perf_counter()
         try:
             errors = self._finalize()
+            _TIMES["finalize"] += time.perf_counter() - started
             fatal = [e for e in errors if not isinstance(e, Exception)]
             if fatal:
                 raise fatal[0]
@@ -355,6 +386,18 @@ class Session:
         """Change a settable parameter at run time (source ``set``)."""
         self._require_active()
         return self._runtime.params.set(name, value)
+
+    # -- performance variables (MPI_T) --------------------------------------------
+
+    def pvars(self) -> list[PVar]:
+        """Every performance variable registered in this process, by name."""
+        self._require_active()
+        return REGISTRY.pvars()
+
+    def pvar_session(self) -> PVarSession:
+        """A new pvar session: ``ps.handle(name, obj=None)`` gives start/stop/read handles."""
+        self._require_active()
+        return PVarSession(REGISTRY)
 
     def _require_active(self) -> None:
         if self._state is not _State.ACTIVE:
