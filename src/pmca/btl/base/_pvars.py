@@ -17,17 +17,25 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...mca._pvars import REGISTRY, Binding, PVarClass, PVarFlag
 
-if TYPE_CHECKING:
-    from ._module import ModuleBase
+
+class Counted(Protocol):
+    """What the counters need of a module (:class:`~pmca.btl.base.ModuleBase`)."""
+
+    name: str
+    sent: dict[int, list[int]]
+    received: dict[int, list[int]]
+
+    def peer_ranks(self) -> list[int]: ...
+
 
 __all__ = ["count_received", "counting_send", "counting_sendi", "register_module"]
 
 #: Live modules by component name (the pvars read these).
-_modules: dict[str, weakref.WeakSet[ModuleBase]] = {}
+_modules: dict[str, weakref.WeakSet[Counted]] = {}
 
 _COUNTERS = (
     ("messages_sent", "sent", 0, "messages", "Active messages sent to the peer"),
@@ -73,7 +81,7 @@ def counting_sendi(sendi: Callable[..., bool]) -> Callable[..., bool]:
     """``sendi`` that counts the messages it accepted."""
 
     @functools.wraps(sendi)
-    def sendi_counted(self: ModuleBase, endpoint: Any, tag: int, parts: Sequence[Any]) -> bool:
+    def sendi_counted(self: Counted, endpoint: Any, tag: int, parts: Sequence[Any]) -> bool:
         if sendi(self, endpoint, tag, parts):
             count_sent(self.sent, endpoint.rank, parts)
             return True
@@ -87,7 +95,7 @@ def counting_send(send: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(send)
     def send_counted(
-        self: ModuleBase, endpoint: Any, tag: int, parts: Sequence[Any], *args: Any, **kw: Any
+        self: Counted, endpoint: Any, tag: int, parts: Sequence[Any], *args: Any, **kw: Any
     ) -> None:
         send(self, endpoint, tag, parts, *args, **kw)
         count_sent(self.sent, endpoint.rank, parts)
@@ -117,7 +125,7 @@ def _peers(component: str) -> Callable[[], list[int]]:
     return peers
 
 
-def register_module(module: ModuleBase) -> None:
+def register_module(module: Counted) -> None:
     """Track ``module``; the first module of a component declares its pvars."""
     component = module.name
     live = _modules.get(component)
