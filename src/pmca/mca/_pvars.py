@@ -121,6 +121,11 @@ class PVarSource:
     def alive(self) -> bool:
         return self._owner is None or self._owner() is not None
 
+    def same_owner(self, owner: object | None) -> bool:
+        if self._owner is None:
+            return owner is None
+        return owner is not None and self._owner() is owner
+
 
 class _Entry:
     __slots__ = ("pvar", "sources")
@@ -160,7 +165,9 @@ class PVarRegistry:
     ) -> PVar:
         """Add a source for ``<framework>_<component>_<name>`` (declaring it first time).
 
-        ``owner``, when given, is held weakly: the source goes away with it.
+        ``owner``, when given, is held weakly: the source goes away with it,
+        and registering again for the same owner (or again without one)
+        replaces the earlier source.
         A name registered again must keep its class, unit and binding.
         A watermark's ``read`` gives the level now; ``peak``, if the producer
         keeps one, the extreme it ever reached (a handle then sees a peak
@@ -191,7 +198,9 @@ class PVarRegistry:
                     f"pvar {full!r} registered again as {klass.value}/{unit}/{binding.value}; "
                     f"it is {entry.pvar.klass.value}/{entry.pvar.unit}/{entry.pvar.binding.value}"
                 )
-            entry.sources = [s for s in entry.sources if s.alive]
+            # One source per owner; an ownerless (process-wide) source replaces
+            # the last one (a component module imported afresh registers again).
+            entry.sources = [s for s in entry.sources if s.alive and not s.same_owner(owner)]
             entry.sources.append(PVarSource(read, objects, owner, peak))
         return entry.pvar
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..._forksafe import short_lock
 from .._interface import Support
+from .._pvars import register_support_pvar
 from .._sources import UcmDelivery, describe_failures, support_from
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class PatcherMemory:
         self._install_lock = short_lock()
         self._ucm = UcmDelivery(log)
         self._stop_watching: Callable[[], None] | None = None
+        register_support_pvar("patcher", self, lambda: self._support)
 
     def support_level(self) -> Support:
         """What is caught now: an overwritten patch is noticed here, not only at a drain."""

@@ -1,0 +1,80 @@
+"""The memory framework's performance variables.
+
+Delivery counters are the native ring's and the dispatcher's own
+(``pmca.native.stats()``): a read takes the dispatcher's counter lock once,
+as ``stats()`` does, and nothing is added to the hooks or the drain. The
+support level is the module's own attribute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..mca._pvars import REGISTRY, PVarClass, PVarFlag
+
+__all__ = ["register_delivery_pvars", "register_support_pvar"]
+
+_DELIVERY = (
+    ("events_published", "published", "Release events that entered the native ring"),
+    ("events_delivered", "delivered", "(event, subscriber) deliveries of release events"),
+    ("events_dropped", "dropped", "Release events lost (full ring, stalled producer, fork)"),
+    ("overflows", "overflows", "Overflow notices delivered to subscribers"),
+    ("lagged", "lagged", "(event, subscriber) pairs replaced by an overflow notice"),
+)
+
+
+def _stat(field: str) -> Callable[[object], float]:
+    def read(_obj: object) -> float:
+        from .. import native
+
+        return int(getattr(native.stats(), field))
+
+    return read
+
+
+def _overwrites(_obj: object) -> float:
+    from .. import native
+
+    return native.overwrites_detected()
+
+
+def register_delivery_pvars(component: str) -> None:
+    """``memory_<component>_events_*``: the process's release-event delivery."""
+    for name, field, description in _DELIVERY:
+        REGISTRY.register(
+            "memory",
+            component,
+            name,
+            PVarClass.COUNTER,
+            _stat(field),
+            unit="events",
+            level=4,
+            flags=PVarFlag.CONTINUOUS,
+            description=description,
+        )
+    REGISTRY.register(
+        "memory",
+        component,
+        "overwrites_detected",
+        PVarClass.COUNTER,
+        _overwrites,
+        unit="events",
+        level=2,
+        flags=PVarFlag.CONTINUOUS,
+        description="Times another library was found to have overwritten pmca's patches",
+    )
+
+
+def register_support_pvar(component: str, owner: object, support: Callable[[], int]) -> None:
+    """``memory_<component>_support``: what the hooks catch now (a STATE, as an int flag)."""
+    REGISTRY.register(
+        "memory",
+        component,
+        "support",
+        PVarClass.STATE,
+        lambda _obj: int(support()),
+        level=2,
+        owner=owner,
+        flags=PVarFlag.READONLY | PVarFlag.CONTINUOUS,
+        description="Memory hook support level (pmca.memory.Support flags; 0: no events)",
+    )
