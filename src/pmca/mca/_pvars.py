@@ -19,7 +19,7 @@ import enum
 import threading
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from attrs import frozen
 
@@ -35,7 +35,10 @@ __all__ = [
     "PVarFlag",
     "PVarRegistry",
     "PVarSource",
+    "weak_reader",
 ]
+
+_Owner = TypeVar("_Owner")
 
 
 class PVarError(PmcaError, ValueError):
@@ -125,6 +128,20 @@ class PVarSource:
         if self._owner is None:
             return owner is None
         return owner is not None and self._owner() is owner
+
+
+def weak_reader(owner: _Owner, read: Callable[[_Owner, Any], float]) -> Reader:
+    """``read(owner, obj)`` as a source's reader that does not keep ``owner`` alive.
+
+    Register it with ``owner=owner``: the source goes away with the owner.
+    """
+    ref = weakref.ref(owner)
+
+    def weak(obj: Any) -> float:
+        alive = ref()
+        return 0 if alive is None else read(alive, obj)
+
+    return weak
 
 
 class _Entry:

@@ -9,10 +9,17 @@ support level is the module's own attribute.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
-from ..mca._pvars import REGISTRY, PVarClass, PVarFlag
+from ..mca._pvars import REGISTRY, PVarClass, PVarFlag, weak_reader
 
 __all__ = ["register_delivery_pvars", "register_support_pvar"]
+
+
+class _Module(Protocol):
+    @property
+    def support_now(self) -> int: ...
+
 
 _DELIVERY = (
     ("events_published", "published", "Release events that entered the native ring"),
@@ -65,14 +72,14 @@ def register_delivery_pvars(component: str) -> None:
     )
 
 
-def register_support_pvar(component: str, owner: object, support: Callable[[], int]) -> None:
+def register_support_pvar(component: str, owner: _Module) -> None:
     """``memory_<component>_support``: what the hooks catch now (a STATE, as an int flag)."""
     REGISTRY.register(
         "memory",
         component,
         "support",
         PVarClass.STATE,
-        lambda _obj: int(support()),
+        weak_reader(owner, lambda module, _obj: int(module.support_now)),
         level=2,
         owner=owner,
         flags=PVarFlag.READONLY | PVarFlag.CONTINUOUS,

@@ -29,6 +29,7 @@ from . import _protocol as proto
 from ._blocking import LANE_SPIN, TAG_MAX, TAG_MIN, Blocking
 from ._buffers import address_of, as_bytes
 from ._placing import Placing
+from ._pvars import queued, register_engine
 from ._requests import Request, TruncationError, take_first, truncation
 from ._routes import open_lanes, stripes
 
@@ -92,11 +93,15 @@ class P2p(Placing, Blocking):
         self._stash: list[dict[int, tuple[int, bytes]]] = [{} for _ in range(size)]
         self._posted: dict[tuple[int, int], deque[Request]] = {}
         self._unexpected: dict[tuple[int, int], deque[_Incoming]] = {}
+        #: Messages ever queued as unexpected, and the most waiting at once (pvars).
+        self.unexpected_total = 0
+        self.unexpected_peak = 0
         self._sends: dict[int, Request] = {}
         self._fragments: dict[int, _Fragments] = {}
         self._pending: dict[int, Request] = {}
         self._ids = itertools.count(1)
         self._closed = False
+        register_engine(self)
         self._spin = 0.05
         self._yield_when_idle = False
         self._registered: list[Any] = []
@@ -358,6 +363,10 @@ class P2p(Placing, Blocking):
         else:
             self._log.error("unknown p2p message kind; dropped", kind=kind, source=source)
 
+    def queue_lengths(self) -> tuple[int, int]:
+        """Receives posted and unmatched, and unexpected messages waiting (pvars)."""
+        return queued(self._posted.values()), queued(self._unexpected.values())
+
     def _drain_stash(self, source: int) -> None:
         """Match the messages from ``source`` that arrived early and are now next."""
         stash = self._stash[source]
@@ -394,6 +403,10 @@ class P2p(Placing, Blocking):
             self._match(take_first(self._posted, (source, tag)), incoming)
             return
         self._unexpected.setdefault((source, tag), deque()).append(incoming)
+        self.unexpected_total += 1
+        waiting = queued(self._unexpected.values())
+        if waiting > self.unexpected_peak:
+            self.unexpected_peak = waiting
 
     def _deliver_eager(
         self, request: Request, payload: memoryview | bytes | bytearray, size: int

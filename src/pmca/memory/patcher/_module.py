@@ -46,7 +46,12 @@ class PatcherMemory:
         self._install_lock = short_lock()
         self._ucm = UcmDelivery(log)
         self._stop_watching: Callable[[], None] | None = None
-        register_support_pvar("patcher", self, lambda: self._support)
+        register_support_pvar("patcher", self)
+
+    @property
+    def support_now(self) -> int:
+        """The support level without checking for overwrites (the pvar's cheap read)."""
+        return int(self._support)
 
     def support_level(self) -> Support:
         """What is caught now: an overwritten patch is noticed here, not only at a drain."""
