@@ -8,10 +8,11 @@ common path (a receive already posted) does nothing more.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import weakref
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from ..mca._pvars import REGISTRY, PVarClass, PVarFlag, weak_reader
+from ..mca._pvars import REGISTRY, PVarClass, PVarFlag
 
 __all__ = ["queued", "register_engine"]
 
@@ -23,43 +24,56 @@ class _Engine(Protocol):
     def queue_lengths(self) -> tuple[int, int]: ...
 
 
+_engines: weakref.WeakSet[_Engine] = weakref.WeakSet()
+
+
 def queued(queues: Iterable[Any]) -> int:
     return sum(len(queue) for queue in queues)
 
 
 def register_engine(engine: _Engine) -> None:
-    common: dict[str, Any] = {"owner": engine, "level": 4}
-    REGISTRY.register(
-        "p2p",
-        "base",
-        "unexpected_queue",
-        PVarClass.HIGHWATERMARK,
-        weak_reader(engine, lambda e, _o: e.queue_lengths()[1]),
-        peak=weak_reader(engine, lambda e, _o: e.unexpected_peak),
-        unit="messages",
-        description="Messages that arrived before their receive was posted, waiting now "
-        "(the most since start or reset)",
-        **common,
-    )
-    REGISTRY.register(
-        "p2p",
-        "base",
-        "unexpected_messages",
-        PVarClass.COUNTER,
-        weak_reader(engine, lambda e, _o: e.unexpected_total),
-        unit="messages",
-        flags=PVarFlag.CONTINUOUS,
-        description="Messages that arrived before their receive was posted",
-        **common,
-    )
-    REGISTRY.register(
-        "p2p",
-        "base",
-        "posted_receives",
-        PVarClass.LEVEL,
-        weak_reader(engine, lambda e, _o: e.queue_lengths()[0]),
-        unit="requests",
-        flags=PVarFlag.READONLY | PVarFlag.CONTINUOUS,
-        description="Receives posted and not yet matched",
-        **common,
-    )
+    _engines.add(engine)
+
+
+def _total(read: Callable[[_Engine], int]) -> Callable[[object], float]:
+    return lambda _obj: sum(read(engine) for engine in list(_engines))
+
+
+def _peak(_obj: object) -> float:
+    return max((engine.unexpected_peak for engine in list(_engines)), default=0)
+
+
+REGISTRY.register(
+    "p2p",
+    "base",
+    "unexpected_queue",
+    PVarClass.HIGHWATERMARK,
+    _total(lambda e: e.queue_lengths()[1]),
+    peak=_peak,
+    unit="messages",
+    level=4,
+    description="Messages that arrived before their receive was posted, waiting now "
+    "(the most since start or reset)",
+)
+REGISTRY.register(
+    "p2p",
+    "base",
+    "unexpected_messages",
+    PVarClass.COUNTER,
+    _total(lambda e: e.unexpected_total),
+    unit="messages",
+    level=4,
+    flags=PVarFlag.CONTINUOUS,
+    description="Messages that arrived before their receive was posted",
+)
+REGISTRY.register(
+    "p2p",
+    "base",
+    "posted_receives",
+    PVarClass.LEVEL,
+    _total(lambda e: e.queue_lengths()[0]),
+    unit="requests",
+    level=4,
+    flags=PVarFlag.READONLY | PVarFlag.CONTINUOUS,
+    description="Receives posted and not yet matched",
+)

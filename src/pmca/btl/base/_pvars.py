@@ -32,7 +32,7 @@ class Counted(Protocol):
     def peer_ranks(self) -> list[int]: ...
 
 
-__all__ = ["count_received", "counting_send", "counting_sendi", "register_module"]
+__all__ = ["count_received", "counting_send", "counting_sendi", "declare", "register_module"]
 
 #: Live modules by component name (the pvars read these).
 _modules: dict[str, weakref.WeakSet[Counted]] = {}
@@ -126,8 +126,12 @@ def _peers(component: str) -> Callable[[], list[int]]:
 
 
 def register_module(module: Counted) -> None:
-    """Track ``module``; the first module of a component declares its pvars."""
-    component = module.name
+    """Track ``module`` (its component's pvars sum over the live ones)."""
+    declare(module.name).add(module)
+
+
+def declare(component: str) -> weakref.WeakSet[Counted]:
+    """Declare ``btl_<component>_*`` (at the component's parameter registration)."""
     live = _modules.get(component)
     if live is None:
         live = _modules[component] = weakref.WeakSet()
@@ -145,4 +149,4 @@ def register_module(module: Counted) -> None:
                 flags=PVarFlag.CONTINUOUS,
                 description=f"{description} (btl {component}; obj is the peer's rank)",
             )
-    live.add(module)
+    return live
