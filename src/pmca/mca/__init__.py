@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         SessionError,
         StaleReferenceError,
     )
+    from ._events import EventRegistration, EventType, Safety
     from ._failures import ComponentFailure
     from ._framework import Alias, ComponentRef, Framework, FrameworkBase
     from ._loader import LoadMode, NativeLibrary
@@ -40,6 +41,8 @@ __all__ = [
     "ComponentParams",
     "ComponentRef",
     "ComponentWarning",
+    "EventRegistration",
+    "EventType",
     "Framework",
     "FrameworkBase",
     "FrameworkError",
@@ -58,6 +61,7 @@ __all__ = [
     "PVarSession",
     "PmcaError",
     "Query",
+    "Safety",
     "SelectionError",
     "SessionError",
     "StaleReferenceError",
@@ -82,6 +86,9 @@ _TARGETS = {
     "SessionError": "._errors:SessionError",
     "StaleReferenceError": "._errors:StaleReferenceError",
     "ComponentFailure": "._failures:ComponentFailure",
+    "EventRegistration": "._events:EventRegistration",
+    "EventType": "._events:EventType",
+    "Safety": "._events:Safety",
     "Alias": "._framework:Alias",
     "ComponentRef": "._framework:ComponentRef",
     "Framework": "._framework:Framework",

@@ -9,11 +9,17 @@ support level is the module's own attribute.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
+from ..mca._events import EVENTS, Safety
 from ..mca._pvars import REGISTRY, PVarClass, PVarFlag, weak_reader
 
-__all__ = ["register_delivery_pvars", "register_support_pvar"]
+__all__ = [
+    "emit_overwrite",
+    "register_delivery_pvars",
+    "register_events",
+    "register_support_pvar",
+]
 
 
 class _Module(Protocol):
@@ -85,3 +91,61 @@ def register_support_pvar(component: str, owner: _Module) -> None:
         flags=PVarFlag.READONLY | PVarFlag.CONTINUOUS,
         description="Memory hook support level (pmca.memory.Support flags; 0: no events)",
     )
+
+
+def register_events(component: str) -> None:
+    """``memory_<component>_release`` (batches) and ``memory_<component>_overwrite``.
+
+    The release event subscribes to release events (with ``batch=True``)
+    when its first callback registers, which needs a session with the memory
+    framework open; the batches come from the drain or the listener thread,
+    never from a hook, so callbacks must allow :attr:`Safety.THREAD_SAFE`.
+    """
+    release = f"memory_{component}_release"
+
+    def subscribe() -> None:
+        from . import register_release
+
+        _subscription.append(
+            register_release(lambda batch: _emit_batch(release, batch), batch=True)
+        )
+
+    EVENTS.declare(
+        "memory",
+        component,
+        "release",
+        ("addresses", "lengths", "kinds", "overflow"),
+        level=5,
+        description="A batch of memory releases: columns (memoryviews valid during the "
+        "callback) of addresses, lengths and kind codes (pmca.native.KIND_NAMES); "
+        "overflow: treat everything as released",
+        on_first_callback=subscribe,
+    )
+    EVENTS.declare(
+        "memory",
+        component,
+        "overwrite",
+        ("symbols", "foreign"),
+        level=2,
+        description="Another library overwrote pmca's patches of these symbols",
+    )
+
+
+#: The release subscription feeding the event (made once, at the first callback).
+_subscription: list[object] = []
+
+
+def _emit_batch(name: str, batch: Any) -> None:
+    fields = {
+        "addresses": batch.addresses,
+        "lengths": batch.lengths,
+        "kinds": batch.kinds,
+        "overflow": batch.overflow,
+    }
+    EVENTS.emit(name, Safety.THREAD_SAFE, fields)
+
+
+def emit_overwrite(component: str, symbols: tuple[str, ...], foreign: object) -> None:
+    name = f"memory_{component}_overwrite"
+    if EVENTS.wanted(name):
+        EVENTS.emit(name, Safety.THREAD_SAFE, {"symbols": symbols, "foreign": foreign})

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._interrupts import deferred_interrupts
 from ..mca._errors import FrameworkError, SessionError
+from ..mca._events import EVENTS, EventCallback, EventRegistration, EventType, Safety
 from ..mca._open import OpenFramework
 from ..mca._pvar_session import PVarSession
 from ..mca._pvars import REGISTRY, PVar, PVarClass, PVarFlag
@@ -398,6 +399,18 @@ class Session:
         """A new pvar session: ``ps.handle(name, obj=None)`` gives start/stop/read handles."""
         self._require_active()
         return PVarSession(REGISTRY)
+
+    def event_types(self) -> list[EventType]:
+        """Every event type declared in this process (name, fields, level), by name."""
+        self._require_active()
+        return EVENTS.types()
+
+    def register_event(
+        self, name: str, callback: EventCallback, safety: Safety = Safety.NONE
+    ) -> EventRegistration:
+        """Call ``callback(name, fields)`` for each event ``name`` where ``safety`` allows."""
+        self._require_active()
+        return EVENTS.register(name, callback, safety)
 
     def _require_active(self) -> None:
         if self._state is not _State.ACTIVE:
