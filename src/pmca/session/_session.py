@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .._interrupts import deferred_interrupts
-from ..mca._errors import FrameworkError, SessionError
+from ..mca._errors import FrameworkError, PmcaError, SessionError
 from ..mca._events import EVENTS, EventCallback, EventRegistration, EventType, Safety
 from ..mca._open import OpenFramework
 from ..mca._pvar_session import PVarSession
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..p2p._attach import DataPath
     from ..world import World
     from ._data import DataPathSlot
+    from ._live import LiveView
 
 
 def _checked_mca(mca: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -199,6 +200,8 @@ class Session:
                 raise
             self._state = _State.ACTIVE
             runtime.live.append(self)
+            if runtime.sessions == 1:
+                _open_live_view(runtime)
 
     def _build_world(self) -> None:
         """The world named by ``world=`` or ``pmca_base_world``, built now and
@@ -282,6 +285,8 @@ class Session:
                 errors.append(exc)
         if self in runtime.live:
             runtime.live.remove(self)
+        if runtime.sessions == 0:
+            _close_live_view()
         self._state = _State.FINALIZED
         return errors
 
@@ -446,6 +451,31 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<pmca.Session {self._state.value} frameworks={self._opened}>"
+
+
+#: The live view the first session opened (closed by the last finalize).
+_LIVE: list[LiveView] = []
+
+
+def _open_live_view(runtime: Runtime) -> None:
+    setting = str(runtime.params.value("pmca_base_live_view"))
+    if _LIVE or setting == "off":
+        return
+    from ._job import wanted
+
+    if not wanted(setting, os.environ):
+        return
+    from ._live import LiveView  # sockets and json only when it is on
+
+    try:
+        _LIVE.append(LiveView(os.environ))
+    except (OSError, PmcaError) as exc:  # a tool's window never stops the program
+        warnings.warn(f"pmca live view not opened: {exc}", RuntimeWarning, stacklevel=3)
+
+
+def _close_live_view() -> None:
+    while _LIVE:
+        _LIVE.pop().close()
 
 
 def finalize_at_exit(runtime: Runtime = RUNTIME) -> None:
