@@ -32,3 +32,16 @@ def test_unexpected_watermark_and_posted_receives(pmca_env) -> None:
         pending.wait(timeout=30)
         assert posted.read() == 0
         assert total.readreset() == 3
+
+
+def test_a_peer_handle_before_any_traffic(pmca_env) -> None:
+    with pmca.Session() as s:
+        s.modules("btl")  # the data path: self reaches rank 0
+        sent = s.pvar_session().handle("btl_self_bytes_sent", obj=0)
+        assert sent.read() == 0
+        s.p2p.send(0, 1, b"x" * 100)
+        s.p2p.recv(0, 1, bytearray(100))
+        grown = sent.read()
+        assert grown > 100  # the payload and the message layer's header
+        assert sent.readreset() == grown
+        assert sent.read() == 0

@@ -17,7 +17,13 @@ from .._interface import (
     Placer,
     RecvCallback,
 )
-from ._pvars import count_received, counting_send, counting_sendi, register_module
+from ._pvars import (
+    count_received,
+    counting_send,
+    counting_sendi,
+    noting_peers,
+    register_module,
+)
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -48,6 +54,8 @@ class ModuleBase:
             cls.sendi = counting_sendi(cls.__dict__["sendi"])  # type: ignore[attr-defined]
         if "send" in cls.__dict__:
             cls.send = counting_send(cls.__dict__["send"])  # type: ignore[attr-defined]
+        if "add_procs" in cls.__dict__:
+            cls.add_procs = noting_peers(cls.__dict__["add_procs"])  # type: ignore[attr-defined]
 
     def __init__(self, name: str, limits: Limits, log: FilteringBoundLogger) -> None:
         self.name = name
@@ -59,11 +67,13 @@ class ModuleBase:
         #: Per peer rank: ``[messages, bytes]`` of active messages sent and received.
         self.sent: dict[int, list[int]] = {}
         self.received: dict[int, list[int]] = {}
+        #: Ranks ``add_procs`` gave an endpoint for (the per-peer pvars' objects).
+        self.reachable: set[int] = set()
         register_module(self)
 
     def peer_ranks(self) -> list[int]:
-        """The ranks this module has exchanged active messages with (pvar objects)."""
-        return sorted(set(self.sent) | set(self.received))
+        """The ranks this module reaches or exchanged active messages with (pvar objects)."""
+        return sorted(self.reachable | set(self.sent) | set(self.received))
 
     def register_recv(self, tag: int, callback: RecvCallback) -> None:
         _check_tag(tag)

@@ -28,11 +28,19 @@ class Counted(Protocol):
     name: str
     sent: dict[int, list[int]]
     received: dict[int, list[int]]
+    reachable: set[int]
 
     def peer_ranks(self) -> list[int]: ...
 
 
-__all__ = ["count_received", "counting_send", "counting_sendi", "declare", "register_module"]
+__all__ = [
+    "count_received",
+    "counting_send",
+    "counting_sendi",
+    "declare",
+    "noting_peers",
+    "register_module",
+]
 
 #: Live modules by component name (the pvars read these).
 _modules: dict[str, weakref.WeakSet[Counted]] = {}
@@ -101,6 +109,22 @@ def counting_send(send: Callable[..., None]) -> Callable[..., None]:
         count_sent(self.sent, endpoint.rank, parts)
 
     return send_counted
+
+
+def noting_peers(add_procs: Callable[..., Any]) -> Callable[..., Any]:
+    """``add_procs`` that remembers the ranks it returned an endpoint for."""
+
+    @functools.wraps(add_procs)
+    def add_procs_noted(self: Counted, procs: Sequence[Any]) -> Any:
+        endpoints = add_procs(self, procs)
+        self.reachable.update(
+            proc.rank
+            for proc, endpoint in zip(procs, endpoints, strict=False)
+            if endpoint is not None
+        )
+        return endpoints
+
+    return add_procs_noted
 
 
 def _reader(component: str, direction: str, index: int) -> Callable[[Any], float]:
