@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import textwrap
 from typing import Any
 
@@ -13,6 +10,7 @@ import pytest
 
 from pmca.btl import FRAMEWORK
 from pmca.scenarios.ompi_13021 import ofi_unavailable
+from pmca.testing import run_pair
 
 N = 37
 B = 1000
@@ -69,28 +67,7 @@ _SIDE = textwrap.dedent(
 
 
 def _pair(tmp_path: Any, mca: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    text = _SIDE.format(mca=mca, n=N, b=B)
-    script = tmp_path / "side.py"
-    script.write_text(text)
-    parent, child_end = socket.socketpair()
-    child = subprocess.Popen(
-        [sys.executable, str(script), str(child_end.fileno())],
-        pass_fds=[child_end.fileno()],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    child_end.close()
-    namespace: dict[str, Any] = {}
-    exec(compile(text, str(script), "exec"), namespace)
-    try:
-        mine = namespace["run"](parent.detach(), 0)
-    except BaseException:
-        out, err = child.communicate(timeout=120)
-        print(err, file=sys.stderr)
-        raise
-    out, err = child.communicate(timeout=120)
-    assert child.returncode == 0, err
+    mine, out = run_pair(_SIDE.format(mca=mca, n=N, b=B), tmp_path)
     return mine, json.loads(out.strip().splitlines()[-1])
 
 
