@@ -69,6 +69,7 @@ examples:
   pmca info --path all --arch        where pmca lives, what it runs on
   pmca info --tcp-interfaces         the interfaces btl/tcp would use, and why
   pmca info --mca memory ^none --param memory all
+  pmca info --pvars --json           every performance variable as JSON
 """
 
 
@@ -170,6 +171,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="show which interfaces btl/tcp would use (with each one's bandwidth and "
         "latency and where they come from) and why the others are left out",
     )
+    parser.add_argument(
+        "--pvars",
+        action="store_true",
+        help="list the performance variables (class, unit, level, binding) up to --level "
+        "(default: 9); readable, --parsable or --json (schema 'pmca-info-pvars' v1)",
+    )
 
 
 def _mca_values(pairs: Sequence[Sequence[str]]) -> dict[str, str]:
@@ -254,6 +261,13 @@ def produce(args: argparse.Namespace, *, width: int | None = None) -> str:
     view = _view(args)
     given = _mca_values(args.mca)
     with Session(mca=given, frameworks=[]), inventory() as entries:
+        if args.pvars:
+            from ._info_pvars import listed, render_pvars
+
+            level = args.level if args.level is not None else 9
+            return render_pvars(
+                listed(level), parsable=args.parsable, as_json=args.json, width=width
+            )
         space = RUNTIME.params
         report = Report.build(entries, RUNTIME.catalog.failures, space)
         report.check(view.selectors)
