@@ -100,7 +100,10 @@ class Framework(Record):
     :param api_version: the interface version; components must match its
         major version.
     :param interface: a class of pluggy hook specifications for the
-        framework's own hooks, beyond the lifecycle.
+        framework's own hooks, beyond the lifecycle. They are called on the
+        selected components in selection order, highest priority first
+        (``firstresult`` hooks answer for the best component); see
+        :data:`pmca.hookspec`.
     :param policy: ``single`` keeps the highest-priority module, ``multi``
         keeps every available one ordered by priority.
     :param depends: frameworks opened before this one and closed after it.

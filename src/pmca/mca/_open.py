@@ -442,11 +442,9 @@ class OpenFramework:
         for loser in offers[len(keep) :]:
             self.log.debug("not selected", component=loser.component.name, priority=loser.priority)
             self._close_component(loser)
-        # Only now do the framework's hooks see a component, in the order of loading.
-        kept = set(keep)
-        for loaded in self.loaded:
-            if loaded in kept:
-                self.pm.attach(loaded.component)
+        # Only now do the framework's hooks see a component: called in selection
+        # order, best first, as Open MPI calls its modules.
+        self.pm.attach_in_order([loaded.component for loaded in keep])
         self.loaded = keep
         self._report_declined()
 

@@ -21,7 +21,10 @@ class FrameworkHandle:
     hookspecs) on the selected components, with pluggy's calling
     conventions: ``session.framework("greet").hook.greeting_styles()``
     returns a list with one result per selected component that implements
-    the hook (components that were not selected are not called).
+    the hook, in selection order: the highest priority first, and a
+    ``firstresult`` hook answers for the best component that answers (pluggy's
+    ``tryfirst``/``trylast`` aside). Components that were not selected are
+    not called.
     """
 
     __slots__ = ("_check", "_state")
