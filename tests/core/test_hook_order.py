@@ -189,3 +189,62 @@ def test_tryfirst_still_goes_first(
     with pmca.Session(frameworks=[fw]) as s:
         assert s.framework(fw).hook.styles() == [["alpha"], ["beta"]]
         assert s.framework(fw).hook.best() == "beta"
+
+
+MODULES_BASE = '''
+import warnings
+
+import pmca
+
+SEEN = {{}}
+
+
+class Base(pmca.FrameworkBase):
+    def opened(self):
+        SEEN["call"] = self.framework.modules()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            SEEN["legacy"] = list(self.framework.modules)
+        SEEN["warnings"] = [(w.category, str(w.message)) for w in caught]
+
+
+FRAMEWORK = pmca.Framework(
+    name={fw!r}, description="modules", api_version="1.0.0", policy="multi", base=Base
+)
+'''
+
+
+def test_a_base_and_a_handle_read_modules_with_one_call(
+    install_plugin: InstallPlugin, unique: Callable[[str], str]
+) -> None:
+    """``self.framework.modules()`` in a base is ``FrameworkHandle.modules()``; the old
+    list attribute still reads the same modules, with a DeprecationWarning."""
+    import importlib
+
+    fw = unique("mods")
+    decl = f"{fw}_decl"
+    install_plugin(
+        f"dist-{fw}",
+        entry_points={
+            "pmca.frameworks": {fw: f"{decl}:FRAMEWORK"},
+            f"pmca.{fw}": {n: f"{fw}_{n}:TestComponent" for n in ("alpha", "beta")},
+        },
+        modules={
+            decl: MODULES_BASE.format(fw=fw),
+            **{
+                f"{fw}_{n}": COMPONENT.format(fw=fw, name=n, priority=p).replace(
+                    "@pmca.hookimpl\n    def styles", "def styles"
+                ).replace("@pmca.hookimpl\n    def best", "def best")
+                for n, p in (("alpha", 10), ("beta", 20))
+            },
+        },
+    )
+    with pmca.Session(frameworks=[fw]) as s:
+        handle_modules = s.framework(fw).modules()
+    seen = importlib.import_module(decl).SEEN
+    assert handle_modules == seen["call"] == ["beta", "alpha"]
+    assert type(seen["call"]) is list
+    assert seen["legacy"] == ["beta", "alpha"]
+    assert seen["warnings"]
+    assert {category for category, _ in seen["warnings"]} == {DeprecationWarning}
+    assert "call framework.modules()" in seen["warnings"][0][1]

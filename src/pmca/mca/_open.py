@@ -30,6 +30,7 @@ from ._load_errors import show_load_errors_matches
 from ._loader import LoadMode, LoadModeSpec, choose_load_mode, purge_modules
 from ._logging import framework_logger
 from ._markers import PROJECT
+from ._module_list import ModuleList
 from ._plugins import ComponentManager
 from ._selection import (
     Selection,
@@ -161,12 +162,17 @@ class OpenFramework:
         return [] if self.unsettled else list(self.loaded)
 
     @property
-    def modules(self) -> list[object]:
-        return [lc.module for lc in self.loaded if lc.module is not None]
+    def modules(self) -> ModuleList:
+        """``modules()``: the selected modules, best first (as ``FrameworkHandle.modules()``).
+
+        Reading it as a list without the call still works, with a
+        :class:`DeprecationWarning`.
+        """
+        return ModuleList(lc.module for lc in self.loaded if lc.module is not None)
 
     def module(self) -> object:
         """The selected module of a ``single`` framework."""
-        modules = self.modules
+        modules = self.modules()
         if not modules:
             raise FrameworkError(f"framework {self.name!r} has no selected module")
         return modules[0]

@@ -88,7 +88,7 @@ class MemoryBase(FrameworkBase):
 
     @property
     def module(self) -> MemoryModule | None:
-        modules = self.framework.modules
+        modules = self.framework.modules()
         return modules[0] if modules and isinstance(modules[0], MemoryModule) else None
 
     def opened(self) -> None:

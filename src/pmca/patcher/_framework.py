@@ -15,7 +15,7 @@ class PatcherBase(FrameworkBase):
     """
 
     def closing(self) -> None:
-        for module in self.framework.modules:
+        for module in self.framework.modules():
             if isinstance(module, PatcherModule):
                 outcomes = module.restore_all()
                 kept = [o.record.symbol for o in outcomes if not o.restored]

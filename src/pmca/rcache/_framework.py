@@ -15,7 +15,7 @@ class RcacheBase(FrameworkBase):
     """
 
     def closing(self) -> None:
-        for module in self.framework.modules:
+        for module in self.framework.modules():
             if isinstance(module, RcacheModule):
                 module.close_all()
 

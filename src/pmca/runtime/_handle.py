@@ -54,7 +54,7 @@ class FrameworkHandle:
 
     def modules(self) -> list[object]:
         """The selected modules, best first."""
-        return self._live().modules
+        return self._live().modules()
 
     def module(self) -> object:
         """The selected module of a ``single`` framework."""

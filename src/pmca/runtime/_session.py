@@ -301,7 +301,7 @@ class Session:
         opened = self._framework(framework)
         if framework == "btl" and self._slot is not None and self._slot.built is None:
             self._data_path()
-        return opened.modules
+        return opened.modules()
 
     def module(self, framework: str) -> object:
         """The selected module of a ``single`` framework."""

@@ -44,7 +44,7 @@ class BtlBase(FrameworkBase):
         )
 
     def modules(self) -> list[BtlModule]:
-        return [m for m in self.framework.modules if isinstance(m, BtlModule)]
+        return [m for m in self.framework.modules() if isinstance(m, BtlModule)]
 
     def closing(self) -> None:
         for loaded in list(self.framework.loaded):
