@@ -191,7 +191,7 @@ def test_tryfirst_still_goes_first(
         assert s.framework(fw).hook.best() == "beta"
 
 
-MODULES_BASE = '''
+MODULES_BASE = """
 import warnings
 
 import pmca
@@ -211,7 +211,7 @@ class Base(pmca.FrameworkBase):
 FRAMEWORK = pmca.Framework(
     name={fw!r}, description="modules", api_version="1.0.0", policy="multi", base=Base
 )
-'''
+"""
 
 
 def test_a_base_and_a_handle_read_modules_with_one_call(
@@ -232,9 +232,9 @@ def test_a_base_and_a_handle_read_modules_with_one_call(
         modules={
             decl: MODULES_BASE.format(fw=fw),
             **{
-                f"{fw}_{n}": COMPONENT.format(fw=fw, name=n, priority=p).replace(
-                    "@pmca.hookimpl\n    def styles", "def styles"
-                ).replace("@pmca.hookimpl\n    def best", "def best")
+                f"{fw}_{n}": COMPONENT.format(fw=fw, name=n, priority=p)
+                .replace("@pmca.hookimpl\n    def styles", "def styles")
+                .replace("@pmca.hookimpl\n    def best", "def best")
                 for n, p in (("alpha", 10), ("beta", 20))
             },
         },
