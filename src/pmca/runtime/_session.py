@@ -16,6 +16,7 @@ from ..mca._errors import FrameworkError, SessionError
 from ..mca._open import OpenFramework
 from ..mca.params import ParamError
 from ._domains import FinalizeDomain
+from ._given import check_given_names
 from ._handle import FrameworkHandle
 from ._runtime import RUNTIME, TRANSITION_WAIT, Runtime
 
@@ -155,7 +156,7 @@ class Session:
                 for name in runtime.catalog.dependency_order(names):
                     runtime.open_framework(name, defer_selection=one_rank and name == "btl")
                     self._opened.append(name)
-                runtime.warn_unknown_names()
+                check_given_names(runtime)
                 self._attach_data_path()
             except BaseException:
                 self._interrupted = deferral.interrupted
