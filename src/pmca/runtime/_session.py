@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .._interrupts import deferred_interrupts
 from ..mca._errors import FrameworkError, SessionError
 from ..mca._open import OpenFramework
-from ..mca.params import ParamError
+from ..mca.params import ParamError, UnknownParamError
 from ._domains import FinalizeDomain
 from ._given import check_given_names
 from ._handle import FrameworkHandle
@@ -350,7 +350,17 @@ class Session:
     def param(self, name: str) -> Param:
         """A parameter, with its value and where the value came from."""
         self._require_active()
-        return self._runtime.params.get(name)
+        runtime = self._runtime
+        try:
+            return runtime.params.get(name)
+        except UnknownParamError as exc:
+            from ._unknown import unregistered_reason
+
+            with runtime.lock:
+                reason = unregistered_reason(name, runtime.frameworks, runtime.catalog.frameworks)
+            if reason is None:
+                raise
+            raise UnknownParamError(name, exc.close_matches, reason) from None
 
     def set_param(self, name: str, value: Any) -> Param:
         """Change a settable parameter at run time (source ``set``)."""

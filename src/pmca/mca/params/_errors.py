@@ -89,9 +89,14 @@ class ParamPermissionError(ParamError):
 class UnknownParamError(ParamError, LookupError):
     """No registered parameter (or synonym) has this name."""
 
-    def __init__(self, name: str, close_matches: list[str]) -> None:
+    def __init__(self, name: str, close_matches: list[str], reason: str | None = None) -> None:
         self.name = name
         self.close_matches = close_matches
+        #: Why a parameter that exists is not registered here (its component is not open).
+        self.reason = reason
+        if reason is not None:
+            super().__init__(f"MCA parameter {name!r} is not registered in this session: {reason}")
+            return
         hint = f"; did you mean: {', '.join(close_matches)}?" if close_matches else ""
         super().__init__(f"unknown MCA parameter {name!r}{hint}")
 
