@@ -14,7 +14,6 @@ session that opened them all).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-
 from typing import TYPE_CHECKING
 
 from attrs import frozen
