@@ -13,9 +13,11 @@ from ..conftest import component_source
 
 
 def test_an_excluded_components_parameter(pmca_env) -> None:
-    with pmca.Session(mca={"btl": "self"}, frameworks=["btl"]) as s:
-        with pytest.raises(UnknownParamError) as caught:
-            s.param("btl_tcp_exclusivity")
+    with (
+        pmca.Session(mca={"btl": "self"}, frameworks=["btl"]) as s,
+        pytest.raises(UnknownParamError) as caught,
+    ):
+        s.param("btl_tcp_exclusivity")
     message = str(caught.value)
     assert not message.startswith("unknown")
     assert "component btl/tcp is excluded by the selection btl='self' (from command line)" in (
@@ -42,12 +44,16 @@ def test_a_component_that_lost_selection(install_framework, unique) -> None:
 
 
 def test_a_framework_that_is_not_open(pmca_env) -> None:
-    with pmca.Session(frameworks=["patcher"]) as s:
-        with pytest.raises(UnknownParamError, match=re.escape("framework 'btl' is not open")):
-            s.param("btl_tcp_exclusivity")
+    with (
+        pmca.Session(frameworks=["patcher"]) as s,
+        pytest.raises(UnknownParamError, match=re.escape("framework 'btl' is not open")),
+    ):
+        s.param("btl_tcp_exclusivity")
 
 
 def test_a_misspelt_name_is_still_unknown(pmca_env) -> None:
-    with pmca.Session(frameworks=["btl"]) as s:
-        with pytest.raises(UnknownParamError, match="unknown MCA parameter 'btl_tcp_exclusivty'"):
-            s.param("btl_tcp_exclusivty")
+    with (
+        pmca.Session(frameworks=["btl"]) as s,
+        pytest.raises(UnknownParamError, match="unknown MCA parameter 'btl_tcp_exclusivty'"),
+    ):
+        s.param("btl_tcp_exclusivty")
