@@ -159,7 +159,10 @@ def _inventory_lines(section: Section) -> dict[str, Any]:
     with Session(frameworks=[]), inventory() as entries:
         for broken in RUNTIME.catalog.failures:
             # Reported, not failed: a third party's declaration, not pmca, is at fault.
-            section.add("warn", f"framework {broken.name}", f"disabled: {broken}")
+            if broken.clash is None:
+                section.add("warn", f"framework {broken.name}", f"disabled: {broken}")
+            else:
+                section.add("warn", broken.label, broken.reason.removeprefix("FrameworkError: "))
         for entry in entries:
             fw = entry.framework
             section.lines.append(

@@ -147,7 +147,13 @@ def document(report: Report, view: View, space: ParamSpace) -> dict[str, Any]:
         "core_params": [param_json(p) for p in core],
         "frameworks": frameworks,
         "framework_failures": [
-            {"name": f.name, "location": f.location, "reason": f.reason}
+            {
+                "name": f.name,
+                "location": f.location,
+                "reason": f.reason,
+                "distribution": f.distribution,
+                "clashes_with": f.clash,
+            }
             for f in report.wanted_framework_failures(view.selectors)
         ],
         "unknown_params": [

@@ -92,7 +92,7 @@ def render(report: Report, view: View, space: ParamSpace, emitter: Emitter) -> N
                 failed.append(f"{failure.framework}/{failure.component}")
         for framework_failure in report.wanted_framework_failures(view.selectors):
             emitter.framework_failed(framework_failure, detail=view.failures)
-            failed.append(f"framework {framework_failure.name}")
+            failed.append(framework_failure.label)
     if view.params:
         for _section, group in report.param_groups(
             view.selectors, view.shown, selected_only=view.selected_only
@@ -174,9 +174,14 @@ class Readable:
             self._more(*failure.traceback.rstrip().splitlines())
 
     def framework_failed(self, failure: FrameworkFailure, *, detail: bool) -> None:
-        self._out(f"MCA {failure.name}", f"(framework failed to load) {one_line(failure.reason)}")
+        what = "(framework failed to load)"
+        if failure.clash is not None:
+            what = "(third-party framework ignored: name clash)"
+        self._out(f"MCA {failure.name}", f"{what} {one_line(failure.reason)}")
         if detail:
             self._more(f"location: {failure.location}")
+            if failure.distribution:
+                self._more(f"distribution: {failure.distribution}")
 
     def group(self, group: Group) -> None:
         self._out(group.label, SEPARATOR)
@@ -283,9 +288,14 @@ class Parsable:
                 self.out.append(plain(f"{key}:distribution", failure.distribution))
 
     def framework_failed(self, failure: FrameworkFailure, *, detail: bool) -> None:
-        self.out.append(plain(f"framework:{failure.name}:failed", failure.reason))
+        key = f"framework:{failure.name}"
+        self.out.append(plain(f"{key}:failed", failure.reason))
         if detail:
-            self.out.append(plain(f"framework:{failure.name}:location", failure.location))
+            self.out.append(plain(f"{key}:location", failure.location))
+            if failure.distribution:
+                self.out.append(plain(f"{key}:distribution", failure.distribution))
+            if failure.clash is not None:
+                self.out.append(plain(f"{key}:clashes-with", failure.clash))
 
     def group(self, group: Group) -> None:
         for param in group.params:

@@ -255,7 +255,7 @@ class Runtime:
                 )
                 for name, state in states.items()
             }
-            disabled = [f.name for f in self.catalog.failures]
+            disabled = self.catalog.disabled()
             disabled.extend(n for n in self.catalog.frameworks if n not in states)
             complete = set(self.catalog.frameworks) <= set(states)
             messages = unknown_name_messages(space, namespaces, disabled, complete=complete)
