@@ -166,9 +166,11 @@ def test_a_third_party_btl_framework_is_reported_as_a_clash_not_as_the_builtin_f
     assert failure["distribution"] == "pmca-otherbtl 0.3.0"
     assert failure["clashes_with"] == "built-in (pmca.btl._framework:FRAMEWORK)"
     # The built-in btl's parameters are still checked: its name is not disabled.
-    with pytest.warns(pmca.ParamWarning, match="btl_tcp_exclusivty"):
-        with pmca.Session(frameworks=["btl"], mca={"btl_tcp_exclusivty": "5"}):
-            pass
+    with (
+        pytest.warns(pmca.ParamWarning, match="btl_tcp_exclusivty"),
+        pmca.Session(frameworks=["btl"], mca={"btl_tcp_exclusivty": "5"}),
+    ):
+        pass
 
 
 def test_a_component_offered_twice_warns_naming_both(
