@@ -75,7 +75,7 @@ class Emitter(Protocol):
 def render(report: Report, view: View, space: ParamSpace, emitter: Emitter) -> None:
     """Walk the report in ``ompi_info``'s order: header, components, parameters."""
     if view.header:
-        for fact in header(space):
+        for fact in header(space, report.entries):
             emitter.fact(fact)
     for fact in view.facts:
         emitter.fact(fact)
