@@ -51,9 +51,12 @@ class ParamValueError(ParamError):
         self.given_as = given_as
         shown = value if isinstance(value, str) else repr(value)
         alias = f" (given as {given_as!r})" if given_as else ""
+        # A reason that already states what is valid (a check of one's own
+        # raising "expected 0 to 9") is not followed by the same words again.
+        valid = "" if valid_values and valid_values in reason else f"; valid values: {valid_values}"
         super().__init__(
             f"invalid value {shown!r} for MCA parameter {param_name!r}{alias} "
-            f"from {origin}: {reason}; valid values: {valid_values}"
+            f"from {origin}: {reason}{valid}"
         )
 
 
