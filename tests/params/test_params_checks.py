@@ -8,6 +8,8 @@ from pmca.mca.params import InvalidValue, ParamValueError, one_of, power_of_two,
 
 from .conftest import SpaceFactory
 
+POW = "a power of two from 2 to 64"
+
 
 @pytest.mark.parametrize(
     ("options", "value", "message_end"),
@@ -15,8 +17,8 @@ from .conftest import SpaceFactory
         (within(0, 9), "12", "12 is above 9; valid values: 0 to 9"),
         (within(0, 9), "-1", "-1 is below 0; valid values: 0 to 9"),
         (within(1, unit="bytes"), "0", "0 is below 1; valid values: at least 1 bytes"),
-        (power_of_two(2, 64), "24", "24 is not a power of two; valid values: a power of two from 2 to 64"),
-        (power_of_two(2, 64), "128", "128 is above 64; valid values: a power of two from 2 to 64"),
+        (power_of_two(2, 64), "24", f"24 is not a power of two; valid values: {POW}"),
+        (power_of_two(2, 64), "128", f"128 is above 64; valid values: {POW}"),
         (one_of("a", "b"), "c", "not one of the accepted words; valid values: one of a, b"),
     ],
 )  # fmt: skip
