@@ -226,3 +226,14 @@ def test_load_mode_is_mixed_when_some_components_load_statically(cli, pmca_env) 
     assert summary["components"] == {"static": modes.count("static"), "dso": modes.count("dso")}
     pmca_env["PMCA_MCA_mca_base_component_dso"] = "none"
     assert re.search(r"Component load mode: static$", cli("info").out, re.MULTILINE)
+
+
+def test_valid_text_is_shown_without_json(cli, pmca_env) -> None:
+    """A parameter's ``valid=`` text is in the readable and parsable output, not only JSON."""
+    readable = cli("info", "--param", "btl", "tcp", "--level", "9").out.splitlines()
+    at = next(i for i, x in enumerate(readable) if '"btl_tcp_keepalive_probes"' in x)
+    assert readable[at + 2].split(":", 1)[1].strip() == "Valid values: 1 to 127 probes"
+    parsable = cli("info", "--param", "btl", "tcp", "--level", "9", "--parsable").out
+    assert "mca:btl:tcp:param:btl_tcp_keepalive_probes:valid_values:1 to 127 probes" in (
+        parsable.splitlines()
+    )

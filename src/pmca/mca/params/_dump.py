@@ -50,6 +50,9 @@ def format_readable(param: Param, *, name: str | None = None) -> list[str]:
     if enumeration is not None:
         # Open MPI's form, which scrapers of ompi_info output parse.
         lines.append(f"Valid values: {enumeration.listing()}")
+    elif param.definition.valid is not None:
+        # What a ``check`` accepts, in the same form.
+        lines.append(f"Valid values: {param.definition.valid}")
     return lines
 
 
@@ -63,7 +66,8 @@ def format_parsable(param: Param, *, name: str | None = None) -> list[str]:
 
     Fields, in Open MPI 5's order: ``value``, ``source``, ``status``, ``level``,
     ``help`` (when there is one), ``enumerator:value:<n>:<name>`` (bools and
-    enumerations), ``deprecated``, ``type``, ``synonym_of:name:`` or
+    enumerations) or ``valid_values`` (what a ``check`` accepts, the ``valid=``
+    text of :meth:`ParamSpace.register`; pmca's own field), ``deprecated``, ``type``, ``synonym_of:name:`` or
     ``synonym:name:``, ``disabled:false``. ``name`` selects a synonym's entry.
     """
     shown, synonym = _view(param, name)
@@ -85,6 +89,10 @@ def format_parsable(param: Param, *, name: str | None = None) -> list[str]:
         lines.extend(
             f"{prefix}enumerator:value:{value}:{label}" for label, value in enumeration.values
         )
+    elif param.definition.valid is not None:
+        # Open MPI has no field for a validator's text; this one follows its
+        # conventions: one field name, then the value, quoted if it has a ':'.
+        lines.append(f"{prefix}valid_values:{_quote(param.definition.valid)}")
     deprecated = synonym is not None and synonym.deprecated
     lines.append(f"{prefix}deprecated:{'yes' if deprecated else 'no'}")
     lines.append(f"{prefix}type:{param.type.type_name}")
