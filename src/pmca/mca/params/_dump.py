@@ -67,8 +67,9 @@ def format_parsable(param: Param, *, name: str | None = None) -> list[str]:
     Fields, in Open MPI 5's order: ``value``, ``source``, ``status``, ``level``,
     ``help`` (when there is one), ``enumerator:value:<n>:<name>`` (bools and
     enumerations) or ``valid_values`` (what a ``check`` accepts, the ``valid=``
-    text of :meth:`ParamSpace.register`; pmca's own field), ``deprecated``, ``type``, ``synonym_of:name:`` or
-    ``synonym:name:``, ``disabled:false``. ``name`` selects a synonym's entry.
+    text of :meth:`ParamSpace.register`; pmca's own field), ``deprecated``,
+    ``type``, ``synonym_of:name:`` or ``synonym:name:``, ``disabled:false``.
+    ``name`` selects a synonym's entry.
     """
     shown, synonym = _view(param, name)
     framework, component = param.framework, param.component or "base"
