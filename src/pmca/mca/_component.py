@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import frozen
 
+from .._public import public
 from .._records import FrozenValue
 from ._errors import ComponentError
 from ._names import Version, check_component_name, check_framework_name
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from ._framework import Framework
 
 
+@public
 @frozen(eq=False, repr=False)
 class Query(FrozenValue):
     """What a component's ``query`` hook returns when it wants to be selected.
@@ -27,6 +29,7 @@ class Query(FrozenValue):
     module: object
 
 
+@public
 class Component:
     """Base class of every pmca component.
 

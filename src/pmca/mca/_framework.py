@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal
 
 from attrs import field, frozen
 
+from .._public import public
 from .._records import FrozenValue, Record
 from ._errors import FrameworkError
 from ._names import Version, check_component_name, check_framework_name
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 Policy = Literal["single", "multi"]
 
 
+@public
 @frozen(eq=False, repr=False)
 class ComponentRef(FrozenValue):
     """A built-in component in a framework's static table, not yet imported.
@@ -40,6 +42,7 @@ class ComponentRef(FrozenValue):
         return self.target.partition(":")[0]
 
 
+@public
 @frozen(eq=False, repr=False)
 class Alias(FrozenValue):
     """Another name for a component (Open MPI's ``vader`` for ``sm``)."""
@@ -68,6 +71,7 @@ def _to_aliases(value: Mapping[str, str | Alias]) -> Mapping[str, Alias]:
     return {k: v if isinstance(v, Alias) else Alias(v) for k, v in value.items()}
 
 
+@public
 class FrameworkBase:
     """A framework's base logic, instantiated once per framework open.
 
@@ -92,6 +96,7 @@ class FrameworkBase:
         """Another framework opened while this one is open (or was open before it)."""
 
 
+@public
 @frozen(eq=False, repr=False)
 class Framework(Record):
     """A named kind of plugin with one interface.

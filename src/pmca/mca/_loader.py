@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from attrs import define, field
 
 from .._forksafe import short_lock
+from .._public import public
 from .._records import FrozenValue, Record
 from ._errors import LibraryError, SelectionError
 
@@ -162,6 +163,7 @@ def purge_modules(root: str) -> list[str]:
     return doomed
 
 
+@public
 @define(eq=False, repr=False)
 class NativeLibrary(Record):
     """A shared library opened through pmca's loader on behalf of a component."""

@@ -19,6 +19,7 @@ import pluggy
 from attrs import define
 
 from .._forksafe import short_lock
+from .._public import public
 from .._records import Record
 from ._component import Component, Query, check_api, make_component
 from ._context import ComponentContext, FrameworkHost, FrameworkParams
@@ -122,6 +123,7 @@ class _ModulesMark:
         return added
 
 
+@public
 class OpenFramework:
     """The live state of one framework between its first open and last close."""
 

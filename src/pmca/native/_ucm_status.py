@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import attrs
 
+from .._public import public
 from .._records import FrozenValue
 from ._ucm import NOTHING_TO_LOAD
 
 __all__ = ["UcmStatus"]
 
 
+@public
 @attrs.frozen(eq=False, repr=False)
 class UcmStatus(FrozenValue):
     """What pmca knows about UCX's ucm in this process."""

@@ -6,6 +6,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._public import public
 from ..btl import BtlError
 
 T = TypeVar("T")
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from ._engine import P2p
 
 
+@public
 class TruncationError(BtlError):
     """A message was larger than the receive buffer (MPI_ERR_TRUNCATE)."""
 
@@ -35,6 +37,7 @@ def truncation(size: int, source: int, tag: int, capacity: int) -> TruncationErr
     )
 
 
+@public
 class Request:
     """A pending send or receive; ``wait()`` returns the bytes transferred."""
 

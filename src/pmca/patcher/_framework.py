@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from .._public import public
 from ..mca._framework import ComponentRef, Framework, FrameworkBase
 from ._interface import PatcherModule
 
 
+@public
 class PatcherBase(FrameworkBase):
     """Restores every patch at the last close, before any component closes.
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from .._public import public
 from .._records import FrozenValue
 
 __all__ = ["CleanupFailure", "FrameworkFailure"]
@@ -40,6 +41,7 @@ class FrameworkFailure(FrozenValue):
         return f"framework {self.name} from {self.location}: {self.reason}"
 
 
+@public
 @frozen(eq=False, repr=False)
 class CleanupFailure(FrozenValue):
     domain: str

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import pluggy
 
+from .._public import public
+
 if TYPE_CHECKING:
     from ..mca._component_info import ComponentInfo
     from ..mca._failures import ComponentFailure
@@ -14,6 +16,7 @@ if TYPE_CHECKING:
     from ..mca._open import OpenFramework
 
 
+@public
 class FrameworkHandle:
     """An open framework as its users see it, valid while the session is active.
 

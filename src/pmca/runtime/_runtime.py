@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._interrupts import deferred_interrupts
+from .._public import public
 from ..mca._discovery import EntryPointIndex
 from ..mca._errors import FrameworkError, SessionError, StaleReferenceError, warn_user
 from ..mca._loader import LoadModeSpec
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 TRANSITION_WAIT = 10.0
 
 
+@public
 class Runtime:
     """Shared state of all live sessions in this process."""
 

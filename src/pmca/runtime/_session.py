@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .._interrupts import deferred_interrupts
+from .._public import public
 from ..mca._errors import FrameworkError, SessionError
 from ..mca._open import OpenFramework
 from ..mca.params import ParamError, UnknownParamError
@@ -73,6 +74,7 @@ class _State(enum.Enum):
     FINALIZED = "finalized"
 
 
+@public
 class Session:
     """A handle whose init opens frameworks and whose finalize closes them.
 

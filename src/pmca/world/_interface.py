@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from .._public import public
 from ..mca._errors import PmcaError
 
 
+@public
 class WorldError(PmcaError):
     """A world operation failed or timed out; names the ranks concerned."""
 
 
+@public
 class WorldTimeout(WorldError):
     """Some peers never answered within the timeout. ``missing`` lists them."""
 
@@ -19,6 +22,7 @@ class WorldTimeout(WorldError):
         self.missing = missing
 
 
+@public
 @runtime_checkable
 class World(Protocol):
     """The processes of one job, as pmca sees them (ARCHITECTURE.md §7.1).

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from ..._public import public
 from ...mca._context import FrameworkParams
 from ...mca._framework import FrameworkBase
 from .._interface import BtlModule
 
 
+@public
 class BtlBase(FrameworkBase):
     """Runs each module's ``finalize`` before the components close (``mca_btl_base_close``).
 

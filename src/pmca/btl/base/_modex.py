@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from attrs import frozen
 
+from ..._public import public
 from ..._records import FrozenValue
 from .._interface import ModexError
 
@@ -27,6 +28,7 @@ _NAME = struct.Struct("<B")
 _ADDRESS = struct.Struct("<H")
 
 
+@public
 def host_id() -> str:
     """This host's identity: processes with equal ids can share memory."""
     try:
@@ -38,6 +40,7 @@ def host_id() -> str:
     return f"{os.uname().nodename}/{boot}"
 
 
+@public
 @frozen(eq=False, repr=False)
 class RankEntry(FrozenValue):
     """What one rank published."""

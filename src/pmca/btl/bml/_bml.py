@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import define, field, frozen
 
+from ..._public import public
 from .._interface import BtlModule, Endpoint, Flags, ModexError, PeerFailed, Proc
 from ..base import _modex
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from ...world import World
 
 
+@public
 @frozen
 class Route:
     """One module's way to one peer."""
@@ -38,6 +40,7 @@ class Route:
         return self.module.name
 
 
+@public
 @define(eq=False)
 class BmlPeer:
     """Everything the message layer needs to reach one rank."""
@@ -80,6 +83,7 @@ def _build_peer(rank: int, entry: _modex.RankEntry, routes: list[Route]) -> BmlP
     return BmlPeer(rank, entry.host, entry.pid, routes, send, rdma)
 
 
+@public
 class Bml:
     """Routes of one session to every rank of its world."""
 
@@ -224,6 +228,7 @@ def _pidfd(pid: int) -> int | None:
         return None
 
 
+@public
 def connect(
     world: World, modules: Sequence[BtlModule], log: FilteringBoundLogger, timeout: float
 ) -> Bml:

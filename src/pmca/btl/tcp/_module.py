@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from attrs import define, frozen
 
+from ..._public import public
 from ..._records import FrozenValue, Record
 from .._interface import (
     BtlError,
@@ -70,6 +71,7 @@ class TcpSettings(FrozenValue):
     keepalive: tuple[int, ...] | None = None
 
 
+@public
 class TcpModule(ModuleBase):
     def __init__(self, limits: Limits, settings: TcpSettings, log: FilteringBoundLogger) -> None:
         super().__init__("tcp", limits, log)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._public import public
 from ._values import InvalidValue
 
 
@@ -34,12 +35,14 @@ def _out_of(least: int, most: int | None, number: int) -> str | None:
     return None
 
 
+@public
 def within(least: int, most: int | None = None, unit: str = "") -> dict[str, Any]:
     """An integer from ``least`` to ``most`` (no upper bound when ``None``)."""
     shown = f"{least} to {most}" if most is not None else f"at least {least}"
     return _options(f"{shown} {unit}".rstrip(), lambda value: _out_of(least, most, int(value)))
 
 
+@public
 def one_of(*words: str) -> dict[str, Any]:
     """One of ``words``, in any case."""
     return _options(
@@ -48,6 +51,7 @@ def one_of(*words: str) -> dict[str, Any]:
     )
 
 
+@public
 def power_of_two(least: int, most: int | None = None) -> dict[str, Any]:
     """A power of two from ``least`` to ``most`` (no upper bound when ``None``)."""
     shown = f"from {least} to {most}" if most is not None else f">= {least}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..._public import public
 from ._param import Param, Synonym
 from ._values import BOOL_ENUM, Enumeration, ParamType
 
@@ -22,6 +23,7 @@ def _enumerators(param: Param) -> Enumeration | None:
     return BOOL_ENUM if param.type is ParamType.BOOL else None
 
 
+@public
 def format_readable(param: Param, *, name: str | None = None) -> list[str]:
     """Open MPI's READABLE dump: the ``parameter "..." (...)`` line, the help, valid values.
 
@@ -61,6 +63,7 @@ def _quote(value: str) -> str:
     return f'"{value}"' if ":" in value else value
 
 
+@public
 def format_parsable(param: Param, *, name: str | None = None) -> list[str]:
     """Open MPI's PARSABLE dump, ``mca:<fw>:<comp>:param:<name>:<field>:<value>`` lines.
 

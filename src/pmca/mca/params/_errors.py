@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..._public import public
 from .._errors import PmcaError
 
 if TYPE_CHECKING:
     from ._values import Origin
 
 
+@public
 class ParamError(PmcaError, ValueError):
     """Base class of every error the parameter space raises on purpose.
 
@@ -22,6 +24,7 @@ class ParamError(PmcaError, ValueError):
     """
 
 
+@public
 class ParamValueError(ParamError):
     """A value has the wrong type or lies outside the parameter's valid values.
 
@@ -60,6 +63,7 @@ class ParamValueError(ParamError):
         )
 
 
+@public
 class ParamFileError(ParamError):
     """A parameter file is malformed, unreadable, or missing although named.
 
@@ -75,6 +79,7 @@ class ParamFileError(ParamError):
         super().__init__(f"{where}: {problem}")
 
 
+@public
 class ParamPermissionError(ParamError):
     """A parameter cannot be changed: read-only, locked, or set by the override file."""
 
@@ -89,6 +94,7 @@ class ParamPermissionError(ParamError):
         )
 
 
+@public
 class UnknownParamError(ParamError, LookupError):
     """No registered parameter (or synonym) has this name."""
 
@@ -104,10 +110,12 @@ class UnknownParamError(ParamError, LookupError):
         super().__init__(f"unknown MCA parameter {name!r}{hint}")
 
 
+@public
 class ParamRegistrationError(ParamError):
     """A registration conflicts with an existing parameter or is malformed."""
 
 
+@public
 class PmcaDeprecationWarning(DeprecationWarning):
     """A value was given under a deprecated parameter name.
 
@@ -117,5 +125,6 @@ class PmcaDeprecationWarning(DeprecationWarning):
     """
 
 
+@public
 class ParamWarning(UserWarning):
     """A value was given where it is ignored (for example a core parameter in a file)."""

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..._forksafe import short_lock
 from ..._interrupts import deferred_interrupts
+from ..._public import public
 from ._table import PatchTable
 
 if TYPE_CHECKING:
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from .._patches import PatchRecord, RestoreOutcome
 
 
+@public
 class OverwriteModule:
     """Applies patches through the native backend and records them in its table."""
 

@@ -8,6 +8,8 @@ import threading
 from functools import cache
 from pathlib import Path
 
+from ..._public import public
+
 LIBRARY_NAME = "libpmca_uring.so"
 
 _c_void_p = ctypes.c_void_p
@@ -53,6 +55,7 @@ def _check(result: int, what: str) -> int:
     return result
 
 
+@public
 class Ring:
     """An io_uring whose registered-buffer table has ``table_size`` empty slots."""
 
