@@ -23,8 +23,8 @@ def test_a_session_without_btl_imports_neither_the_btl_base_nor_p2p() -> None:
                      "email", "logging", "difflib", "tempfile", "shutil")
             print(sorted(name for name in heavy if name in sys.modules))
             with pmca.Session(frameworks=["btl"]) as session:
-                engine = "pmca.p2p._engine" in sys.modules
-                print(type(session.p2p).__module__, engine, "pmca.btl.base" in sys.modules)
+                home = type(session.p2p).__module__
+                print(home, "pmca.p2p._engine" in sys.modules, "pmca.btl.base" in sys.modules)
             """
         )
     )
