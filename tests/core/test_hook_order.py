@@ -166,25 +166,16 @@ def test_a_later_session_follows_its_own_selection(two_components) -> None:
     assert _observed(fw, decl) == ALPHA_FIRST
 
 
-def test_tryfirst_still_goes_first(
-    install_plugin: InstallPlugin, unique: Callable[[str], str]
-) -> None:
+def test_tryfirst_still_goes_first(install_framework, unique: Callable[[str], str]) -> None:
     """pluggy's ``tryfirst`` stays an author's explicit override of the priority order."""
     fw = unique("order")
-    decl = f"{fw}_decl"
-    install_plugin(
-        f"dist-{fw}",
-        entry_points={
-            "pmca.frameworks": {fw: f"{decl}:FRAMEWORK"},
-            f"pmca.{fw}": {n: f"{fw}_{n}:TestComponent" for n in ("alpha", "beta")},
-        },
-        modules={
-            decl: FRAMEWORK.format(fw=fw),
-            f"{fw}_alpha": COMPONENT.format(fw=fw, name="alpha", priority=30),
-            f"{fw}_beta": COMPONENT.format(fw=fw, name="beta", priority=10).replace(
-                "@pmca.hookimpl\n    def best", "@pmca.hookimpl(tryfirst=True)\n    def best"
-            ),
-        },
+    beta = COMPONENT.format(fw=fw, name="beta", priority=10).replace(
+        "@pmca.hookimpl\n    def best", "@pmca.hookimpl(tryfirst=True)\n    def best"
+    )
+    install_framework(
+        fw,
+        {"alpha": COMPONENT.format(fw=fw, name="alpha", priority=30), "beta": beta},
+        declaration=FRAMEWORK.format(fw=fw),
     )
     with pmca.Session(frameworks=[fw]) as s:
         assert s.framework(fw).hook.styles() == [["alpha"], ["beta"]]
@@ -215,29 +206,22 @@ FRAMEWORK = pmca.Framework(
 
 
 def test_a_base_and_a_handle_read_modules_with_one_call(
-    install_plugin: InstallPlugin, unique: Callable[[str], str]
+    install_framework, unique: Callable[[str], str]
 ) -> None:
     """``self.framework.modules()`` in a base is ``FrameworkHandle.modules()``; the old
     list attribute still reads the same modules, with a DeprecationWarning."""
     import importlib
 
     fw = unique("mods")
-    decl = f"{fw}_decl"
-    install_plugin(
-        f"dist-{fw}",
-        entry_points={
-            "pmca.frameworks": {fw: f"{decl}:FRAMEWORK"},
-            f"pmca.{fw}": {n: f"{fw}_{n}:TestComponent" for n in ("alpha", "beta")},
+    decl = install_framework(
+        fw,
+        {
+            n: COMPONENT.format(fw=fw, name=n, priority=p)
+            .replace("@pmca.hookimpl\n    def styles", "def styles")
+            .replace("@pmca.hookimpl\n    def best", "def best")
+            for n, p in (("alpha", 10), ("beta", 20))
         },
-        modules={
-            decl: MODULES_BASE.format(fw=fw),
-            **{
-                f"{fw}_{n}": COMPONENT.format(fw=fw, name=n, priority=p)
-                .replace("@pmca.hookimpl\n    def styles", "def styles")
-                .replace("@pmca.hookimpl\n    def best", "def best")
-                for n, p in (("alpha", 10), ("beta", 20))
-            },
-        },
+        declaration=MODULES_BASE.format(fw=fw),
     )
     with pmca.Session(frameworks=[fw]) as s:
         handle_modules = s.framework(fw).modules()
