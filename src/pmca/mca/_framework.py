@@ -78,6 +78,11 @@ class FrameworkBase:
     All of its state lives on the instance, which pmca drops at the last
     close: nothing a framework base remembers can outlive the components it
     pointed at (Open MPI's ``opal_patcher`` global did, and crashed).
+
+    :attr:`framework` is the open framework: ``self.framework.modules()``
+    (the selected modules, best first), ``self.framework.module()`` and
+    ``self.framework.hook()`` (the framework's hooks, called in selection
+    order), the same calls as on ``Session.framework(name)``.
     """
 
     def __init__(self, framework: OpenFramework) -> None:
