@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..mca._open import OpenFramework
 from ._runtime import RUNTIME, Runtime
+from ._unknown import CORE
 
 
 def check_given_names(runtime: Runtime = RUNTIME) -> None:
@@ -18,8 +19,6 @@ def check_given_names(runtime: Runtime = RUNTIME) -> None:
     value raises :class:`pmca.ParamValueError`, an unknown name warns. A
     session whose given names are all registered pays nothing.
     """
-    from ._unknown import CORE
-
     with runtime.lock:
         catalog = runtime.catalog
         unopened = [name for name in catalog.frameworks if name not in runtime.frameworks]
