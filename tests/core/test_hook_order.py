@@ -232,3 +232,45 @@ def test_a_base_and_a_handle_read_modules_with_one_call(
     assert seen["warnings"]
     assert {category for category, _ in seen["warnings"]} == {DeprecationWarning}
     assert "call framework.modules()" in seen["warnings"][0][1]
+
+
+def test_plugins_registered_attached_are_ordered_too() -> None:
+    """A plugin whose hooks pmca cannot read from its class (here: an instance with a
+    method of its own) is registered attached at once; attaching in order moves it."""
+    from pmca.mca._plugins import ComponentManager
+
+    class Spec:
+        @pmca.hookspec
+        def styles(self):  # type: ignore[no-untyped-def]
+            """Each plugin's styles."""
+
+    class FromClass:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        @pmca.hookimpl
+        def styles(self) -> list[str]:
+            return [self.name]
+
+    def own(name: str) -> object:
+        plugin = FromClass(name)
+
+        @pmca.hookimpl
+        def styles() -> list[str]:
+            return [name]
+
+        plugin.styles = styles  # type: ignore[method-assign]
+        return plugin
+
+    pm = ComponentManager("pmca")
+    pm.add_hookspecs(Spec)
+    plugins = [FromClass("a"), own("b"), FromClass("c"), own("d")]
+    for plugin in plugins:
+        pm.register_detached(plugin, name=plugin.name)  # type: ignore[attr-defined]
+    assert pm.hook.styles() == [["d"], ["b"]]  # pluggy's order: registered last first
+    best_first = [plugins[2], plugins[1], plugins[3], plugins[0]]
+    pm.attach_in_order(best_first)
+    assert pm.hook.styles() == [["c"], ["b"], ["d"], ["a"]]
+    for plugin in (plugins[1], plugins[2]):
+        pm.unregister(plugin)  # and they leave the callers again
+    assert pm.hook.styles() == [["d"], ["a"]]

@@ -121,7 +121,14 @@ class ComponentManager(pluggy.PluginManager):
         if registered is None:
             return None
         if markers is None:
-            callers = super().get_hookcallers(plugin) or []
+            # Scanned, as pluggy does (its get_hookcallers would ask this
+            # manager's get_name, which knows the plugin only once registered).
+            callers = [
+                caller
+                for caller in vars(self.hook).values()
+                if isinstance(caller, pluggy.HookCaller)
+                and any(impl.plugin is plugin for impl in caller.get_hookimpls())
+            ]
         else:
             hooks = dict.fromkeys(opts.get("specname") or attr for attr, opts in markers.items())
             callers = [getattr(self.hook, hook) for hook in hooks]
