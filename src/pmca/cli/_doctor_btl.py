@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._section import Section
+
 if TYPE_CHECKING:
     from ..mca._component_info import ComponentInfo
-    from ._doctor import Section
 
 #: The title of the section with third-party components, reported but not judged.
 THIRD_PARTY_TITLE = "Third-party components (reported, not judged)"
@@ -25,9 +26,8 @@ def _origin(info: ComponentInfo) -> str:
 
 def btl_sections() -> list[Section]:
     """The judged btl section and the third-party section (empty ones are left out)."""
-    from ..btl.base._loopback import check, check_self
-    from ..runtime import Session
-    from ._doctor import Section
+    from ..session import Session
+    from ._btl_loopback import check, check_self
 
     section = Section("Byte transfer layer")
     third = Section(THIRD_PARTY_TITLE, judged=False)

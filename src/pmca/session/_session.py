@@ -16,10 +16,10 @@ from .._public import public
 from ..mca._errors import FrameworkError, SessionError
 from ..mca._open import OpenFramework
 from ..mca.params import ParamError, UnknownParamError
-from ._domains import FinalizeDomain
-from ._given import check_given_names
+from ..runtime._domains import FinalizeDomain
+from ..runtime._given import check_given_names
+from ..runtime._runtime import RUNTIME, TRANSITION_WAIT, Runtime
 from ._handle import FrameworkHandle
-from ._runtime import RUNTIME, TRANSITION_WAIT, Runtime
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -232,7 +232,7 @@ class Session:
         """Modex and connections for the btl framework, if this session opened it.
 
         With a world of several ranks they are made now (every rank meets in
-        the allgather); with a world of one rank at first use (pmca.runtime._data).
+        the allgather); with a world of one rank at first use (pmca.session._data).
         """
         btl = self._runtime.frameworks.get("btl")
         if "btl" not in self._opened or btl is None:
@@ -356,7 +356,7 @@ class Session:
         try:
             return runtime.params.get(name)
         except UnknownParamError as exc:
-            from ._unknown import unregistered_reason
+            from ..runtime._unknown import unregistered_reason
 
             with runtime.lock:
                 reason = unregistered_reason(name, runtime.frameworks, runtime.catalog.frameworks)
