@@ -16,7 +16,7 @@ bottom first:
 - ``pmca.p2p``: point-to-point messages over the btls;
 - ``pmca.session``: :class:`Session`, which composes the frameworks;
 - this package, a lazy facade over the public names above;
-- ``pmca.testing``, ``pmca.scenarios``, ``pmca.cli``.
+- ``pmca.testing``, ``pmca.scenarios``, ``pmca.cli``, then ``pmca.__main__`` (``python -m pmca``).
 
 Nothing below this facade imports a name from it: each takes it from its home.
 ``tests/core/test_layers.py`` checks this order.

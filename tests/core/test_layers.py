@@ -14,6 +14,7 @@ neither each other nor anything above.
     session                                         Session: composes the frameworks
     pmca (the root package)                         the lazy facade users import
     testing < scenarios < cli                       helpers and tools built on sessions
+    __main__                                        python -m pmca: the pmca command
 
 Every import statement of ``src/pmca`` counts, wherever it is (module level,
 inside a function, under ``TYPE_CHECKING``), relative or absolute, and so does
@@ -49,6 +50,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("testing",),
     ("scenarios",),
     ("cli",),
+    ("__main__",),  # python -m pmca: the command line
 )
 
 #: Module cycles inside one package that stay, each (importer, imported) edge
