@@ -56,6 +56,7 @@ class World(Protocol):
         ...
 
 
+@public
 class Locality(NamedTuple):
     """Where the ranks run, as the launcher knows it (not guessed from the modex).
 
@@ -69,6 +70,7 @@ class Locality(NamedTuple):
     local: frozenset[int]
 
 
+@public
 class PeerNotice(NamedTuple):
     """The launcher reported that a rank failed."""
 
@@ -79,6 +81,7 @@ class PeerNotice(NamedTuple):
     when: float
 
 
+@public
 @runtime_checkable
 class LauncherWorld(World, Protocol):
     """A world served by the launcher itself (PMIx, PMI): everything a world

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from .._public import public
 from ..mca._logging import framework_logger
 from ._interface import LauncherError, World
 
@@ -64,6 +65,7 @@ def build(
     return world
 
 
+@public
 def from_launcher(*, timeout: float | None = None, verbose: int = 0) -> World:
     """The world this process's launcher offers: PMIx, else PMI, else a single process.
 

@@ -28,6 +28,7 @@ import select
 import sys
 import time
 
+from .._public import public
 from ._interface import LauncherError, Locality, PeerNotice, WorldTimeout
 
 #: Keys per rank and exchange, at most: with Hydra's 1024-character values
@@ -85,6 +86,7 @@ def _decode(text: str) -> bytes:
     return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
 
 
+@public
 class PmiWorld:
     """``rank``/``size``/``allgather``/``barrier`` over PMI-1 on ``PMI_FD``."""
 
@@ -359,6 +361,7 @@ def _env_int(name: str) -> int:
         raise LauncherError(f"PMI: {name}={value!r} is not an integer") from None
 
 
+@public
 def from_pmi(*, timeout: float | None = None) -> PmiWorld:
     """A world from the PMI-1 server of the launcher (``PMI_FD``, ``PMI_RANK``, ``PMI_SIZE``).
 
