@@ -61,6 +61,7 @@ _watchers: list[Watcher] = []
 _detected = [0]
 
 
+@public
 def overwrites_detected() -> int:
     """How many times an overwrite of pmca's patches was noticed in this process."""
     return _detected[0]

@@ -50,6 +50,7 @@ def host_id() -> str:
     return f"{os.uname().nodename}/{boot}/{network}"
 
 
+@public
 def host_name(host: str) -> str:
     """The hostname part of a :func:`host_id` (for messages)."""
     return host.split("/", 1)[0]
