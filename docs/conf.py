@@ -1,0 +1,46 @@
+"""Sphinx configuration of pmca's documentation (``make docs``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pmca
+
+sys.path.insert(0, str(Path(__file__).parent / "_ext"))
+
+project = "pmca"
+author = "the pmca authors"
+copyright = "the pmca authors"
+release = pmca.__version__
+version = ".".join(release.split(".")[:2])
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "pmca_api",
+    "pmca_params",
+]
+
+source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
+exclude_patterns = ["_build", "README.md"]
+myst_enable_extensions = ["colon_fence", "deflist"]
+myst_heading_anchors = 3
+
+# A reference that does not resolve is a warning, and `make docs` makes
+# warnings errors: a broken link fails the build.
+nitpicky = True
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "none"
+autodoc_default_options = {"members": True, "undoc-members": True}
+
+html_theme = "alabaster"
+html_title = f"pmca {release}"
+html_static_path: list[str] = []
+
+# The standard library is not cross-referenced (no inventory is fetched: the
+# build works offline); its names in docstrings stay plain text.
+nitpick_ignore_regex = [
+    (r"py:.*", r"(os|pathlib|warnings|enum|typing|collections\.abc|threading|ctypes)\..*"),
+]
