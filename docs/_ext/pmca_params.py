@@ -14,9 +14,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sphinx.application import Sphinx
+if TYPE_CHECKING:
+    from sphinx.application import Sphinx
 
 #: Where the page goes, relative to the documentation's source directory.
 PAGE = Path("reference") / "parameters.md"
@@ -43,7 +44,7 @@ def _code(text: str) -> str:
     return "`" + text.replace("|", "\\|") + "`"
 
 
-def _info() -> dict[str, Any]:
+def pmca_info() -> dict[str, Any]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("PMCA_")}
     env["PMCA_MCA_mca_base_param_files"] = ""
     env["PMCA_INFO_CACHE"] = "none"
@@ -133,7 +134,7 @@ def render(info: dict[str, Any]) -> str:
 
 def _generate(app: Sphinx) -> None:
     page = Path(app.srcdir) / PAGE
-    text = render(_info())
+    text = render(pmca_info())
     # Rewritten only when it changes, so an incremental build stays incremental.
     if not page.exists() or page.read_text() != text:
         page.write_text(text)

@@ -1,4 +1,6 @@
-"""Point-to-point messages between the ranks of a session's world (ARCHITECTURE.md §7.4).
+"""Point-to-point messages between the ranks of a session's world.
+
+See docs/architecture.md, section 5.4.
 
 ``s.p2p.send(dest, tag, buf)``, ``s.p2p.recv(source, tag, buf)``,
 ``s.p2p.isend``/``irecv`` returning :class:`Request`. Buffers are any

@@ -56,7 +56,10 @@ class ModuleBase:
         self._placers.pop(tag, None)
 
     def register_placer(self, tag: int, place: Placer) -> None:
-        """Ask ``place`` where large active messages with ``tag`` go (see :data:`pmca.btl.Placer`)."""
+        """Ask ``place`` where large active messages with ``tag`` go.
+
+        ``place`` is a :data:`pmca.btl.Placer`.
+        """
         _check_tag(tag)
         if self._receivers[tag] is None:
             raise BtlError(f"btl {self.name}: placer for tag {tag}, which has no receiver")

@@ -1,0 +1,113 @@
+"""The documentation's sources: references into it resolve, and the parameter page is complete.
+
+The site itself is built (warnings as errors) by ``make docs`` and the tox
+environment ``docs``; these tests need only the checkout.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+#: "docs/architecture.md, section 4" or "section 5.1" (a line break may split it).
+REFERENCE = re.compile(r"docs/architecture\.md,\s+(?:\*\s+)?section\s+(\d+(?:\.\d+)?)")
+
+pytestmark = pytest.mark.skipif(not DOCS.is_dir(), reason="needs the source checkout (docs/)")
+
+
+def project_files() -> list[Path]:
+    found: list[Path] = []
+    for top in ("src", "tests", "plugins", "examples", "benchmarks"):
+        for path in (ROOT / top).rglob("*"):
+            if path.suffix in (".py", ".c", ".h", ".md") and "build" not in path.parts:
+                found.append(path)
+    return [*found, ROOT / "README.md", ROOT / "CHANGELOG.md"]
+
+
+def architecture_sections() -> set[str]:
+    text = (DOCS / "architecture.md").read_text()
+    return set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", text, flags=re.MULTILINE))
+
+
+def test_every_architecture_reference_names_an_existing_section():
+    sections = architecture_sections()
+    assert {"1", "4", "5.1", "5.4"} <= sections
+    references = {
+        (path.relative_to(ROOT), number)
+        for path in project_files()
+        for number in REFERENCE.findall(path.read_text(errors="replace"))
+    }
+    assert references, "the code refers to the architecture document"
+    dangling = sorted((str(path), number) for path, number in references if number not in sections)
+    assert dangling == []
+
+
+def test_no_file_cites_an_architecture_document_the_project_does_not_have():
+    here = Path(__file__).resolve()
+    citing = [
+        str(path.relative_to(ROOT))
+        for path in project_files()
+        if path != here and "ARCHITECTURE" in path.read_text(errors="replace")
+    ]
+    assert citing == []
+
+
+def load_extension(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, DOCS / "_ext" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_parameter_page_lists_every_parameter_of_pmca_and_no_third_party_one():
+    params = load_extension("pmca_params")
+    info = params.pmca_info()
+    page = params.render(info)
+    own = [p["name"] for p in info["core_params"]]
+    foreign = []
+    for framework in info["frameworks"]:
+        builtin = framework["location"].startswith("built-in")
+        for param in framework["params"]:
+            (own if builtin else foreign).append(param["name"])
+        for component in framework["components"]:
+            names = [p["name"] for p in component["params"]]
+            (own if builtin and component["distribution"] is None else foreign).extend(names)
+    assert len(own) > 50
+    missing = [name for name in own if f"| `{name}` |" not in page]
+    assert missing == []
+    shown = [name for name in foreign if f"`{name}`" in page]
+    assert shown == []
+
+
+def test_parameter_page_escapes_what_markdown_would_swallow():
+    params = load_extension("pmca_params")
+    row = params.render(
+        {
+            "pmca": {"version": "0"},
+            "core_params": [
+                {
+                    "name": "x_y",
+                    "help": "Use <none> or a|b",
+                    "value": "a|b",
+                    "type": "string",
+                    "level": 1,
+                    "level_name": "user/basic",
+                    "valid_values": "any string",
+                    "synonyms": [],
+                    "settable": False,
+                    "internal": False,
+                    "informational": False,
+                    "deprecated": False,
+                }
+            ],
+            "frameworks": [],
+        }
+    )
+    assert r"| `x_y` | string | `a\|b` | 1 (user/basic) | Use \<none\> or a\|b. |" in row
