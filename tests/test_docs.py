@@ -13,6 +13,8 @@ from types import ModuleType
 
 import pytest
 
+from pmca.testing import run_python
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 #: "docs/architecture.md, section 4" or "section 5.1" (a line break may split it).
@@ -56,6 +58,25 @@ def test_no_file_cites_an_architecture_document_the_project_does_not_have():
         if path != here and "ARCHITECTURE" in path.read_text(errors="replace")
     ]
     assert citing == []
+
+
+def python_blocks(page: Path) -> list[str]:
+    """The ```python blocks of a documentation page, in order."""
+    return re.findall(r"^```python\n(.*?)^```$", page.read_text(), flags=re.MULTILINE | re.DOTALL)
+
+
+def test_tutorial_examples_run_and_print_what_the_tutorial_says():
+    import pmca.native
+
+    blocks = [b for b in python_blocks(DOCS / "tutorial.md") if "mpi4py" not in b]
+    assert len(blocks) == 4
+    # One process, as a reader would type them one after the other.
+    done = run_python("\n".join(blocks), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "40 command line" in done.stdout
+    assert "invalid value '1000' for MCA parameter 'memory_patcher_ring_size'" in done.stdout
+    if pmca.native.available():
+        assert "[('munmap', 1048576)]" in done.stdout
 
 
 def load_extension(name: str) -> ModuleType:
