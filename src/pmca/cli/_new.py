@@ -128,6 +128,8 @@ def write_component(framework: str, name: str, into: Path) -> Path:
     distribution = f"pmca-{framework}-{name.replace('_', '-')}"
     package = f"pmca_{framework}_{name}"
     full = f"{framework}_{name}"
+    # A btl session needs btl/self to reach its own process.
+    selection = f"self,{name}" if framework == "btl" else name
     values = {
         "distribution": distribution,
         "package": package,
@@ -136,13 +138,12 @@ def write_component(framework: str, name: str, into: Path) -> Path:
         "api_version": api_version,
         "component_class": f"{_camel(name)}Component",
         "module_class": f"{_camel(name)}Module",
-        # A btl session needs btl/self to reach its own process.
-        "selection": f"self,{name}" if framework == "btl" else name,
+        "selection": selection,
         "summary": f"The {name} component of pmca's {framework} framework",
         "what": (
             f"A component for pmca's `{framework}` framework, found through the entry"
             f" point `{name}` in the group `pmca.{framework}`. Select it with"
-            f" `PMCA_MCA_{framework}={name}` (or `^{name}` to exclude it)."
+            f" `PMCA_MCA_{framework}={selection}` (or `^{name}` to exclude it)."
         ),
         "parameters": (
             f"- `{full}_priority` (int, 5): selection priority; pmca's own components"

@@ -161,9 +161,8 @@ class $component_class(pmca.Component):
 
     @pmca.hookimpl
     def query(self, ctx: pmca.ComponentContext) -> pmca.Query | None:
-        return pmca.Query(
-            priority=ctx.params["priority"], module=$module_class(ctx.params["label"])
-        )
+        module = $module_class(ctx.params["label"])
+        return pmca.Query(priority=ctx.params["priority"], module=module)
 
     @pmca.hookimpl
     def close(self, ctx: pmca.ComponentContext) -> None:
@@ -181,23 +180,27 @@ pmca_env and pmca_load_mode fixtures.
 
 from __future__ import annotations
 
-import pytest
-
 import pmca
+import pytest
 from pmca.mca.params import Source
 from pmca.testing import run_python
 
 FRAMEWORK = "$framework"
 NAME = "$name"
+MODULE_CLASS = "$module_class"
 #: The selection parameter's value that uses this component.
 SELECTION = "$selection"
+LABEL = "${framework}_${name}_label"
+PRIORITY = "${framework}_${name}_priority"
 
 
 def session(**mca: str) -> pmca.Session:
     return pmca.Session(frameworks=[FRAMEWORK], mca={FRAMEWORK: SELECTION, **mca})
 
 
-def test_found_selected_and_loaded_in_the_mode_of_the_run(pmca_env, pmca_load_mode):
+def test_found_selected_and_loaded_in_the_mode_of_the_run(
+    pmca_env: dict[str, str], pmca_load_mode: str
+) -> None:
     with session() as s:
         (info,) = [c for c in s.components(FRAMEWORK) if c.name == NAME]
         assert info.selected
@@ -206,31 +209,33 @@ def test_found_selected_and_loaded_in_the_mode_of_the_run(pmca_env, pmca_load_mo
         assert info.load_mode == pmca_load_mode
         # In dso mode the module class is imported afresh by the session, so
         # compare by name, not with isinstance against this file's import.
-        modules = [m for m in s.modules(FRAMEWORK) if type(m).__name__ == "$module_class"]
-        assert [m.label for m in modules] == [NAME]
+        modules = [m for m in s.modules(FRAMEWORK) if type(m).__name__ == MODULE_CLASS]
+        assert [getattr(m, "label", None) for m in modules] == [NAME]
 
 
-def test_parameters_come_from_every_source(pmca_env):
-    pmca_env["PMCA_MCA_${framework}_${name}_label"] = "from the environment"
+def test_parameters_come_from_every_source(pmca_env: dict[str, str]) -> None:
+    pmca_env[f"PMCA_MCA_{LABEL}"] = "from the environment"
     with session() as s:
-        label = s.param("${framework}_${name}_label")
-        assert (label.value, label.origin.source) == ("from the environment", Source.ENV)
-    with session(${framework}_${name}_label="from the API") as s:
-        label = s.param("${framework}_${name}_label")
-        assert (label.value, label.origin.source) == ("from the API", Source.API)
+        label = s.param(LABEL)
+        assert label.value == "from the environment"
+        assert label.origin.source is Source.ENV
+    with session(**{LABEL: "from the API"}) as s:
+        label = s.param(LABEL)
+        assert label.value == "from the API"
+        assert label.origin.source is Source.API
 
 
-def test_a_bad_priority_is_refused_naming_the_parameter(pmca_env):
-    with pytest.raises(pmca.ParamError, match="${framework}_${name}_priority"):
-        session(${framework}_${name}_priority="-1").init()
+def test_a_bad_priority_is_refused(pmca_env: dict[str, str]) -> None:
+    with pytest.raises(pmca.ParamError, match=PRIORITY):
+        session(**{PRIORITY: "-1"}).init()
 
 
-def test_excluded_component_is_not_used(pmca_env):
+def test_excluded_component_is_not_used(pmca_env: dict[str, str]) -> None:
     with pmca.Session(frameworks=[FRAMEWORK], mca={FRAMEWORK: f"^{NAME}"}) as s:
         assert NAME not in [c.name for c in s.components(FRAMEWORK)]
 
 
-def test_a_second_session_works_like_the_first():
+def test_a_second_session_works_like_the_first() -> None:
     # A fresh process (it inherits the load mode): in dso mode the component
     # is unloaded after the first session and imported again for the second.
     done = run_python(
@@ -274,7 +279,7 @@ class $spec_class:
         """What a component offers: one list per selected component."""
 
     @pmca.hookspec(firstresult=True)
-    def preferred(self) -> str | None:  # type: ignore[empty-body]
+    def preferred(self) -> str | None:
         """The component's preferred feature; the first answer that is not None wins."""
 
 
@@ -348,6 +353,9 @@ class $component_class(pmca.Component):
     version = "0.1.0"
     api_version = "1.0.0"
 
+    def __init__(self) -> None:
+        self.feature = "$component"
+
     @pmca.hookimpl
     def register(self, params: pmca.ComponentParams) -> None:
         params.register(
@@ -364,8 +372,9 @@ class $component_class(pmca.Component):
 
     @pmca.hookimpl
     def query(self, ctx: pmca.ComponentContext) -> pmca.Query | None:
-        self.feature = ctx.params["feature"]
-        return pmca.Query(priority=ctx.params["priority"], module=$module_class(self.feature))
+        self.feature = str(ctx.params["feature"])
+        module = $module_class(self.feature)
+        return pmca.Query(priority=ctx.params["priority"], module=module)
 
     @pmca.hookimpl
     def features(self) -> list[str]:
@@ -385,44 +394,52 @@ pmca_env and pmca_load_mode fixtures.
 
 from __future__ import annotations
 
-import pytest
-
 import pmca
+import pytest
 from pmca.testing import run_python
 
 FRAMEWORK = "$name"
+COMPONENT = "$component"
+FEATURE = "${name}_${component}_feature"
+LIMIT = "${name}_base_limit"
 
 
-def test_framework_opens_with_its_component(pmca_env, pmca_load_mode):
+def test_framework_opens_with_its_component(
+    pmca_env: dict[str, str], pmca_load_mode: str
+) -> None:
     with pmca.Session(frameworks=[FRAMEWORK]) as s:
         (info,) = s.components(FRAMEWORK)
-        assert (info.name, info.selected, info.load_mode) == ("$component", True, pmca_load_mode)
+        assert (info.name, info.selected) == (COMPONENT, True)
+        assert info.load_mode == pmca_load_mode
         assert info.distribution is not None
         assert info.distribution.startswith("$distribution ")
-        assert [m.feature for m in s.modules(FRAMEWORK)] == ["$component"]
+        features = [getattr(m, "feature", None) for m in s.modules(FRAMEWORK)]
+        assert features == [COMPONENT]
 
 
-def test_its_hooks_reach_the_selected_components(pmca_env):
-    with pmca.Session(frameworks=[FRAMEWORK], mca={"${name}_${component}_feature": "fast"}) as s:
+def test_its_hooks_reach_the_selected_components(pmca_env: dict[str, str]) -> None:
+    with pmca.Session(frameworks=[FRAMEWORK], mca={FEATURE: "fast"}) as s:
         handle = s.framework(FRAMEWORK)
         assert handle.hook.features() == [["fast"]]
         assert handle.hook.preferred() == "fast"
 
 
-def test_base_parameter_is_registered_and_checked(pmca_env):
+def test_base_parameter_is_registered_and_checked(pmca_env: dict[str, str]) -> None:
     with pmca.Session(frameworks=[FRAMEWORK]) as s:
-        assert s.param("${name}_base_limit").value == 8
-    with pytest.raises(pmca.ParamError, match="${name}_base_limit"):
-        pmca.Session(frameworks=[FRAMEWORK], mca={"${name}_base_limit": "0"}).init()
+        assert s.param(LIMIT).value == 8
+    with pytest.raises(pmca.ParamError, match=LIMIT):
+        pmca.Session(frameworks=[FRAMEWORK], mca={LIMIT: "0"}).init()
 
 
-def test_excluding_the_component_leaves_the_hooks_unanswered(pmca_env):
-    with pmca.Session(frameworks=[FRAMEWORK], mca={FRAMEWORK: "^$component"}) as s:
+def test_excluding_the_component_leaves_the_hooks_unanswered(
+    pmca_env: dict[str, str],
+) -> None:
+    with pmca.Session(frameworks=[FRAMEWORK], mca={FRAMEWORK: f"^{COMPONENT}"}) as s:
         assert s.components(FRAMEWORK) == []
         assert s.framework(FRAMEWORK).hook.features() == []
 
 
-def test_a_second_session_works_like_the_first():
+def test_a_second_session_works_like_the_first() -> None:
     # A fresh process (it inherits the load mode): in dso mode the component
     # is unloaded after the first session and imported again for the second.
     done = run_python(
@@ -435,7 +452,7 @@ def test_a_second_session_works_like_the_first():
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["$component", "$component"]
+    assert done.stdout.split() == [COMPONENT, COMPONENT]
 '''
 
 FRAMEWORK_FILES: dict[str, Template] = {
