@@ -140,6 +140,7 @@ def write_component(framework: str, name: str, into: Path) -> Path:
         "module_class": f"{_camel(name)}Module",
         "selection": selection,
         "summary": f"The {name} component of pmca's {framework} framework",
+        "tested": f"the {framework}/{name} component",
         "what": (
             f"A component for pmca's `{framework}` framework, found through the entry"
             f" point `{name}` in the group `pmca.{framework}`. Select it with"
@@ -175,6 +176,7 @@ def write_framework(name: str, into: Path) -> Path:
         "component_class": f"{_camel(component)}Component",
         "module_class": f"{_camel(component)}Module",
         "summary": f"The {name} framework for pmca, with its first component, {component}",
+        "tested": f"the {name} framework",
         "what": (
             f"A pmca framework, `{name}`, declared through the entry point `{name}` in"
             f" the group `pmca.frameworks`; its components are found in the group"

@@ -171,8 +171,9 @@ class $component_class(pmca.Component):
         pass
 '''
 
-_COMPONENT_TESTS = '''\
-"""Tests of the $framework/$name component, in the load mode tox chose.
+#: The start of every generated test module; ``$tested`` says what it tests.
+_TESTS_HEADER = '''\
+"""Tests of $tested, in the load mode tox chose.
 
 pmca's pytest plugin (installed with pmca) adds --pmca-load-mode and the
 pmca_env and pmca_load_mode fixtures.
@@ -182,6 +183,9 @@ from __future__ import annotations
 
 import pmca
 import pytest
+'''
+
+_COMPONENT_TESTS = '''\
 from pmca.mca.params import Source
 from pmca.testing import run_python
 
@@ -255,7 +259,7 @@ def test_a_second_session_works_like_the_first() -> None:
 
 COMPONENT_FILES: dict[str, Template] = {
     "src/$package/__init__.py": Template(_COMPONENT),
-    "tests/test_$package.py": Template(_COMPONENT_TESTS),
+    "tests/test_$package.py": Template(_TESTS_HEADER + _COMPONENT_TESTS),
 }
 
 _FRAMEWORK = '''\
@@ -386,16 +390,6 @@ class $component_class(pmca.Component):
 '''
 
 _FRAMEWORK_TESTS = '''\
-"""Tests of the $name framework, in the load mode tox chose.
-
-pmca's pytest plugin (installed with pmca) adds --pmca-load-mode and the
-pmca_env and pmca_load_mode fixtures.
-"""
-
-from __future__ import annotations
-
-import pmca
-import pytest
 from pmca.testing import run_python
 
 FRAMEWORK = "$name"
@@ -459,5 +453,5 @@ FRAMEWORK_FILES: dict[str, Template] = {
     "src/$package/__init__.py": Template(_FRAMEWORK),
     "src/$package/_base.py": Template(_FRAMEWORK_BASE),
     "src/$package/$component.py": Template(_FRAMEWORK_COMPONENT),
-    "tests/test_$package.py": Template(_FRAMEWORK_TESTS),
+    "tests/test_$package.py": Template(_TESTS_HEADER + _FRAMEWORK_TESTS),
 }
