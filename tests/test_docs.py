@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import textwrap
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+import pmca
 from pmca.testing import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +64,18 @@ def test_no_file_cites_an_architecture_document_the_project_does_not_have():
 
 def python_blocks(page: Path) -> list[str]:
     """The ```python blocks of a documentation page, in order."""
-    return re.findall(r"^```python\n(.*?)^```$", page.read_text(), flags=re.MULTILINE | re.DOTALL)
+    found = re.findall(
+        r"^( *)```python\n(.*?)^\1```$", page.read_text(), flags=re.MULTILINE | re.DOTALL
+    )
+    return [textwrap.dedent(block) for _indent, block in found]
+
+
+def test_every_python_example_in_the_documentation_is_valid_python():
+    pages = sorted(DOCS.rglob("*.md"))
+    blocks = [(page, block) for page in pages for block in python_blocks(page)]
+    assert len(blocks) >= 12
+    for page, block in blocks:
+        compile(block, str(page.relative_to(ROOT)), "exec")
 
 
 def test_tutorial_examples_run_and_print_what_the_tutorial_says():
@@ -132,3 +145,65 @@ def test_parameter_page_escapes_what_markdown_would_swallow():
         }
     )
     assert r"| `x_y` | string | `a\|b` | 1 (user/basic) | Use \<none\> or a\|b. |" in row
+
+
+def test_component_guide_example_is_a_working_component(install_plugin):
+    (component, *_) = python_blocks(DOCS / "guides" / "component.md")
+    install_plugin(
+        "guide-fast",
+        entry_points={"pmca.rcache": {"fast": "guide_fast:FastComponent"}},
+        modules={"guide_fast": component},
+    )
+    with pmca.Session(frameworks=["rcache"], mca={"rcache": "fast"}) as s:
+        assert [c.name for c in s.components("rcache")] == ["fast"]
+        assert [m.depth for m in s.modules("rcache")] == [4]
+        assert s.param("rcache_fast_depth").value == 4
+
+
+def test_framework_guide_examples_work_together(install_plugin, unique):
+    # A name of its own: the example's "greet" is also the bundled example's.
+    fw = unique("guide")
+    declaration, usage, base = (
+        block.replace("greet", fw) for block in python_blocks(DOCS / "guides" / "framework.md")
+    )
+    component = f"""
+        import pmca
+
+        class Module:
+            pass
+
+        class Hello(pmca.Component):
+            framework = {fw!r}
+            name = "hello"
+
+            @pmca.hookimpl
+            def query(self, ctx):
+                return pmca.Query(priority=10, module=Module())
+
+            @pmca.hookimpl
+            def {fw}ing_styles(self):
+                return ["plain"]
+
+            @pmca.hookimpl
+            def preferred_style(self):
+                return "plain"
+        """
+    install_plugin(
+        f"pmca-{fw}",
+        entry_points={
+            "pmca.frameworks": {fw: f"pmca_{fw}:FRAMEWORK"},
+            f"pmca.{fw}": {"hello": f"pmca_{fw}_hello:Hello"},
+        },
+        modules={
+            f"pmca_{fw}.__init__": declaration,
+            f"pmca_{fw}._base": base,
+            f"pmca_{fw}_hello": component,
+        },
+    )
+    exec(compile(usage, "framework.md", "exec"), {"pmca": pmca})
+    with pmca.Session(frameworks=[fw]) as s:
+        handle = s.framework(fw)
+        assert getattr(handle.hook, f"{fw}ing_styles")() == [["plain"]]
+        assert handle.hook.preferred_style() == "plain"
+        assert s.param(f"{fw}_base_punctuation").value == "!"
+        assert s.failures(fw) == []
