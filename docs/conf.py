@@ -33,7 +33,18 @@ nitpicky = True
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"
-autodoc_default_options = {"members": True, "undoc-members": True}
+autodoc_default_options = {
+    "members": True,
+    "undoc-members": True,
+    # What a public class inherits from pmca's private bases (P2p.send) is
+    # its API; what it inherits from Python's own classes is not repeated.
+    "inherited-members": ",".join(
+        (
+            "BaseException,Exception,object,tuple,dict,list,int,str,float",
+            "Enum,IntEnum,IntFlag,Flag,Protocol,Generic,NamedTuple",
+        )
+    ),
+}
 
 html_theme = "alabaster"
 html_title = f"pmca {release}"
