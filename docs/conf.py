@@ -32,7 +32,7 @@ myst_heading_anchors = 3
 nitpicky = True
 
 autodoc_member_order = "bysource"
-autodoc_typehints = "none"
+autodoc_typehints = "signature"
 autodoc_default_options = {
     "members": True,
     "undoc-members": True,
@@ -50,8 +50,21 @@ html_theme = "alabaster"
 html_title = f"pmca {release}"
 html_static_path: list[str] = []
 
-# The standard library is not cross-referenced (no inventory is fetched: the
-# build works offline); its names in docstrings stay plain text.
+# The standard library and other projects are not cross-referenced (no
+# inventory is fetched: the build works offline), and pmca's private types
+# in signatures stay plain text; everything public must resolve.
 nitpick_ignore_regex = [
-    (r"py:.*", r"(os|pathlib|warnings|enum|typing|collections\.abc|threading|ctypes)\..*"),
+    (
+        r"py:.*",
+        r"(os|pathlib|warnings|enum|typing|collections\.abc|threading|ctypes|subprocess"
+        r"|socket|pluggy|structlog)\..*",
+    ),
+    (r"py:class", r"pmca(\.\w+)*\._\w+(\.\w+)*"),
+]
+# Names in string annotations that autodoc cannot qualify.
+nitpick_ignore = [
+    ("py:class", "Path"),
+    ("py:class", "FilteringBoundLogger"),
+    ("py:class", "FrameworkHost"),
+    ("py:class", "Bml"),
 ]
