@@ -1,4 +1,26 @@
-"""pmca: Open MPI's Modular Component Architecture on pluggy, with real native memory hooks."""
+"""pmca: Open MPI's Modular Component Architecture on pluggy, with real native memory hooks.
+
+Dependencies point one way. Each package imports only packages below it
+(packages on one line are peers and import neither each other), wherever
+the import is (module level, inside a function, under ``TYPE_CHECKING``),
+bottom first:
+
+- private helpers ``pmca._version``, ``_records``, ``_lazy``, ``_interrupts``,
+  ``_forksafe``, then ``pmca._libc``;
+- ``pmca.mca`` (the component machinery) and ``pmca.native`` (the native hooks);
+- ``pmca.runtime``: the shared runtime every framework and session uses
+  (state, lock, parameter space, framework open and close, finalize domains);
+- ``pmca.world``: the processes a session exchanges addresses with;
+- the frameworks, each above those it uses: ``pmca.patcher``, ``pmca.memory``,
+  ``pmca.rcache``, ``pmca.btl`` (with its bml);
+- ``pmca.p2p``: point-to-point messages over the btls;
+- ``pmca.session``: :class:`Session`, which composes the frameworks;
+- this package, a lazy facade over the public names above;
+- ``pmca.testing``, ``pmca.scenarios``, ``pmca.cli``.
+
+Nothing below this facade imports a name from it: each takes it from its home.
+``tests/core/test_layers.py`` checks this order.
+"""
 
 from __future__ import annotations
 
@@ -32,7 +54,7 @@ if TYPE_CHECKING:
         hookspec,
     )
     from .mca.params import ParamError, ParamWarning, PmcaDeprecationWarning
-    from .runtime import FrameworkHandle, Session
+    from .session import FrameworkHandle, Session
 
 __all__ = [
     "Alias",
@@ -102,8 +124,8 @@ _TARGETS = {
     "ParamError": ".mca.params:ParamError",
     "ParamWarning": ".mca.params:ParamWarning",
     "PmcaDeprecationWarning": ".mca.params:PmcaDeprecationWarning",
-    "FrameworkHandle": ".runtime:FrameworkHandle",
-    "Session": ".runtime:Session",
+    "FrameworkHandle": ".session:FrameworkHandle",
+    "Session": ".session:Session",
 }
 
 if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all

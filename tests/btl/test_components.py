@@ -10,7 +10,7 @@ import pytest
 
 import pmca
 from pmca.btl import BtlModule, Flags
-from pmca.btl.base._loopback import check
+from pmca.cli._btl_loopback import check
 from pmca.mca.params import ParamValueError
 from pmca.testing import run_python
 from tests.runtime.test_data_path import GatheringWorld

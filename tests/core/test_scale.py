@@ -183,7 +183,7 @@ def test_importing_pmca_imports_only_what_is_used() -> None:
     assert lines[1] == "False"  # a component's imports do not pull in the runtime
     assert lines[2] == "[]"  # nor does a session at the default verbosity
     assert lines[3] == "module 'pmca' has no attribute 'no_such_name'"
-    assert sys.modules["pmca"].Session is pmca.runtime.Session
+    assert sys.modules["pmca"].Session is pmca.session.Session
 
 
 class _Base:

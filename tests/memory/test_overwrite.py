@@ -31,7 +31,7 @@ def overwrite_with_original(symbol):
 SESSION = (
     """
 from pmca import memory
-from pmca.runtime import Session
+from pmca.session import Session
 seen = []
 session = Session(frameworks=["memory"])
 session.__enter__()

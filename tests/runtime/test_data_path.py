@@ -9,7 +9,8 @@ import pytest
 import pmca
 from pmca.btl import ModexError
 from pmca.btl.base import _modex
-from pmca.runtime import RUNTIME, _data
+from pmca.runtime import RUNTIME
+from pmca.session import _data
 from pmca.testing import run_python
 
 

@@ -34,7 +34,7 @@ _thread.join()
 
 from pmca import memory, native  # noqa: E402
 from pmca._libc import PAGE, libc  # noqa: E402
-from pmca.runtime import Session  # noqa: E402
+from pmca.session import Session  # noqa: E402
 
 USES_MPI = ORDER in ("mpi-first", "pmca-first")
 hooks = native.backend()

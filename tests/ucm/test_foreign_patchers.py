@@ -33,7 +33,7 @@ def opal_patch(address):
     assert libc_raw.mprotect(page, 2 * PAGE, 5) == 0
 
 from pmca import memory
-from pmca.runtime import Session
+from pmca.session import Session
 assert not native.foreign_patches(hooks)   # UCX_MEM_EVENTS=no: UCX patched nothing
 """
 

@@ -31,7 +31,7 @@ def test_ucx_memory_events_off_leaves_pmca_own_patches(run_python, libucs):
         f"""
         import ctypes
         from pmca import memory, native
-        from pmca.runtime import Session
+        from pmca.session import Session
         hooks = native.backend()
         original = {{s: hooks.prologue(s) for s in hooks.symbols}}
         ctypes.CDLL({str(libucs)!r})  # UCX_MEM_EVENTS=no: UCX patches nothing
@@ -54,7 +54,7 @@ def test_memory_ucm_loads_ucx_itself_and_unsubscribes_at_close(run_python, libuc
         f"""
         from pmca import memory, native
         from pmca._libc import PAGE, libc
-        from pmca.runtime import Session
+        from pmca.session import Session
         assert not native.ucm_source().status().loaded
         seen = []
         mca = {{"memory": "ucm", "memory_ucm_library": {str(libucs)!r}}}
@@ -79,7 +79,7 @@ def test_memory_ucm_with_events_off_says_why(run_python, libucs):
     result = run_python(
         f"""
         from pmca import memory
-        from pmca.runtime import Session
+        from pmca.session import Session
         mca = {{"memory": "ucm", "memory_ucm_library": {str(libucs)!r}}}
         with Session(mca=mca, frameworks=["memory"]):
             try:
@@ -113,7 +113,7 @@ def test_fork_while_draining_from_ucm(run_python, libucs):
         ctypes.CDLL({str(libucs)!r})
         from pmca import memory
         from pmca._libc import PAGE, libc
-        from pmca.runtime import Session
+        from pmca.session import Session
         seen = []
         stop = threading.Event()
 

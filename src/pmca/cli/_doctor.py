@@ -18,51 +18,19 @@ import os
 import platform
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from typing import Any
 
-from attrs import Factory, asdict, define, frozen
+from attrs import asdict
 
 from .._version import __version__
 from ..scenarios import ScenarioResult, format_table
 from ..scenarios._common import LOAD_MODE_VARIABLES, emit, run_child
 from ._doctor_btl import btl_section
-
-Status = Literal["ok", "warn", "fail", "skip", "info"]
+from ._section import Section
 
 #: How long a doctor child may run before it counts as hung.
 CHILD_TIMEOUT = 120.0
 _LOAD_MODES = (("static", "none"), ("dso", "all"))
-_TAGS: dict[Status, str] = {"ok": "ok", "warn": "WARN", "fail": "FAIL", "skip": "skip", "info": ""}
-
-
-@frozen
-class Check:
-    """One verdict line of a section."""
-
-    status: Status
-    name: str
-    detail: str
-
-
-@define
-class Section:
-    """A titled part of the report: verdict lines, text lines (tables) and data for ``--json``."""
-
-    title: str
-    checks: list[Check] = Factory(list)
-    lines: list[str] = Factory(list)
-    data: dict[str, Any] = Factory(dict)
-
-    def add(self, status: Status, name: str, detail: str) -> None:
-        self.checks.append(Check(status, name, detail))
-
-    def render(self) -> str:
-        out = [f"== {self.title} =="]
-        out.extend(f"  {line}" for line in self.lines)
-        width = max((len(check.name) for check in self.checks), default=0)
-        for check in self.checks:
-            out.append(f"  {_TAGS[check.status]:<4}  {check.name:<{width}}  {check.detail}")
-        return "\n".join(out)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -129,7 +97,8 @@ def _reproduction_needs(section: Section) -> None:
 def _child_session() -> None:
     """Child: open a default session with the user's configuration; report selection."""
     from .. import memory
-    from ..runtime import RUNTIME, Session
+    from ..runtime import RUNTIME
+    from ..session import Session
 
     with Session() as session:
         frameworks = {
@@ -151,7 +120,8 @@ def _child_session() -> None:
 
 def _inventory_lines(section: Section) -> dict[str, Any]:
     """Every installed framework and component, registered but not opened."""
-    from ..runtime import RUNTIME, Session, inventory
+    from ..runtime import RUNTIME, inventory
+    from ..session import Session
 
     registered: dict[str, Any] = {}
     with Session(frameworks=[]), inventory() as entries:
@@ -328,7 +298,7 @@ def _child_patches() -> None:
     """Child: capture libc's prologues, install through sessions in both modes, compare."""
     from .. import memory, native
     from ..memory.patcher._module import SYMBOLS
-    from ..runtime import Session
+    from ..session import Session
 
     hooks = native.backend()
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._section import Section
+
 
 def btl_section() -> Any:
-    from ..btl.base._loopback import check, check_self
-    from ..runtime import Session
-    from ._doctor import Section
+    from ..session import Session
+    from ._btl_loopback import check, check_self
 
     section = Section("Byte transfer layer")
     with Session(frameworks=["btl"]) as session:

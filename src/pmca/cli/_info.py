@@ -26,8 +26,9 @@ from ..mca.params import (
     ParamWarning,
     expand_home,
 )
-from ..runtime import RUNTIME, FrameworkEntry, Session, inventory
+from ..runtime import RUNTIME, FrameworkEntry, inventory
 from ..runtime._unknown import Namespace, unknown_name_messages
+from ..session import Session
 from ._errors import UsageError
 from ._info_cache import Recorder
 from ._model import (

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from attrs import frozen
 
 from .._records import FrozenValue
 from ._errors import ComponentError
 from ._names import Version, check_component_name, check_framework_name
-
-if TYPE_CHECKING:
-    from ._framework import Framework
 
 
 @frozen(eq=False, repr=False)
@@ -90,14 +87,17 @@ def make_component(obj: object, *, expected_framework: str, expected_name: str) 
     return component
 
 
-def check_api(component: Component, framework: Framework) -> None:
-    """Reject a component written for another major version of the framework API."""
+def check_api(component: Component, framework: str, api_version: Version) -> None:
+    """Reject a component written for another major version of the framework API.
+
+    ``framework`` and ``api_version`` are the framework's name and API version.
+    """
     wanted = Version.parse(component.api_version)
-    if wanted.major != framework.api_version.major:
+    if wanted.major != api_version.major:
         raise ComponentError(
             f"component {component.framework}/{component.name} was written for "
-            f"{framework.name} API {wanted}, but this framework implements API "
-            f"{framework.api_version} (major versions must match)"
+            f"{framework} API {wanted}, but this framework implements API "
+            f"{api_version} (major versions must match)"
         )
 
 

@@ -362,7 +362,7 @@ class OpenFramework:
             component = make_component(
                 obj, expected_framework=self.name, expected_name=candidate.name
             )
-            check_api(component, self.framework)
+            check_api(component, self.framework.name, self.framework.api_version)
             self.pm.register_detached(component, name=candidate.name)
         except Exception as exc:
             self._load_failed(candidate, "validate", exc, root if mode == "dso" else None)

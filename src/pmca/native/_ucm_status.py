@@ -9,9 +9,12 @@ from __future__ import annotations
 import attrs
 
 from .._records import FrozenValue
-from ._ucm import NOTHING_TO_LOAD
 
-__all__ = ["UcmStatus"]
+__all__ = ["NOTHING_TO_LOAD", "UcmStatus"]
+
+#: What :meth:`UcmSource.unreachable_reason <pmca.native.UcmSource.unreachable_reason>`
+#: and :meth:`UcmStatus.describe` say when UCX is neither loaded nor found to load.
+NOTHING_TO_LOAD = "not loaded, and no libucs found to load"
 
 
 @attrs.frozen(eq=False, repr=False)

@@ -1,6 +1,6 @@
 """A session's data path: the modex, the bml and p2p, built once and undone at finalize.
 
-``pmca.runtime._data`` decides when (at init, or at first use in a world of
+``pmca.session._data`` decides when (at init, or at first use in a world of
 one rank) and owns the session's active-message tag.
 """
 

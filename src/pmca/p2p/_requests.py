@@ -4,14 +4,24 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..btl import BtlError
 
 T = TypeVar("T")
 
-if TYPE_CHECKING:
-    from ._engine import P2p
+
+class Progress(Protocol):
+    """What a request needs of the engine that made it (:class:`P2p`)."""
+
+    def progress(self) -> int: ...
+
+    def wait_for(
+        self,
+        condition: Callable[[], bool] | None,
+        timeout: float | None,
+        request: Request | None = None,
+    ) -> None: ...
 
 
 class TruncationError(BtlError):
@@ -40,7 +50,7 @@ class Request:
 
     __slots__ = ("_engine", "cleanup", "done", "error", "kind", "nbytes", "peer", "tag", "view")
 
-    def __init__(self, engine: P2p, kind: str, peer: int, tag: int, view: memoryview) -> None:
+    def __init__(self, engine: Progress, kind: str, peer: int, tag: int, view: memoryview) -> None:
         self._engine = engine
         self.kind = kind
         self.peer = peer

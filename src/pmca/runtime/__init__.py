@@ -1,12 +1,18 @@
-"""The session runtime: sessions, shared state and ordered shutdown."""
+"""The shared runtime: what every framework and every session share.
+
+Its state and lock, the parameter space, framework open and close, and the
+finalize domains. It sits below the frameworks, which take "the current
+runtime" (:data:`RUNTIME`) from here; sessions (:mod:`pmca.session`) sit
+above them. It imports no framework module: pmca's own framework
+declarations are loaded by name at first open, as third-party ones are
+from entry points.
+"""
 
 from __future__ import annotations
 
 from .._lazy import lazy_attributes
 from ._domains import FinalizeDomain
-from ._handle import FrameworkHandle
 from ._runtime import RUNTIME, Runtime
-from ._session import Session
 
 #: ``typing.TYPE_CHECKING`` without importing typing (mypy goes by the name).
 TYPE_CHECKING = False
@@ -20,9 +26,7 @@ __all__ = [
     "ComponentEntry",
     "FinalizeDomain",
     "FrameworkEntry",
-    "FrameworkHandle",
     "Runtime",
-    "Session",
     "inventory",
 ]
 

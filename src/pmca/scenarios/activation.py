@@ -226,7 +226,7 @@ def measure_cell(
     ``needs_registration``.  No session may be alive when this is called.
     """
     from .. import memory
-    from ..runtime import Session
+    from ..session import Session
 
     mca = cell_mca(leave_pinned, pipeline)
     agree = True

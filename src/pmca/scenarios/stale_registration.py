@@ -90,7 +90,7 @@ def _child(variant: str, iterations: str = "0") -> None:
     """Entry point of a child process."""
     from .. import rcache
     from ..rcache.iouring import IoUringBackend
-    from ..runtime import Session
+    from ..session import Session
 
     with Session(mca=_session_settings(variant)):
         backend = IoUringBackend(table_size=256)

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ..runtime import RUNTIME, Session
+from ..runtime import RUNTIME
+from ..session import Session
 
 LOAD_MODE_VARIABLE = "PMCA_MCA_mca_base_component_dso"
 _MODE_KEY = pytest.StashKey[str]()

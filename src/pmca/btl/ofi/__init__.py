@@ -29,6 +29,7 @@ from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
 from .._interface import Flags, Limits
 from ..base import read_limits, register_limits
+from ._providers import provider_matches
 
 #: Eager up to the size of a posted receive buffer (``max_send_size``): below
 #: it one tagged send with a copy on each side beats the rendezvous (a
@@ -55,12 +56,6 @@ def _items(value: object) -> list[str]:
 def _named_in_selection(ctx: ComponentContext) -> bool:
     value = str(ctx.host.params.value("btl") or "").strip()
     return not value.startswith("^") and "ofi" in _items(value)
-
-
-def provider_matches(provider: str, items: list[str]) -> bool:
-    """Whether ``provider`` (``tcp;ofi_rxm``) is named by one of ``items``."""
-    layers = provider.split(";")
-    return any(item == provider or item in layers for item in items)
 
 
 def fit_to_provider(limits: Limits, info: Any, log: Any) -> Limits:

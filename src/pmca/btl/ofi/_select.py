@@ -6,6 +6,7 @@ from typing import Any
 
 from . import _cdef as c
 from ._fabric import Fabric, Libfabric, ProviderList
+from ._providers import provider_matches
 
 #: What pmca needs from a provider: reliable unconnected endpoints, tagged
 #: messages, one-sided reads and writes, sends delivered in order.
@@ -38,8 +39,6 @@ def offered(fi: Libfabric) -> ProviderList:
 
 def choose_provider(fi: Libfabric, include: list[str], exclude: list[str]) -> Fabric | None:
     """Open the first offered provider that the include/exclude lists allow."""
-    from . import provider_matches
-
     providers = offered(fi)
     for name, info in providers.entries:
         if include and not provider_matches(name, include):

@@ -23,12 +23,24 @@ import errno
 import functools
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ._transport import MATCH_HEADER_BYTES, TransportError, _Delivery
 
 if TYPE_CHECKING:
-    from ._module import SmModule
+    from .._interface import Limits
+    from ._transport import Transport
+
+
+class LaneOwner(Protocol):
+    """What a lane needs of its module (:class:`SmModule`): its transport,
+    its limits, and its handler for what a lane takes off the FIFO."""
+
+    transport: Transport
+    limits: Limits
+
+    def handle(self, source: int, tag: int, data: memoryview) -> int: ...
+
 
 #: ``receive``: nothing arrived in time (or the lane cannot be used now).
 NOTHING = 0
@@ -71,7 +83,7 @@ class SmLane:
         "send_rget",
     )
 
-    def __init__(self, module: SmModule, rank: int, am_tag: int) -> None:
+    def __init__(self, module: LaneOwner, rank: int, am_tag: int) -> None:
         transport = module.transport
         self._module = module
         self._rank = rank
@@ -141,4 +153,4 @@ class SmLane:
         return f"<sm lane to rank {self._rank}, {state}>"
 
 
-__all__ = ["LANDED", "NOTHING", "OTHER", "SmLane"]
+__all__ = ["LANDED", "NOTHING", "OTHER", "LaneOwner", "SmLane"]

@@ -27,7 +27,7 @@ import select
 import socket
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from attrs import define
 
@@ -36,7 +36,35 @@ from .._interface import PLACEMENT_HEAD, BtlError, Completion, PeerFailed
 from . import _wire as wire
 
 if TYPE_CHECKING:
-    from ._module import TcpModule
+    from .._interface import Limits, Placement
+
+
+class ConnectionOwner(Protocol):
+    """What a connection needs of its module (:class:`TcpModule`): where what
+    arrives goes, and its counters of large messages placed or staged."""
+
+    limits: Limits
+    streams_placed: int
+    streams_staged: int
+
+    def dispatch(
+        self, connection: Connection, kind: int, tag: int, aux: int, body: memoryview
+    ) -> None: ...
+
+    def place(
+        self, connection: Connection, tag: int, head: memoryview, length: int
+    ) -> Placement | None: ...
+
+    def get_target(
+        self, connection: Connection, request: int, length: int
+    ) -> tuple[memoryview, Callable[[], None]]: ...
+
+    def put_target(
+        self, connection: Connection, head: bytes, length: int
+    ) -> tuple[memoryview, Callable[[], None]]: ...
+
+    def connection_lost(self, connection: Connection, failure: PeerFailed) -> None: ...
+
 
 MSG_ZEROCOPY = 0x4000000
 SO_ZEROCOPY = 60
@@ -73,7 +101,7 @@ class Connection:
 
     def __init__(
         self,
-        module: TcpModule,
+        module: ConnectionOwner,
         rank: int,
         sock: socket.socket,
         *,

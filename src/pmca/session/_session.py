@@ -15,9 +15,9 @@ from .._interrupts import deferred_interrupts
 from ..mca._errors import FrameworkError, SessionError
 from ..mca._open import OpenFramework
 from ..mca.params import ParamError
-from ._domains import FinalizeDomain
+from ..runtime._domains import FinalizeDomain
+from ..runtime._runtime import RUNTIME, TRANSITION_WAIT, Runtime
 from ._handle import FrameworkHandle
-from ._runtime import RUNTIME, TRANSITION_WAIT, Runtime
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -229,7 +229,7 @@ class Session:
         """Modex and connections for the btl framework, if this session opened it.
 
         With a world of several ranks they are made now (every rank meets in
-        the allgather); with a world of one rank at first use (pmca.runtime._data).
+        the allgather); with a world of one rank at first use (pmca.session._data).
         """
         btl = self._runtime.frameworks.get("btl")
         if "btl" not in self._opened or btl is None:

@@ -64,8 +64,8 @@ def run_side(
     Rank 0 returns the latency in s, the bandwidth in B/s and how many sends
     its btl made zero-copy.
     """
-    from ...runtime import Session
-    from ...world import PairWorld
+    from ..session import Session
+    from ..world import PairWorld
 
     sock = socket.socket(fileno=fd)
     settings = {**(mca or {}), "btl": f"self,{btl}", "pmca_base_modex_timeout": timeout}
@@ -85,7 +85,7 @@ def _child_main() -> None:
 
 def check_self() -> LoopbackResult:
     """The ``self`` btl: one process messaging itself, small and large."""
-    from ...runtime import Session
+    from ..session import Session
 
     try:
         with Session(mca={"btl": "self"}, frameworks=["btl"]) as session:
@@ -106,7 +106,7 @@ def check_self() -> LoopbackResult:
 def check(btl: str, timeout: float = 60.0, mca: dict[str, Any] | None = None) -> LoopbackResult:
     """Run the two-process check of ``btl``; never raises."""
     parent, child_end = socket.socketpair()
-    code = "from pmca.btl.base._loopback import _child_main; _child_main()"
+    code = "from pmca.cli._btl_loopback import _child_main; _child_main()"
     args = [sys.executable, "-c", code, btl, str(child_end.fileno()), str(timeout)]
     args.append(json.dumps(mca or {}))
     try:
