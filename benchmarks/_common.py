@@ -313,16 +313,33 @@ def install_throwaway_framework(
 
 @dataclass
 class Goal:
-    """A target a measured figure should stay at or under."""
+    """A limit on a measured figure: at or under ``limit`` (or at least it, ``at_least``).
+
+    ``samples`` are what the figure was computed from (the per-pair ratios of
+    a paired ratio, the per-run counts...), printed next to it.  A figure that
+    could not be computed (NaN: no pair measured) is a miss, never a pass.
+    """
 
     name: str
     value: float
     limit: float
     unit: str = ""
+    at_least: bool = False
+    samples: list[float] = field(default_factory=list)
 
     @property
     def met(self) -> bool:
-        return self.value <= self.limit
+        if self.value != self.value:  # NaN: nothing was measured
+            return False
+        return self.value >= self.limit if self.at_least else self.value <= self.limit
+
+    @property
+    def verdict(self) -> str:
+        return "PASS" if self.met else "MISS"
+
+    @property
+    def bound(self) -> str:
+        return f"goal {'>=' if self.at_least else '<='} {self.limit:g}{self.unit}"
 
 
 @dataclass
@@ -338,9 +355,9 @@ class Report:
         """Print the goals for people, then the marker line for ``run.py``."""
         print(f"\n== {self.bench}: goals ==")
         for goal in self.goals:
-            verdict = "PASS" if goal.met else "MISS"
-            limit = f"goal <= {goal.limit:g}{goal.unit}"
-            print(f"  {verdict}  {goal.name}: {goal.value:.3g}{goal.unit} ({limit})")
+            print(f"  {goal.verdict}  {goal.name}: {goal.value:.3g}{goal.unit} ({goal.bound})")
+            if goal.samples:
+                print(f"        from {', '.join(f'{value:.3g}' for value in goal.samples)}")
         for note in self.notes:
             print(f"  note: {note}")
         payload = {
@@ -350,6 +367,21 @@ class Report:
             "notes": self.notes,
         }
         print(RESULT_MARKER + json.dumps(payload), flush=True)
+
+
+def print_bandwidths(
+    subject: Sequence[Mapping[str, Any]],
+    baseline: Sequence[Mapping[str, Any]],
+    ratios: Mapping[str, float],
+    label: str,
+) -> None:
+    """Median bandwidths of each side, for reading, next to the paired ratio that is judged."""
+    print(f"\n{'size':>10} {'pmca MB/s':>12} {'base MB/s':>12} {'base/pmca (paired)':>20}")
+    for key in subject[0]["bandwidth"] if subject else []:
+        mine = statistics.median(run["bandwidth"][key] for run in subject)
+        theirs = statistics.median(run["bandwidth"][key] for run in baseline) if baseline else 0
+        paired = ratios.get(f"{label} bandwidth {key} B (baseline / pmca)", float("nan"))
+        print(f"{key:>10} {mine:>12.0f} {theirs:>12.0f} {paired:>20.2f}")
 
 
 def heading(text: str) -> None:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import _common as common
+import _goals as goals
 import bench_btl_sm as sm_bench
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -220,31 +221,17 @@ def _compare(
             f"1 MiB half round trip: pmca {pmca_mib:.1f} us, baseline {base_mib:.1f} us; "
             f"plain loopback socket, no pmca: {', '.join(floors)}"
         )
-    report.ratios[f"{label} latency 8 B (pmca / baseline)"] = latency / base_latency
-    report.goals.append(
-        common.Goal(
-            f"{label} latency 8 B, pmca / baseline",
-            latency / base_latency,
-            sm_bench.GOAL_LATENCY_RATIO,
-            "x",
-        )
+    ratios, judged = goals.pingpong_goals(
+        label,
+        runs[subject],
+        runs[base],
+        latency_limit=sm_bench.GOAL_LATENCY_RATIO,
+        bandwidth_limit=sm_bench.GOAL_INVERSE_BANDWIDTH,
+        big=sm_bench.BIG,
     )
-    print(f"{'size':>10} {'pmca MB/s':>12} {'base MB/s':>12} {'pmca/base':>10}")
-    for size in sm_bench.SIZES:
-        key = str(size)
-        mine = median(subject, lambda r, k=key: r["bandwidth"][k])
-        theirs = median(base, lambda r, k=key: r["bandwidth"][k])
-        print(f"{size:>10} {mine:>12.0f} {theirs:>12.0f} {mine / theirs:>10.2f}")
-        report.ratios[f"{label} bandwidth {size} B (baseline / pmca)"] = theirs / mine
-        if size >= sm_bench.BIG:
-            report.goals.append(
-                common.Goal(
-                    f"{label} bandwidth {size} B, baseline / pmca",
-                    theirs / mine,
-                    sm_bench.GOAL_INVERSE_BANDWIDTH,
-                    "x",
-                )
-            )
+    common.print_bandwidths(runs[subject], runs[base], ratios, label)
+    report.ratios.update(ratios)
+    report.goals.extend(judged)
 
 
 def main() -> None:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import _common as common
+import _goals as goals
 
 PROVIDERS = ["tcp;ofi_rxm", "sockets", "udp;ofi_rxd", "shm"]
 LATENCY_BYTES = 8
@@ -192,13 +193,17 @@ def _compare(
         return
     base = median("mpi4py", lambda r: r["latency_us"])
     print(f"\n[{provider}] 8-byte half round trip: pmca {latency:.2f} us, mpi4py {base:.2f} us")
-    report.ratios[f"ofi {provider} latency 8 B (pmca / mpi4py)"] = latency / base
-    print(f"{'size':>10} {'pmca MB/s':>12} {'mpi4py MB/s':>12} {'pmca/mpi4py':>12}")
-    for size in sizes:
-        mine = median("pmca", lambda r, key=str(size): r["bandwidth"][key])
-        theirs = median("mpi4py", lambda r, key=str(size): r["bandwidth"][key])
-        print(f"{size:>10} {mine:>12.0f} {theirs:>12.0f} {mine / theirs:>12.2f}")
-        report.ratios[f"ofi {provider} bandwidth {size} B (mpi4py / pmca)"] = theirs / mine
+    # No goal for ofi (informative): the paired ratios are reported.
+    ratios, _ = goals.pingpong_goals(
+        f"ofi {provider}",
+        runs["pmca"],
+        runs["mpi4py"],
+        latency_limit=None,
+        bandwidth_limit=None,
+        big=0,
+    )
+    common.print_bandwidths(runs["pmca"], runs["mpi4py"], ratios, f"ofi {provider}")
+    report.ratios.update(ratios)
 
 
 def main() -> None:

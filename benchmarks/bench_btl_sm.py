@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import _common as common
+import _goals as goals
 
 SIZES = [1 << k for k in range(10, 27, 2)]  # 1 KiB, 4 KiB, ... 64 MiB
 LATENCY_BYTES = 8
@@ -339,27 +340,17 @@ def main() -> None:
             print(f"  64 MiB by {what}: {statistics.median(values):.0f} MB/s")
     if "error" in layers:
         report.notes.append(f"layer breakdown failed: {layers['error']}")
-    report.ratios["sm latency 8 B (pmca / mpi4py)"] = latency / base_latency
-    report.goals.append(
-        common.Goal(
-            "sm latency 8 B, pmca / mpi4py", latency / base_latency, GOAL_LATENCY_RATIO, "x"
-        )
+    ratios, judged = goals.pingpong_goals(
+        "sm",
+        runs["pmca"],
+        runs["mpi4py"],
+        latency_limit=GOAL_LATENCY_RATIO,
+        bandwidth_limit=GOAL_INVERSE_BANDWIDTH,
+        big=BIG,
     )
-    print(f"\n{'size':>10} {'pmca MB/s':>12} {'mpi4py MB/s':>12} {'pmca/mpi4py':>12}")
-    for size in SIZES:
-        mine = median("pmca", lambda r, key=str(size): r["bandwidth"][key])
-        theirs = median("mpi4py", lambda r, key=str(size): r["bandwidth"][key])
-        print(f"{size:>10} {mine:>12.0f} {theirs:>12.0f} {mine / theirs:>12.2f}")
-        report.ratios[f"sm bandwidth {size} B (mpi4py / pmca)"] = theirs / mine
-        if size >= BIG:
-            report.goals.append(
-                common.Goal(
-                    f"sm bandwidth {size} B, mpi4py / pmca",
-                    theirs / mine,
-                    GOAL_INVERSE_BANDWIDTH,
-                    "x",
-                )
-            )
+    common.print_bandwidths(runs["pmca"], runs["mpi4py"], ratios, "sm")
+    report.ratios.update(ratios)
+    report.goals.extend(judged)
     report.emit()
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import _common as common
+import _goals as goals
 
 FRAMEWORK = "benchdisc"
 COUNT = 500
@@ -171,7 +172,9 @@ def measure_layout(label: str, site: Path, *, quick: bool, report: common.Report
                 key = f"{label} [{state}] {side}/scan"
                 report.ratios[key] = ratio
                 if side == "session":
-                    report.goals.append(common.Goal(key, ratio, GOAL_RATIO, "x"))
+                    report.goals.append(
+                        goals.ratio_goal(key, samples[side], samples["scan"], GOAL_RATIO)
+                    )
 
     print(f"\n  selected {PICK!r}; component modules imported (expected only {expected}):")
     strays = 0
@@ -186,7 +189,7 @@ def measure_layout(label: str, site: Path, *, quick: bool, report: common.Report
             verdict = "the selected component was NOT imported"
             report.notes.append(f"{label} ({where}): the selected component was not imported")
         print(f"    {where:14} {names}  {verdict}")
-    report.goals.append(common.Goal(f"{label}: unselected components imported", strays, 0))
+    report.goals.extend(goals.import_goals(label, imported, expected))
 
 
 def main() -> int:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 import _common as common
+import _goals as goals
 
 MIB = 1 << 20
 PAGE = mmap.PAGESIZE
@@ -174,7 +175,9 @@ def cost(report: common.Report, quick: bool) -> None:
                 key = f"{name}, {kind}, {clock}"
                 report.ratios[key] = ratio
                 if name != "mmap+munmap 1 MiB (C)" and name != "mmap.mmap 1 MiB (Python)":
-                    report.goals.append(common.Goal(f"{key} (hooked/plain)", ratio, 1.10, "x"))
+                    report.goals.append(
+                        goals.ratio_goal(f"{key} (hooked/plain)", hooked, plain, 1.10)
+                    )
 
 
 # -- throughput ----------------------------------------------------------------------
@@ -223,7 +226,7 @@ def throughput(report: common.Report, quick: bool) -> None:
             f"\n  {'':9}  {common.median(wall) / 1e6:7.2f} M/s wall"
             f" [{', '.join(f'{r / 1e6:.1f}' for r in wall)}]"
         )
-        report.goals.append(common.Goal(f"{side} delivery, ns per event", 1e9 / rate, 1e9 / goal))
+        report.goals.append(goals.rate_goal(f"{side} delivery, ns per event", rates, goal))
 
 
 # -- storm ---------------------------------------------------------------------------
@@ -327,7 +330,6 @@ def storm(report: common.Report, quick: bool) -> None:
         common.BENCH_DIR / "bench_hooks.py", "storm", {"seconds": seconds}, common.child_env()
     )
     for variant, found in reply.items():
-        missing = found["released"] - found["delivered"]
         print(
             f"  {variant:15} {found['released']:>10,} munmaps, {found['delivered']:>10,} delivered"
             f" (address sums {'match' if found['sums_match'] else 'DIFFER'}),"
@@ -335,8 +337,7 @@ def storm(report: common.Report, quick: bool) -> None:
             f" wake-ups {found['wakeups']} ({found['threshold_wakeups']} by fill),"
             f" ring {found['capacity']} slots"
         )
-        report.goals.append(common.Goal(f"storm, {variant}: overflows", found["dropped"], 0))
-        report.goals.append(common.Goal(f"storm, {variant}: munmaps not delivered", missing, 0))
+        report.goals.extend(goals.storm_goals(variant, found))
         if not found["sums_match"]:
             report.notes.append(f"storm, {variant}: delivered addresses differ from released")
 

@@ -9,15 +9,20 @@ ABBA order:
 * lookup: "a registration covering [a, b)", the question a transport asks
   the cache per message.  pmca's side is the user-facing call, one per
   lookup: ``rc.find(address, size)`` on a grdma cache of a live session
-  holding the same ranges, which first makes sure every release published
-  before it has been applied (memory hooks installed, as in an MPI rank);
-  the bare index call is shown for reference (``intervaltree``: ``at(a)``
-  filtered; ``ncls``: ``find_overlap`` filtered);
+  holding the same ranges (memory hooks installed, as in an MPI rank).
+  ``rc.find`` first applies every release published before it; the judged
+  row delivers them before each round, so it times the fast path (nothing
+  pending).  A second row publishes one release (outside every cached
+  range) before each lookup, so every ``rc.find`` drains in the timed path;
+  the publish call alone is timed for reference.  The bare index call is
+  shown too (``intervaltree``: ``at(a)`` filtered; ``ncls``:
+  ``find_overlap`` filtered);
 * invalidate: "every registration overlapping [a, b)" for ranges that hit
   about 1, 10, 100 and 1000 registrations: the cost should grow with the
   hits, not with the size of the index.
 
-Goal: ``rc.find`` at least 10x faster than ``intervaltree`` (ratio <= 0.1).
+Goal: ``rc.find`` with no release pending at least 10x faster than
+``intervaltree`` (ratio <= 0.1); the drained row is reported, not judged.
 ``intervaltree``, ``ncls`` (and numpy) are benchmark-only: this script
 installs them into the running interpreter when they are missing.
 """
@@ -35,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import _common as common
+import _goals as goals
 
 common.use_working_tree()
 
@@ -102,6 +108,7 @@ def main() -> None:
     from ncls import NCLS
 
     import pmca
+    from pmca import native
     from pmca.rcache import UnpinnedBackend
     from pmca.rcache.grdma import IntervalTree
 
@@ -186,6 +193,22 @@ def main() -> None:
         for address, size in requests:
             find(address, size)
 
+    hooks = native.backend()
+    # Outside every cached range (which lie below 64 GiB): the drain has work
+    # to do, the cache keeps its registrations.
+    elsewhere = 1 << 40
+
+    def lookup_pmca_pending() -> None:
+        find, publish = cache.find, hooks.publish_synthetic
+        for address, size in requests:
+            publish(1, elsewhere, PAGE)
+            find(address, size)
+
+    def publish_alone() -> None:
+        publish = hooks.publish_synthetic
+        for _ in requests:
+            publish(1, elsewhere, PAGE)
+
     def lookup_index() -> None:
         find = pmca_tree.find_covering
         for low, high in queries:
@@ -223,6 +246,8 @@ def main() -> None:
     lookup = common.interleave(
         {
             "pmca": settled(lookup_pmca),
+            "pmca, a release pending at each lookup": settled(lookup_pmca_pending),
+            "release publish alone": settled(publish_alone),
             "pmca index alone": settled(lookup_index),
             "intervaltree": settled(lookup_python),
             "ncls": settled(lookup_ncls),
@@ -256,8 +281,23 @@ def main() -> None:
 
     report = common.Report("bench_rcache")
     # Paired: each round's pmca sample over the same round's baseline sample.
-    lookup_ratio = common.paired_ratio(lookup["pmca"], lookup["intervaltree"])
-    report.ratios["lookup pmca / intervaltree"] = lookup_ratio
+    judged = goals.ratio_goal(
+        "rc.find, no release pending (fast path) / intervaltree",
+        lookup["pmca"],
+        lookup["intervaltree"],
+        GOAL_LOOKUP_RATIO,
+    )
+    report.ratios["lookup pmca, no release pending / intervaltree"] = judged.value
+    pending = goals.ratio_goal(
+        "rc.find, a release pending at each lookup (drained in the timed path) / intervaltree",
+        lookup["pmca, a release pending at each lookup"],
+        lookup["intervaltree"],
+        float("inf"),
+    )
+    report.ratios[pending.name] = pending.value
+    report.ratios["release publish alone / intervaltree lookup"] = common.paired_ratio(
+        lookup["release publish alone"], lookup["intervaltree"]
+    )
     report.ratios["lookup pmca / ncls"] = common.paired_ratio(lookup["pmca"], lookup["ncls"])
     report.ratios["lookup pmca index alone / intervaltree"] = common.paired_ratio(
         lookup["pmca index alone"], lookup["intervaltree"]
@@ -268,9 +308,7 @@ def main() -> None:
     report.ratios["insert pmca / ncls bulk build"] = common.paired_ratio(
         insert["pmca"], insert["ncls (bulk build)"]
     )
-    report.goals.append(
-        common.Goal("rc.find time vs intervaltree", lookup_ratio, GOAL_LOOKUP_RATIO, "x")
-    )
+    report.goals.append(judged)
     small, large = hits_cost[1], hits_cost[1000]
     report.notes.append(
         f"invalidate: {small[0]:.0f} hits {common.format_seconds(small[1])}, "
@@ -279,7 +317,10 @@ def main() -> None:
     )
     report.notes.append("ncls has no incremental insert: its insert figure is a bulk build")
     report.notes.append(
-        f"pmca lookup = rc.find(address, size) with the release drain, one call per lookup; "
+        "judged: rc.find(address, size), one call per lookup, every release delivered "
+        "before the round (its fast path: the index says nothing is pending); the row with a "
+        "release published before each lookup times the drain too (its publish call included, "
+        "shown alone for reference); "
         f"cache: {pmca.rcache.describe_stats(cache.stats())}"
     )
     pmca_tree.destroy()

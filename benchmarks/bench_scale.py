@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import _common as common
+import _goals as goals
 
 FRAMEWORK = "benchscale"
 COUNTS = (100, 500, 2000)
@@ -86,11 +87,11 @@ def measure(count: int, *, quick: bool, report: common.Report) -> dict[str, floa
         report.ratios[f"{count} components: {name}/pluggy"] = ratios[name]
     if count == GOAL_COUNT:
         report.goals.append(
-            common.Goal(
+            goals.ratio_goal(
                 f"open all {count} components / pluggy load_setuptools_entrypoints",
-                ratios["open"],
+                samples["open"],
+                samples["pluggy"],
                 1.0,
-                "x",
             )
         )
     return {name: medians[name] / count for name in SIDES}

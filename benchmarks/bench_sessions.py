@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import _common as common
+import _goals as goals
 
 FRAMEWORK = "benchsess"
 COMPONENTS = ("alpha", "beta")
@@ -244,10 +245,20 @@ def measure(
         )
     key = f"{label}, {mode}"
     report.ratios[f"{key}: session/trivial per cycle"] = ratio
-    report.goals.append(common.Goal(f"{key}: RSS growth", growth, GOAL_RSS_MIB, " MiB"))
+    report.goals.append(
+        goals.growth_goal(
+            f"{key}: RSS growth",
+            reply["rss_before"],
+            reply["rss_after"],
+            GOAL_RSS_MIB,
+            scale=common.MIB,
+        )
+    )
     if cycle_goal:
         report.goals.append(
-            common.Goal(f"{key}: session cycle", session * 1e3, GOAL_BUILTIN_STATIC_CYCLE_MS, " ms")
+            goals.median_goal(
+                f"{key}: session cycle", samples["session"], GOAL_BUILTIN_STATIC_CYCLE_MS
+            )
         )
 
 

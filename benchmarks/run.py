@@ -68,8 +68,9 @@ def summarize(outcomes: list[Outcome]) -> None:
             print(f"  ratio  {ratio:>10.3g}x  {name}")
         for goal in outcome.result["goals"]:
             verdict = "PASS" if goal["met"] else "MISS"
+            sign = ">=" if goal.get("at_least") else "<="
             print(
-                f"  {verdict}   {goal['value']:>9.3g}{goal['unit']} (goal <= {goal['limit']:g}"
+                f"  {verdict}   {goal['value']:>9.3g}{goal['unit']} (goal {sign} {goal['limit']:g}"
                 f"{goal['unit']})  {goal['name']}"
             )
         for note in outcome.result["notes"]:

@@ -5,16 +5,19 @@ Runs, each in fresh child processes with real hooks on libc:
 1. open-mpi/ompi#13021: DSO double finalize (the reproduction rows are
    skipped unless the ``pmca-ompi-13021`` plugin is installed);
 2. open-mpi/ompi#13149 / ofiwg/libfabric#10879: the madvise self-deadlock,
-   under real mimalloc (needs x86_64 and the ``pmca-madvise-deadlock``
-   plugin, which brings ``cmeel-mimalloc``; skipped with the reason
-   otherwise); the reproduction is a race, run until its first hang;
+   on a model of Open MPI's hooks and libfabric 2.5.1's MR cache, under real
+   mimalloc (needs x86_64 and the ``pmca-madvise-deadlock`` plugin, which
+   brings ``cmeel-mimalloc``; skipped with the reason otherwise); the
+   reproduction is a race, run until its first self-deadlock, at most 8
+   runs of 10 s: one that does not hit in those fails the table;
 3. Open MPI's hook activation rules (16 cells) and the release-path self-test;
 4. the stale registration of the 2009 OpenFabrics thread, with really pinned
    pages (needs Linux io_uring; skipped with the reason otherwise).
 
 Prints one table; exits 0 when every row shows what it should
 (``reproduced`` for a reproduction, ``prevented`` for pmca's design, or
-``skipped`` where this machine cannot run it)::
+``skipped`` where this machine cannot run it; a reproduction that does not
+reproduce is ``failed``)::
 
     python examples/seed_scenarios.py            # about a minute
     python examples/seed_scenarios.py --quick    # without the slow reproductions

@@ -26,6 +26,7 @@ setup(
             sources=[
                 "src/pmca_madvise_deadlock/ompi_ofi.c",
                 "src/pmca_madvise_deadlock/workload.c",
+                "src/pmca_madvise_deadlock/pmca_monitor.c",
             ],
             extra_compile_args=["-O2", "-std=gnu11", "-fvisibility=hidden", "-Wall", "-Wextra"],
             extra_link_args=["-pthread"],

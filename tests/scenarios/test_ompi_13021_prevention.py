@@ -209,7 +209,8 @@ from pmca.patcher.overwrite._table import library_path
 def entry(module):
     return ctypes.cast(module._table._lib.pmca_patcher_pop, ctypes.c_void_p).value
 
-# Without a quarantine, glibc maps a reloaded library right where it was.
+# Whether, without a quarantine, glibc maps a reloaded library right where it was
+# (measured: the test skips when it does not).
 copy = Path(tempfile.mkdtemp()) / "libcopy.so"
 shutil.copy(library_path(), copy)
 first = ctypes.CDLL(str(copy))

@@ -520,8 +520,8 @@ int pmca_patch_restore(int symbol, struct pmca_site_report *report)
 
 #else /* not x86_64 glibc */
 
-/* aarch64, musl and others: the hooks and the ring build and work, but live
- * patching is not implemented; every install is refused with a reason. */
+/* Elsewhere (aarch64, musl...): live patching is not implemented; every
+ * install is refused with a reason.  Only x86_64 glibc is built and tested. */
 #include <stdio.h>
 #include <string.h>
 

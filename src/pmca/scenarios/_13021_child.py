@@ -65,6 +65,7 @@ def one_round(number: int, btl: str = "") -> None:
         handle = pmca.memory.register_release(on_release)
         support = pmca.memory.support_level()
         hooked = hooks.is_installed("munmap")
+        library_part = overwrite_base_part(session)
         region = mmap.mmap(-1, REGION)
         region.close()  # munmap through libc's entry point
         pmca.memory.drain()
@@ -80,8 +81,22 @@ def one_round(number: int, btl: str = "") -> None:
             munmap_hooked=hooked,
             moved=moved,
             delivered=(REGION, "munmap") in released,
+            base_part=library_part,
         )
     emit("finalized", round=number)
+
+
+def overwrite_base_part(session: pmca.Session) -> int | None:
+    """Where this session's patcher/overwrite library keeps its base part (None: not open).
+
+    Its address tells whether a library loaded again in a later session
+    came back at the same address, which the raw pointer of the
+    reproduction then leads into.
+    """
+    if not any(c.name == "overwrite" for c in session.components("patcher")):
+        return None
+    part = getattr(session.module("patcher"), "base_part", None)
+    return int(part()[0]) if part is not None else None
 
 
 def move_data(session: pmca.Session, btl: str) -> bool:

@@ -14,8 +14,9 @@ reproduction, dso                      reproduced: the second finalize dies
                                        of SIGSEGV in
                                        ``opal_patcher_base_restore_all``
 reproduction, dso, no quarantine       reproduced: the same SIGSEGV; the
-                                       raw pointer follows an unconstructed
-                                       list in the reloaded library
+                                       raw pointer leads to the library's
+                                       old address (reloaded there or
+                                       elsewhere: the row says which)
 reproduction, static/dso, stale check  detected: ``StaleReferenceError`` at
                                        session 1's finalize names the global
                                        that keeps the closed module
@@ -237,6 +238,28 @@ def _trigger_problem(variant: Variant, rounds: dict[int, dict[str, Any]]) -> str
     return None
 
 
+def _where_the_pointer_led(variant: Variant, rounds: dict[int, dict[str, Any]]) -> str:
+    """Where session 1's raw pointer led at session 2's close, from both sessions' records.
+
+    Session 1's overwrite library was unloaded at its close; session 2 loaded
+    it again.  With the quarantine, that old range stays reserved (faults).
+    Without it, the loader may put the library back where it was -- then the
+    pointer leads into its never-constructed base part -- or elsewhere, and
+    the pointer leads into whatever the old range holds now.
+    """
+    if variant.quarantine:
+        return "into the quarantined range of the unloaded overwrite library"
+    old, new = rounds[1].get("base_part"), rounds[2].get("base_part")
+    if not isinstance(old, int) or not isinstance(new, int):
+        return "into the unloaded overwrite library's old address (where it reloaded: unknown)"
+    if old == new:
+        return f"into the overwrite library reloaded at its old address ({old:#x})"
+    return (
+        f"into the unloaded overwrite library's old address ({old:#x}); "
+        f"it was reloaded elsewhere ({new:#x})"
+    )
+
+
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else "(no output)"
@@ -281,11 +304,7 @@ def classify(
     if variant.component == REPRODUCTION:
         if variant.mode == "dso" and returncode == -signal.SIGSEGV:
             if _innermost_frame(stderr) == CRASH_FRAME and first_ok and 2 in rounds:
-                how = (
-                    "into the quarantined range of the unloaded overwrite library"
-                    if variant.quarantine
-                    else "into the overwrite library reloaded at its old address"
-                )
+                how = _where_the_pointer_led(variant, rounds)
                 return "reproduced", (
                     f"second finalize died of SIGSEGV in {CRASH_FRAME} through the raw "
                     f"opal_patcher pointer {how}"

@@ -1,4 +1,9 @@
-"""Open MPI 5 + libfabric 2.5.1's synchronous release callbacks, to reproduce the madvise deadlock.
+"""A model of Open MPI 5 + libfabric 2.5.1's release path, to reproduce the madvise deadlock.
+
+A model, not the libraries: libfabric 2.5.1 reaches its MR cache only from
+hardware providers (verbs, efa, cxi, opx, lpp) and, in shm and sm2, for GPU
+IPC handles; its cache functions are not exported.  :func:`real_cache_path`
+says why, on this machine, from the library itself.
 
 open-mpi/ompi#13149 and ofiwg/libfabric#10879: libfabric's MR cache inserts
 into its tree with ``mm_lock`` held and the insert may ``malloc``; under
@@ -10,8 +15,11 @@ The same native workload (``workload.c``) runs over two designs:
 
 - ``ompi``: this distribution's native library (patched libc, callbacks
   inside the hook, the 2.5.1 cache);
-- ``pmca``: a pmca session (hooks that only publish to a ring) and pmca's
-  rcache/grdma, whose release callback never takes the cache's lock.
+- ``pmca``: the same model cache and workload, with pmca's hooks (which
+  only publish to a lock-free ring) as the cache's memory monitor: a native
+  thread drains the ring into the cache's notify (``pmca_monitor.c``);
+- ``grdma``: a pmca session and pmca's rcache/grdma (a different cache,
+  reached through Python callbacks: far slower, kept for comparison).
 
 Run one child with ``python -m pmca_madvise_deadlock DESIGN SECONDS``
 (under mimalloc: see :func:`child_environment`).
@@ -30,6 +38,7 @@ from typing import Any
 __all__ = [
     "DesignStruct",
     "PmcaDesign",
+    "check_allocator",
     "child_environment",
     "child_main",
     "library_path",
@@ -65,10 +74,13 @@ def child_environment() -> dict[str, str]:
     leaves the fast path, the cache's node allocation included, runs an
     arena collection and, once 1 ms has passed, the ``madvise``.
     """
+    if os.environ.get("PMCA_REPRO_ALLOCATOR") == "glibc":
+        return {"PMCA_REPRO_ALLOCATOR": "glibc"}
     mimalloc = mimalloc_path()
     if mimalloc is None:
         raise FileNotFoundError("libmimalloc.so not found: pip install cmeel-mimalloc")
     return {
+        "PMCA_REPRO_ALLOCATOR": "mimalloc",
         "LD_PRELOAD": str(mimalloc),
         "MIMALLOC_PURGE_DELAY": os.environ.get("PMCA_REPRO_PURGE_DELAY", "1"),
         "MIMALLOC_PAGE_FULL_RETAIN": os.environ.get("PMCA_REPRO_PAGE_RETAIN", "0"),
@@ -152,6 +164,50 @@ class PmcaDesign:
         rc.close()
 
 
+def malloc_provider() -> str:
+    """The file that defines the ``malloc`` this process calls (``dladdr`` of its symbol)."""
+
+    class _DlInfo(ctypes.Structure):
+        _fields_ = (
+            ("dli_fname", ctypes.c_char_p),
+            ("dli_fbase", ctypes.c_void_p),
+            ("dli_sname", ctypes.c_char_p),
+            ("dli_saddr", ctypes.c_void_p),
+        )
+
+    libc = ctypes.CDLL(None)
+    info = _DlInfo()
+    address = ctypes.cast(libc.malloc, ctypes.c_void_p)
+    if not libc.dladdr(address, ctypes.byref(info)) or info.dli_fname is None:
+        return "<unknown>"
+    return os.path.realpath(info.dli_fname.decode())
+
+
+def mapped_mimalloc() -> list[str]:
+    """The mimalloc libraries mapped into this process (``/proc/self/maps``)."""
+    with open("/proc/self/maps", encoding="ascii", errors="replace") as maps:
+        paths = {line.split(None, 5)[-1].strip() for line in maps if "mimalloc" in line}
+    return sorted(paths)
+
+
+def check_allocator() -> dict[str, Any]:
+    """Which allocator this child runs on; raise unless it is the one asked for.
+
+    ``PMCA_REPRO_ALLOCATOR=glibc`` runs without mimalloc (glibc's own cycle);
+    otherwise mimalloc must be mapped and be what ``malloc`` resolves to: a
+    preload that silently did not take would make every run measure glibc.
+    """
+    wanted = os.environ.get("PMCA_REPRO_ALLOCATOR", "mimalloc")
+    provider, mapped = malloc_provider(), mapped_mimalloc()
+    on_mimalloc = bool(mapped) and "mimalloc" in Path(provider).name
+    if (wanted == "mimalloc") != on_mimalloc:
+        raise RuntimeError(
+            f"allocator: asked for {wanted}, but malloc comes from {provider} "
+            f"(mimalloc mapped: {mapped or 'no'})"
+        )
+    return {"allocator": wanted, "malloc_from": provider}
+
+
 def _print(payload: dict[str, Any]) -> None:
     print(json.dumps(payload), flush=True)
 
@@ -159,6 +215,7 @@ def _print(payload: dict[str, Any]) -> None:
 def child_main(design: str, seconds: float, threads: int = 4) -> None:
     """One run: announce what the watchdog needs, run the workload, report."""
     _print({"pid": os.getpid(), "design": design})
+    _print(check_allocator())
     lib = _library()
     if design == "ompi":
         rc = lib.repro_install_hooks()
@@ -169,7 +226,9 @@ def child_main(design: str, seconds: float, threads: int = 4) -> None:
         phases = lib.repro_workload(ctypes.byref(ompi_design(lib)), threads, seconds)
         lib.repro_hook_calls.restype = ctypes.c_long
         _print({"hook_calls": int(lib.repro_hook_calls())})
-    else:
+    elif design == "pmca":
+        phases = _pmca_monitor_run(lib, threads, seconds)
+    else:  # "grdma": pmca's own cache, reached through Python callbacks
         import pmca
 
         with pmca.Session():
@@ -177,3 +236,43 @@ def child_main(design: str, seconds: float, threads: int = 4) -> None:
             phases = lib.repro_workload(ctypes.byref(chosen.struct), threads, seconds)
         _print({"coherent": chosen.coherent})
     _print({"completed": True, "phases": int(phases)})
+
+
+#: The release calls the model's Open MPI hooks intercept: pmca's hooks take them instead.
+MONITORED = ("munmap", "madvise")
+
+
+def _pmca_monitor_run(lib: ctypes.CDLL, threads: int, seconds: float) -> int:
+    """The model cache and workload, with pmca's hooks as the cache's memory monitor.
+
+    pmca's patches on ``munmap``/``madvise`` publish to its ring; a native
+    thread of this library drains the ring and calls the model's monitor
+    notify (``pmca_monitor.c``).  No Python runs on that path.
+    """
+    from pmca import native
+    from pmca.native._abi import load as load_hooks_library
+
+    hooks = native.backend()
+    hooks.ensure_ring()
+    sites = [hooks.install(symbol) for symbol in MONITORED]
+    try:
+        hooked = all(hooks.is_installed(symbol) for symbol in MONITORED)
+        raw = load_hooks_library()  # libpmca_hooks.so: its drain and wait, by address
+        drain = ctypes.cast(raw.pmca_hooks_drain, ctypes.c_void_p)
+        wait = ctypes.cast(raw.pmca_hooks_wait, ctypes.c_void_p)
+        lib.repro_pmca_monitor_start.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        rc = lib.repro_pmca_monitor_start(drain, wait)
+        if rc != 0:
+            raise OSError(rc, f"starting the monitor thread failed: {os.strerror(rc)}")
+        _print({"mm_lock": int(lib.repro_mm_lock_address())})
+        phases = int(lib.repro_workload(ctypes.byref(ompi_design(lib)), threads, seconds))
+        flushes = ctypes.c_long(0)
+        lib.repro_pmca_monitor_stop.restype = ctypes.c_long
+        events = int(lib.repro_pmca_monitor_stop(ctypes.byref(flushes)))
+    finally:
+        for site in sites:
+            hooks.restore(site)
+    # Coherent: pmca's hooks were in place and their events reached the cache.
+    _print({"coherent": hooked and events > 0, "monitor_events": events})
+    _print({"monitor_flushes": int(flushes.value)})
+    return phases

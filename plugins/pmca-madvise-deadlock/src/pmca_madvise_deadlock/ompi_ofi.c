@@ -270,6 +270,13 @@ static void import_monitor_notify(void *addr, size_t len, int from_alloc, void *
     pthread_rwlock_unlock(&mm_list_rwlock);
 }
 
+/* The import monitor's notify for a monitor other than Open MPI's hooks
+ * (pmca_monitor.c): the same locks, the same uncaching. */
+void repro_monitor_notify(void *addr, size_t len)
+{
+    import_monitor_notify(addr, len, 1, NULL);
+}
+
 /* opal_common_ofi: export the patcher hooks as libfabric's memory monitor. */
 EXPORT void repro_import_monitor(void)
 {

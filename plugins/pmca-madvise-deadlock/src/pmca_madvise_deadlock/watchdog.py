@@ -68,9 +68,14 @@ def mutex_owner(pid: int, address: int) -> int | None:
 
 def gdb_backtrace(pid: int, tid: int) -> str | None:
     """gdb's native backtrace of one thread, if gdb is installed and allowed."""
+    return gdb_backtraces(pid, [tid]).get(tid)
+
+
+def gdb_backtraces(pid: int, tids: list[int]) -> dict[int, str]:
+    """gdb's native backtraces of some threads (one gdb run), if gdb is installed and allowed."""
     gdb = shutil.which("gdb")
     if gdb is None:
-        return None
+        return {}
     try:
         done = subprocess.run(
             [gdb, "-batch", "-nx", "-p", str(pid), "-ex", "thread apply all bt 25"],
@@ -80,12 +85,13 @@ def gdb_backtrace(pid: int, tid: int) -> str | None:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return None
-    blocks = done.stdout.split("\nThread ")
-    for block in blocks:
-        if f"LWP {tid})" in block.split("\n", 1)[0]:
-            return "Thread " + block.strip()
-    return None
+        return {}
+    found = {}
+    for block in done.stdout.split("\nThread "):
+        for tid in tids:
+            if f"LWP {tid})" in block.split("\n", 1)[0]:
+                found[tid] = "Thread " + block.strip()
+    return found
 
 
 def examine(pid: int, lock: int | None, *, with_gdb: bool) -> dict[str, Any]:
@@ -99,9 +105,18 @@ def examine(pid: int, lock: int | None, *, with_gdb: bool) -> dict[str, Any]:
         "owner": owner,
         "waiters": waiters,
         "self_deadlock": owner is not None and owner in waiters,
+        # Where mm_lock's owner sleeps, when not on mm_lock (glibc: an arena lock).
+        "owner_futex": next(
+            (t["futex"] for t in threads if owner is not None and t["tid"] == owner), None
+        ),
     }
     if with_gdb and report["self_deadlock"] and owner is not None:
         report["backtrace"] = gdb_backtrace(pid, owner)
+    elif with_gdb and owner is not None:
+        # Another cycle: mm_lock's owner sleeps on some other lock.  The
+        # owner's and the waiters' stacks say which lock and who holds it.
+        traces = gdb_backtraces(pid, [owner, *waiters])
+        report["backtraces"] = {str(tid): trace for tid, trace in traces.items()}
     return report
 
 
@@ -141,6 +156,8 @@ def run_once(
     except subprocess.TimeoutExpired:
         lock = next((line["mm_lock"] for line in lines if "mm_lock" in line), None)
         report = examine(child.pid, lock, with_gdb=with_gdb)
+        for line in lines:
+            report.update({k: v for k, v in line.items() if k in ("allocator", "malloc_from")})
         child.send_signal(signal.SIGKILL)
         child.wait()
         return {"design": design, "outcome": "hung", **report}
@@ -149,7 +166,8 @@ def run_once(
     stderr = child.stderr.read() if child.stderr is not None else ""
     done = next((line for line in lines if line.get("completed")), None)
     if child.returncode == 0 and done is not None:
-        facts = {k: v for line in lines for k, v in line.items() if k in ("coherent", "hook_calls")}
+        kept = ("coherent", "hook_calls", "allocator", "malloc_from", "monitor_events")
+        facts = {k: v for line in lines for k, v in line.items() if k in kept}
         return {"design": design, "outcome": "completed", **done, **facts}
     last = stderr.strip().splitlines()[-1:] if stderr.strip() else []
     return {"design": design, "outcome": "failed", "returncode": child.returncode, "why": last}

@@ -46,9 +46,10 @@ claims FREE|MUNMAP. Its close restores through ``opal_patcher`` again, which
 still points at session 1's overwrite module:
 
 - ``mca_base_component_dso=all``: the raw half of the pointer leads into a
-  library pmca has ``dlclose``d: quarantined (faults at the first read), or
-  reloaded at the same address with its base part never constructed (the
-  list walk follows a NULL link). Either way: SIGSEGV in
+  library pmca has ``dlclose``d: quarantined (faults at the first read), or,
+  without the quarantine, reloaded at the same address with its base part
+  never constructed (the list walk follows a NULL link) or reloaded
+  elsewhere (the old range unmapped: faults at the first read). Either way: SIGSEGV in
   ``opal_patcher_base_restore_all``, the crash of open-mpi/ompi#13021;
 - static: the library is still resident, nothing crashes, and session 2 ran
   silently without memory hooks.

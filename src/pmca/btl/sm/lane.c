@@ -84,7 +84,7 @@ static int spin(struct sm_ctx *ctx, uint64_t ns)
         return 0;
     uint64_t deadline = now_ns() + ns;
     for (uint32_t i = 1;; i++) {
-        __builtin_ia32_pause();
+        sm_cpu_relax();
         if (pmca_sm_fifo_ready(ctx->self))
             return 1;
         if ((i & 63) == 0 && now_ns() >= deadline)

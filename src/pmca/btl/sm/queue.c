@@ -197,7 +197,7 @@ EXPORT int pmca_sm_wait(struct sm_ctx *ctx, int64_t timeout_ns, uint32_t spins)
     for (uint32_t i = 0; i < spins; i++) {
         if (pmca_sm_fifo_ready(h))
             return 1;
-        __builtin_ia32_pause();
+        sm_cpu_relax();
     }
     struct timespec deadline = {0, 0};
     clock_gettime(CLOCK_MONOTONIC, &deadline);

@@ -46,6 +46,16 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* A spin-wait hint to the CPU: x86's pause, Arm's yield, nothing elsewhere. */
+static inline void sm_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
 #define SM_MAGIC 0x316d735f61636d70ULL /* "pmca_sm1" little-endian */
 #define SM_ABI 1
 #define CACHE_LINE 64

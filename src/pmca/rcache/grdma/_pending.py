@@ -3,8 +3,11 @@
 The callback runs on whichever thread drains the memory hooks (the
 listener, or a thread inside a cache operation).  It must never wait for
 the cache lock: a thread holding that lock may be the one draining.  So it
-only appends the range to a list under a lock that is held for a handful
-of bytecodes and never while anything else is taken.
+only appends the range to a list under its own lock, held for a handful of
+bytecodes and never while anything else is taken.  The append may allocate
+(the list grows, a tuple is made) with that lock held; that cannot wait on
+itself, because the callback never runs inside an allocation or a hook: the
+hooks only publish to the ring, and the callback runs when a thread drains it.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -47,14 +49,30 @@ def _library() -> ctypes.CDLL:
     return lib
 
 
+#: io_uring's submission entry holds a length in 32 bits (``sqe->len``).
+MAX_LENGTH = (1 << 32) - 1
+
+
 def _check(result: int, what: str) -> int:
     if result < 0:
         raise OSError(-result, f"io_uring {what}: {os.strerror(-result)}")
     return result
 
 
+def _check_length(length: int, what: str) -> None:
+    if not 0 <= length <= MAX_LENGTH:
+        raise ValueError(
+            f"io_uring {what}: length={length} does not fit io_uring's 32-bit length "
+            f"(0 to {MAX_LENGTH} bytes); split the transfer"
+        )
+
+
 class Ring:
-    """An io_uring whose registered-buffer table has ``table_size`` empty slots."""
+    """An io_uring whose registered-buffer table has ``table_size`` empty slots.
+
+    Operations release the GIL while they wait in the kernel; ``close``
+    refuses new ones and waits for those in flight before it frees the ring.
+    """
 
     def __init__(self, *, table_size: int = 1024, entries: int = 8) -> None:
         self._lib = _library()
@@ -64,41 +82,58 @@ class Ring:
             raise OSError(error.value, f"io_uring setup: {os.strerror(error.value)}")
         self._ring: int | None = ring
         self.table_size = table_size
-        self._lock = threading.Lock()
+        self._idle = threading.Condition(threading.Lock())
+        self._users = 0
 
-    def _handle(self) -> int:
-        ring = self._ring
-        if ring is None:
-            raise ValueError("io_uring ring is closed")
-        return ring
+    @contextmanager
+    def _using(self) -> Iterator[int]:
+        """The ring's handle, counted in use until the operation returns."""
+        with self._idle:
+            ring = self._ring
+            if ring is None:
+                raise ValueError("io_uring ring is closed")
+            self._users += 1
+        try:
+            yield ring
+        finally:
+            with self._idle:
+                self._users -= 1
+                if self._users == 0:
+                    self._idle.notify_all()
 
     def register(self, index: int, address: int, length: int) -> None:
-        _check(self._lib.pmca_uring_register(self._handle(), index, address, length), "register")
+        with self._using() as ring:
+            _check(self._lib.pmca_uring_register(ring, index, address, length), "register")
 
     def unregister(self, index: int) -> None:
-        _check(self._lib.pmca_uring_unregister(self._handle(), index), "unregister")
+        with self._using() as ring:
+            _check(self._lib.pmca_uring_unregister(ring, index), "unregister")
 
     def write_fixed(self, fd: int, address: int, length: int, index: int, offset: int = 0) -> int:
         """``write(fd, address, length)`` through slot ``index``'s pinned pages."""
-        result = self._lib.pmca_uring_write_fixed(
-            self._handle(), fd, address, length, offset, index
-        )
+        _check_length(length, "write_fixed")
+        with self._using() as ring:
+            result = self._lib.pmca_uring_write_fixed(ring, fd, address, length, offset, index)
         return _check(result, "write_fixed")
 
     def read_fixed(self, fd: int, address: int, length: int, index: int, offset: int = 0) -> int:
         """``read(fd, address, length)`` into slot ``index``'s pinned pages."""
-        result = self._lib.pmca_uring_read_fixed(self._handle(), fd, address, length, offset, index)
+        _check_length(length, "read_fixed")
+        with self._using() as ring:
+            result = self._lib.pmca_uring_read_fixed(ring, fd, address, length, offset, index)
         return _check(result, "read_fixed")
 
     def send_zc(self, fd: int, address: int, length: int, index: int, flags: int = 0) -> int:
         """Zero-copy ``send`` from slot ``index``; returns when the pages are released."""
-        result = self._lib.pmca_uring_send_zc_fixed(
-            self._handle(), fd, address, length, index, flags
-        )
+        _check_length(length, "send_zc")
+        with self._using() as ring:
+            result = self._lib.pmca_uring_send_zc_fixed(ring, fd, address, length, index, flags)
         return _check(result, "send_zc")
 
     def close(self) -> None:
-        with self._lock:
+        """Refuse new operations, wait for the ones in flight, then free the ring."""
+        with self._idle:
             ring, self._ring = self._ring, None
+            self._idle.wait_for(lambda: self._users == 0)
         if ring is not None:
             self._lib.pmca_uring_close(ring)

@@ -225,6 +225,8 @@ static long rw_fixed(struct pmca_uring *r, int opcode, int fd, void *addr, size_
                      uint64_t offset, unsigned index)
 {
     struct io_uring_cqe cqe;
+    if (len > UINT32_MAX)
+        return -EINVAL; /* sqe->len is 32 bits: never shorten a transfer silently */
     pthread_mutex_lock(&r->lock);
     uint64_t id = ++r->next_id;
     struct io_uring_sqe *sqe = next_sqe(r);
@@ -264,6 +266,8 @@ EXPORT long pmca_uring_send_zc_fixed(struct pmca_uring *r, int fd, void *addr, s
                                      unsigned index, int msg_flags)
 {
     struct io_uring_cqe cqe;
+    if (len > UINT32_MAX)
+        return -EINVAL; /* sqe->len is 32 bits */
     pthread_mutex_lock(&r->lock);
     uint64_t id = ++r->next_id;
     struct io_uring_sqe *sqe = next_sqe(r);

@@ -1,0 +1,154 @@
+"""Every benchmark goal can fail: each goal function, fed a run that misses, says MISS.
+
+The goal functions (``benchmarks/_goals.py``) are what the benchmarks judge
+with; these tests give them made-up samples and runs -- no benchmark runs.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def goals() -> Iterator[ModuleType]:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import _goals
+
+        yield _goals
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def _run(latency: float, bandwidth: dict[int, float]) -> dict[str, Any]:
+    return {"latency_us": latency, "bandwidth": {str(k): v for k, v in bandwidth.items()}}
+
+
+def test_a_paired_ratio_over_its_limit_misses(goals: ModuleType) -> None:
+    goal = goals.ratio_goal("x / y", [3.0, 3.0, 3.0], [1.0, 1.0, 1.0], 1.5)
+    assert not goal.met and goal.verdict == "MISS" and goal.value == 3.0
+    assert goal.samples == [3.0, 3.0, 3.0]
+    assert goals.ratio_goal("x / y", [1.0, 1.0], [1.0, 1.0], 1.5).met
+
+
+def test_nothing_measured_is_a_miss_not_a_pass(goals: ModuleType) -> None:
+    goal = goals.ratio_goal("x / y", [], [], 1.5)
+    assert math.isnan(goal.value) and goal.verdict == "MISS"
+
+
+def test_pingpong_latency_is_judged_on_the_median_of_pairs(goals: ModuleType) -> None:
+    # Sides' medians: 20 / 4 = 5.0 (would pass <= 5); pairs: 5.26, 2.2, 7.5 -> 5.26.
+    subject = [_run(10, {1 << 20: 100}), _run(20, {1 << 20: 100}), _run(30, {1 << 20: 100})]
+    baseline = [_run(1.9, {1 << 20: 100}), _run(9, {1 << 20: 100}), _run(4, {1 << 20: 100})]
+    ratios, judged = goals.pingpong_goals(
+        "sm", subject, baseline, latency_limit=5.0, bandwidth_limit=1.11, big=1 << 20
+    )
+    latency = next(goal for goal in judged if "latency" in goal.name)
+    assert latency.verdict == "MISS" and latency.value == pytest.approx(10 / 1.9)
+    assert ratios["sm latency 8 B (pmca / baseline)"] == latency.value
+
+
+def test_pingpong_bandwidth_below_the_baseline_misses(goals: ModuleType) -> None:
+    subject = [_run(1, {1024: 50, 1 << 20: 50}), _run(1, {1024: 50, 1 << 20: 50})]
+    baseline = [_run(1, {1024: 100, 1 << 20: 100}), _run(1, {1024: 100, 1 << 20: 100})]
+    ratios, judged = goals.pingpong_goals(
+        "tcp", subject, baseline, latency_limit=5.0, bandwidth_limit=1.11, big=1 << 20
+    )
+    # Only sizes >= big are judged; every size's paired ratio is reported.
+    bandwidth = [goal for goal in judged if "bandwidth" in goal.name]
+    assert [goal.name for goal in bandwidth] == ["tcp bandwidth 1048576 B, baseline / pmca"]
+    assert bandwidth[0].verdict == "MISS" and bandwidth[0].value == 2.0
+    assert ratios["tcp bandwidth 1024 B (baseline / pmca)"] == 2.0
+
+
+def test_pingpong_without_limits_reports_ratios_and_judges_nothing(goals: ModuleType) -> None:
+    ratios, judged = goals.pingpong_goals(
+        "ofi tcp",
+        [_run(4, {1024: 10})],
+        [_run(2, {1024: 20})],
+        latency_limit=None,
+        bandwidth_limit=None,
+        big=0,
+    )
+    assert judged == []
+    assert ratios == {
+        "ofi tcp latency 8 B (pmca / baseline)": 2.0,
+        "ofi tcp bandwidth 1024 B (baseline / pmca)": 2.0,
+    }
+
+
+def _madvise(goals: ModuleType, reproduction: list[dict[str, Any]], prevention: list[Any]) -> Any:
+    return {goal.name: goal for goal in goals.madvise_goals(reproduction, prevention)}
+
+
+REPRODUCED = [{"outcome": "hung", "self_deadlock": True}]
+GOOD = {"outcome": "completed", "coherent": True, "phases": 10}
+
+
+def test_madvise_any_hung_pmca_run_misses(goals: ModuleType) -> None:
+    # What a forced hang of pmca's child gives: no mm_lock address, so no signature.
+    hung = {"outcome": "hung", "self_deadlock": False, "mm_lock": None}
+    found = _madvise(goals, REPRODUCED, [GOOD, hung])
+    goal = found["pmca runs that did not complete (hung or failed)"]
+    assert goal.verdict == "MISS" and goal.value == 1
+    failed = {"outcome": "failed", "returncode": -11}
+    assert not _madvise(goals, REPRODUCED, [failed])[goal.name].met
+
+
+def test_madvise_a_run_without_pmcas_hooks_misses(goals: ModuleType) -> None:
+    for incoherent in ({**GOOD, "coherent": False}, {"outcome": "completed", "phases": 3}):
+        found = _madvise(goals, REPRODUCED, [GOOD, incoherent])
+        goal = found["pmca runs completed without pmca's hooks (coherent false)"]
+        assert goal.verdict == "MISS", incoherent
+
+
+def test_madvise_a_reproduction_that_did_not_reproduce_misses(goals: ModuleType) -> None:
+    found = _madvise(goals, [{"outcome": "completed"}], [GOOD])
+    goal = found["reproduction runs that self-deadlocked"]
+    assert goal.verdict == "MISS" and goal.at_least
+    assert all(g.met for g in _madvise(goals, REPRODUCED, [GOOD]).values())
+
+
+def test_storm_lost_or_wrong_deliveries_miss(goals: ModuleType) -> None:
+    clean = {"released": 10, "delivered": 10, "dropped": 0, "sums_match": True}
+    assert all(goal.met for goal in goals.storm_goals("C", clean))
+    for bad in ({"delivered": 9}, {"dropped": 1}, {"sums_match": False}):
+        missed = [goal.name for goal in goals.storm_goals("C", {**clean, **bad}) if not goal.met]
+        assert len(missed) == 1, (bad, missed)
+
+
+def test_discovery_imports_miss_on_a_stray_or_a_missing_selection(goals: ModuleType) -> None:
+    expected = ["fw_pick"]
+    assert all(g.met for g in goals.import_goals("500", {"first": ["fw_pick"]}, expected))
+    stray = goals.import_goals("500", {"first": ["fw_pick", "fw_other"]}, expected)
+    assert [g.verdict for g in stray] == ["MISS", "PASS"]
+    absent = goals.import_goals("500", {"first": []}, expected)
+    assert [g.verdict for g in absent] == ["PASS", "MISS"]
+
+
+def test_delivery_rate_below_goal_misses(goals: ModuleType) -> None:
+    assert goals.rate_goal("per-event", [1e6, 1e6, 1e6], 5e6).verdict == "MISS"
+    assert goals.rate_goal("per-event", [6e6, 6e6, 6e6], 5e6).verdict == "PASS"
+
+
+def test_paired_difference_over_its_limit_misses(goals: ModuleType) -> None:
+    goal = goals.difference_goal("import", [0.2, 0.2], [0.1, 0.1], 50.0)
+    assert goal.verdict == "MISS" and goal.value == pytest.approx(100.0)
+
+
+def test_session_cycle_and_rss_growth_over_their_limits_miss(goals: ModuleType) -> None:
+    cycle = goals.median_goal("cycle", [0.001, 0.003, 0.004], 2.0)
+    assert cycle.verdict == "MISS" and cycle.value == pytest.approx(3.0)
+    mib = 1024 * 1024
+    growth = goals.growth_goal("RSS growth", 100 * mib, 102 * mib, 1.0, scale=mib)
+    assert growth.verdict == "MISS" and growth.value == 2.0
+    assert goals.growth_goal("RSS growth", 100 * mib, 100 * mib, 1.0, scale=mib).met
