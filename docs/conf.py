@@ -59,12 +59,11 @@ nitpick_ignore_regex = [
         r"(os|pathlib|warnings|enum|typing|collections\.abc|threading|ctypes|subprocess"
         r"|socket|pluggy|structlog)\..*",
     ),
-    (r"py:class", r"pmca(\.\w+)*\._\w+(\.\w+)*"),
+    (r"py:.*", r"pmca(\.\w+)*\._\w+(\.\w+)*"),
 ]
-# Names in string annotations that autodoc cannot qualify.
+# Other projects' names in string annotations, which autodoc cannot qualify
+# (pmca's own are resolved by the pmca_api extension).
 nitpick_ignore = [
     ("py:class", "Path"),
     ("py:class", "FilteringBoundLogger"),
-    ("py:class", "FrameworkHost"),
-    ("py:class", "Bml"),
 ]
