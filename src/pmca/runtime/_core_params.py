@@ -30,6 +30,7 @@ from ..mca.params import (
     ParamSpace,
     ParamValueError,
     ParamWarning,
+    one_of,
 )
 
 LOAD_LISTS = ("mca_base_component_dso", "mca_base_component_static")
@@ -166,6 +167,28 @@ def register_core_params(space: ParamSpace) -> None:
         help="Seconds a session init waits for every peer's modex entry (btl addresses) "
         "before failing with an error naming the peers that never answered",
         level=4,
+    )
+    space.register(
+        "pmca",
+        "base",
+        "world",
+        type=str,
+        default="single",
+        help="The world of a session given none: 'single' (this process alone), "
+        "'launcher' (PMIx if the environment offers it, else PMI, else single), "
+        "'pmix' or 'pmi'; a program run under mpirun/mpiexec then needs no code change",
+        level=3,
+        **one_of("single", "launcher", "pmix", "pmi"),
+    )
+    space.register(
+        "pmca",
+        "base",
+        "world_verbose",
+        type=int,
+        default=0,
+        help="Verbosity (0-100) of building a session's world: at 1 or more it says "
+        "which world the launcher offered and why",
+        level=8,
     )
 
 
