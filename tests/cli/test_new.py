@@ -15,6 +15,9 @@ from tests.conftest import InstallPlugin, framework_source
 
 #: The checkout's root, when the suite runs from one (it has setup.py).
 CHECKOUT = Path(__file__).resolve().parents[2]
+#: Under tox, generated distributions run their own tox once per matrix, in
+#: this environment: the oldest Python pmca supports, which `make test` runs.
+SCAFFOLD_TOX_ENV = "py310-static"
 
 
 def files(root: Path) -> set[str]:
@@ -189,6 +192,9 @@ def test_generated_distributions_pass_their_own_tox_in_both_modes(
 ):
     if pmca_load_mode == "dso":
         pytest.skip("the generated tox.ini runs both load modes itself: once per suite run")
+    tox_env = os.environ.get("TOX_ENV_NAME")
+    if tox_env is not None and tox_env != SCAFFOLD_TOX_ENV:
+        pytest.skip(f"under tox this runs once per matrix, in {SCAFFOLD_TOX_ENV}")
     pytest.importorskip("tox", reason="tox is in pmca's test extra: pip install 'pmca[test]'")
     spec = pmca_spec(tmp_path)
     assert cli("new", "component", "btl", "loop", "--into", str(tmp_path)).code == 0

@@ -13,7 +13,7 @@ __all__ = ["COMPONENT_FILES", "FRAMEWORK_FILES", "SHARED_FILES"]
 
 _PYPROJECT = """\
 [build-system]
-requires = ["setuptools>=68"]
+requires = ["setuptools>=68", "wheel"]
 build-backend = "setuptools.build_meta"
 
 [project]
