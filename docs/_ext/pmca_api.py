@@ -2,9 +2,9 @@
 
 autodoc's ``automodule`` documents the constants of a package that have a
 doc comment (``#:``) where they are defined; this directive lists the
-others (type aliases, re-exported values) with their value. A name that
-``pmca`` itself exports (``Session``, ``Component``...) is documented there
-only, so every name has one entry.
+others (type aliases, re-exported values) with their value. A class or
+function that ``pmca`` itself exports (``Session``, ``Component``...) is
+documented there only, so each has one entry.
 
 autodoc reads attribute doc comments from the module a class names as its
 ``__module__``; for a class defined in a private module but naming its
@@ -50,10 +50,13 @@ def module_lines(name: str) -> list[str]:
     if name == "pmca":
         excluded = [item for item in public if inspect.ismodule(getattr(module, item))]
     else:
+        # Classes and functions; a constant is listed in its package too.
         excluded = [
             item
             for item in public
-            if item in top.__all__ and getattr(top, item) is getattr(module, item)
+            if item in top.__all__
+            and getattr(top, item) is getattr(module, item)
+            and not _is_data(getattr(module, item))
         ]
     lines = [f".. automodule:: {name}"]
     if excluded:
