@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...mca._context import ComponentParams
 from .._interface import Flags, Limits
+from ._pvars import declare
 
 _HELP = {
     "exclusivity": "BTL exclusivity: when several BTLs reach a peer, only those with the "
@@ -31,7 +32,9 @@ def register_limits(params: ComponentParams, defaults: Limits) -> None:
 
     Call it from the component's ``register`` hook with the component's
     defaults; :func:`read_limits` gives the values in force at ``query``.
+    It also declares the component's per-peer traffic pvars.
     """
+    declare(params.component)
     for name, help_text in _HELP.items():
         params.register(
             name,
