@@ -30,6 +30,9 @@ myst_heading_anchors = 3
 # A reference that does not resolve is a warning, and `make docs` makes
 # warnings errors: a broken link fails the build.
 nitpicky = True
+# A short name in a signature that several attributes share (``type``: the
+# builtin, ``Param.type``, ``PVar.type``) is not broken, only ambiguous.
+suppress_warnings = ["ref.python"]
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"

@@ -64,8 +64,9 @@ class ModuleBase:
         self._receivers: list[RecvCallback | None] = [None] * (TAG_MAX + 1)
         self._error_callbacks: list[ErrorCallback] = []
         self._placers: dict[int, Placer] = {}
-        #: Per peer rank: ``[messages, bytes]`` of active messages sent and received.
+        #: Per peer rank: ``[messages, bytes]`` of active messages sent.
         self.sent: dict[int, list[int]] = {}
+        #: Per peer rank: ``[messages, bytes]`` of active messages received.
         self.received: dict[int, list[int]] = {}
         #: Ranks ``add_procs`` gave an endpoint for (the per-peer pvars' objects).
         self.reachable: set[int] = set()
