@@ -219,6 +219,7 @@ class Session:
             timeout=float(params.value("pmca_base_modex_timeout")),
             verbose=int(params.value("pmca_base_world_verbose")),
             destination=str(params.value("mca_base_verbose")),
+            pmi_version=str(params.value("pmca_base_pmi_version")),
         )
         close = getattr(world, "close", None)
         if close is not None:
