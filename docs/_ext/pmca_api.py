@@ -12,8 +12,8 @@ public package (``pmca.mca`` for ``pmca.mca._framework.FrameworkBase``),
 :func:`_analyzer_with_private_modules` gives it the package's private
 modules too. A bare name in a signature (``Version``, a private type of the
 defining module) is resolved to the public entry of the pmca class it
-names, or shown as plain text, and so is a private name (``_probe``); a
-bare name no pmca module has is still a broken reference.
+names, or shown as plain text, and so is any private name (``_probe``);
+a public name nothing documents is still a broken reference.
 """
 
 from __future__ import annotations
@@ -155,11 +155,11 @@ def _bare_pmca_name(
 ) -> nodes.Node | None:
     """Resolve a bare type name from a signature to the pmca type it names."""
     target = node.get("reftarget", "")
-    if node.get("refdomain") != "py" or target not in _pmca_top_level_names():
+    if node.get("refdomain") != "py":
         return None
-    if target.startswith("_"):
-        return contnode  # a private name of pmca's (``_probe``): plain text
-    if node.get("reftype") != "class":
+    if any(part.startswith("_") for part in target.split(".")):
+        return contnode  # a private name (``_probe``, ``Class._put``): plain text
+    if node.get("reftype") != "class" or target not in _pmca_top_level_names():
         return None
     homes = sorted(
         {
