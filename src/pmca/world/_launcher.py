@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from .._public import public
 from ..mca._logging import framework_logger
 from ._interface import LauncherError, World
 
@@ -74,6 +75,7 @@ def build(
     return world
 
 
+@public
 def from_launcher(
     *, timeout: float | None = None, verbose: int = 0, pmi_version: str = "auto"
 ) -> World:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 
+from .._public import public
 from ._interface import LauncherError
 from ._pmi_base import DEFAULT_TIMEOUT, PmiConnection, PmiWorld, env_int
 
@@ -58,6 +59,7 @@ def line_command(
     return connection.exchange(command, message, _line_end, _parse, answer, timeout)
 
 
+@public
 class Pmi1World(PmiWorld):
     """A world over PMI-1, once ``init`` agreed on version 1."""
 
@@ -114,6 +116,7 @@ def _init(connection: PmiConnection, version: int, timeout: float) -> dict[str, 
     return line_command(connection, "init", fields, "response_to_init", timeout)
 
 
+@public
 def from_pmi(*, timeout: float | None = None, version: str = "auto") -> PmiWorld:
     """A world from the PMI server of the launcher (``PMI_FD``, ``PMI_RANK``, ``PMI_SIZE``).
 

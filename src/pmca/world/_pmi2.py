@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 
+from .._public import public
 from ._interface import LauncherError
 from ._pmi_base import PmiConnection, PmiWorld
 
@@ -80,6 +81,7 @@ def parse(message: str) -> dict[str, str]:
     return fields
 
 
+@public
 class Pmi2World(PmiWorld):
     """A world over PMI-2, once ``init`` agreed on version 2."""
 

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import NoReturn
 
+from .._public import public
 from ._interface import LauncherError, Locality, PeerNotice, WorldTimeout
 
 #: Keys per rank and exchange, at most: with 1024-character values that is
@@ -181,6 +182,7 @@ class PmiConnection:
         return reply
 
 
+@public
 class PmiWorld:
     """``rank``/``size``/``allgather``/``barrier`` over the launcher's PMI (1 or 2).
 

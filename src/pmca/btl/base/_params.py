@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..._public import public
 from ...mca._context import ComponentParams
 from .._interface import Flags, Limits
 from ._pvars import declare
@@ -27,6 +28,7 @@ _TYPES: dict[str, object] = {
 }
 
 
+@public
 def register_limits(params: ComponentParams, defaults: Limits) -> None:
     """Register ``btl_<component>_{exclusivity,latency,bandwidth,eager_limit,...}``.
 
@@ -45,6 +47,7 @@ def register_limits(params: ComponentParams, defaults: Limits) -> None:
         )
 
 
+@public
 def read_limits(params: ComponentParams, defaults: Limits) -> Limits:
     """The limits in force: the registered parameters over ``defaults``.
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from ..._public import public
 from ..._records import FrozenValue
 
 _INT64_MIN = -(2**63)
@@ -30,6 +31,7 @@ _SHIFT = {"": 0, "k": 10, "m": 20, "g": 30}
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 
+@public
 class InvalidValue(Exception):
     """A value failed to parse or check; the space adds name, origin and valid values.
 
@@ -38,6 +40,7 @@ class InvalidValue(Exception):
     """
 
 
+@public
 class ParamType(enum.Enum):
     """The value type of a parameter.
 
@@ -86,6 +89,7 @@ _TYPE_ALIASES: dict[object, ParamType] = {
 }
 
 
+@public
 class InfoLevel(enum.IntEnum):
     """Who a parameter is for, Open MPI's ``OPAL_INFO_LVL_1..9``."""
 
@@ -109,6 +113,7 @@ class InfoLevel(enum.IntEnum):
         return f"{int(self)} {self.label}"
 
 
+@public
 class Source(enum.IntEnum):
     """Where a value came from; a higher member beats a lower one."""
 
@@ -138,6 +143,7 @@ _SOURCE_LABELS = {
 }
 
 
+@public
 @attrs.frozen(eq=False, repr=False)
 class Origin(FrozenValue):
     """Where one value came from.
@@ -167,6 +173,7 @@ def _pairs(items: Mapping[str, int] | Iterable[tuple[str, int]]) -> tuple[tuple[
     return tuple((str(name), int(value)) for name, value in pairs)
 
 
+@public
 @attrs.frozen(eq=False, repr=False)
 class Enumeration(FrozenValue):
     """Named integer values, Open MPI's ``mca_base_var_enum_t``.
