@@ -192,8 +192,8 @@ def test_generated_distributions_pass_their_own_tox_in_both_modes(
 ):
     if pmca_load_mode == "dso":
         pytest.skip("the generated tox.ini runs both load modes itself: once per suite run")
-    tox_env = os.environ.get("TOX_ENV_NAME")
-    if tox_env is not None and tox_env != SCAFFOLD_TOX_ENV:
+    running_in = os.environ.get("TOX_ENV_NAME")
+    if running_in is not None and running_in != SCAFFOLD_TOX_ENV:
         pytest.skip(f"under tox this runs once per matrix, in {SCAFFOLD_TOX_ENV}")
     pytest.importorskip("tox", reason="tox is in pmca's test extra: pip install 'pmca[test]'")
     spec = pmca_spec(tmp_path)
