@@ -142,8 +142,9 @@ class TcpComponent(Component):
         from attrs import evolve
 
         from ..base import leave_pinned_wanted
+        from ._group import RailGroup
         from ._interfaces import rail_bandwidth, rail_latency
-        from ._module import RailGroup, TcpModule, TcpSettings
+        from ._module import TcpModule, TcpSettings
 
         params = ctx.params
         keepalive = tuple(int(params[name]) for name, *_ in _KEEPALIVE)

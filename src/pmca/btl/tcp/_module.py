@@ -12,7 +12,6 @@ import ctypes
 import errno
 import ipaddress
 import itertools
-import os
 import select
 import socket
 import struct
@@ -39,8 +38,10 @@ from .._interface import (
 from ..base import ModuleBase, NoPinBackend, Registrations, host_name
 from . import _wire as wire
 from ._connection import STREAM_MIN, Connection, Outgoing
+from ._group import RailGroup
+from ._handshake import accept, connect, keep_alive
 from ._interfaces import Interface
-from ._rails import Pairing, pair
+from ._rails import Pairing
 from ._silence import unacknowledged_silence
 from ._zerocopy import ZeroCopyStats
 
@@ -76,47 +77,6 @@ class TcpSettings(FrozenValue):
     keepalive: tuple[int, ...] | None = None
 
 
-class RailGroup:
-    """The rails (one module per interface) of one process: its nonce, its modex address,
-    and the pairing of its interfaces with each peer's (computed once per peer)."""
-
-    def __init__(self, log: FilteringBoundLogger) -> None:
-        self.nonce = os.urandom(8)
-        self.rails: list[TcpModule] = []
-        self.log = log
-        self._pairings: dict[int, list[Pairing]] = {}
-        self._routes: dict[str, bool] = {}
-        self.streams_placed = 0
-        self.streams_staged = 0
-
-    def address(self) -> bytes:
-        listening = tuple(
-            wire.Listening(r.interface.address, r.interface.network.network.prefixlen, r.port)
-            for r in self.rails
-        )
-        return wire.pack_address(wire.TcpAddress(self.nonce, listening))
-
-    def pairings(self, proc: Proc, address: wire.TcpAddress, same_host: bool) -> list[Pairing]:
-        found = self._pairings.get(proc.rank)
-        if found is None:
-            local = [r.interface for r in self.rails]
-            found, skipped = pair(
-                local, address.interfaces, same_host=same_host, routes=self._routes
-            )
-            self._pairings[proc.rank] = found
-            self.log.info(
-                "rails to peer",
-                rank=proc.rank,
-                host=host_name(proc.host),
-                rails=[
-                    f"{p.local.name} {p.local.address} -> {p.remote.address} ({p.why})"
-                    for p in found
-                ],
-                unused=skipped,
-            )
-        return found
-
-
 @public
 class TcpModule(ModuleBase):
     def __init__(
@@ -125,12 +85,12 @@ class TcpModule(ModuleBase):
         settings: TcpSettings,
         log: FilteringBoundLogger,
         interface: Interface | None = None,
-        group: RailGroup | None = None,
+        group: RailGroup[TcpModule] | None = None,
     ) -> None:
         super().__init__("tcp", limits, log)
         self.settings = settings
         self.interface = interface if interface is not None else settings.interfaces[0]
-        self.group = group if group is not None else RailGroup(log)
+        self.group: RailGroup[TcpModule] = group if group is not None else RailGroup(log)
         self.group.rails.append(self)
         #: The other rails of this process, for the framework (set on the first rail only).
         self.rails: tuple[TcpModule, ...] = ()
@@ -184,13 +144,25 @@ class TcpModule(ModuleBase):
         deadline = time.monotonic() + self.settings.connect_timeout
         for rank, pairing in sorted(mine.items()):
             if rank < self._me and rank not in self._connections:
-                self._connect(rank, pairing, peers[rank][1].nonce, deadline)
+                nonce = peers[rank][1].nonce
+                self._adopt(rank, connect(self.interface, self._me, rank, pairing, nonce, deadline))
         expected = {
             rank: pairing
             for rank, pairing in mine.items()
             if rank > self._me and rank not in self._connections
         }
-        self._accept(expected, deadline)
+        timeout = self.settings.connect_timeout
+        for rank, sock in accept(
+            self._listener,
+            self.interface,
+            self._me,
+            self._nonce,
+            expected,
+            deadline,
+            timeout,
+            self.log,
+        ):
+            self._adopt(rank, sock)
         endpoints: list[Endpoint | None] = []
         for proc in procs:
             if proc.rank in self._connections:
@@ -200,79 +172,9 @@ class TcpModule(ModuleBase):
                 endpoints.append(None)
         return endpoints
 
-    def _connect(self, rank: int, pairing: Pairing, nonce: bytes, deadline: float) -> None:
-        remote = pairing.remote
-        sock = socket.socket(self.interface.family, socket.SOCK_STREAM)
-        try:
-            # From this rail's own address, so the peer sees the address it was told.
-            sock.bind((self.interface.address, 0))
-            sock.settimeout(max(0.1, deadline - time.monotonic()))
-            sock.connect((remote.address, remote.port))
-            sock.sendall(wire.HELLO.pack(wire.HELLO_MAGIC, self._me, nonce))
-        except OSError as exc:
-            sock.close()
-            raise BtlError(
-                f"btl tcp: rank {self._me} cannot connect to rank {rank} from "
-                f"{self.interface.name} {self.interface.address} to "
-                f"{remote.address}:{remote.port} ({pairing.why}): {exc}; check "
-                "btl_tcp_if_include/exclude"
-            ) from None
-        self._adopt(rank, sock)
-
-    def _accept(self, expected: dict[int, Pairing], deadline: float) -> None:
-        self._listener.settimeout(None)
-        while expected:
-            remaining = deadline - time.monotonic()
-            readable, _, _ = select.select([self._listener], [], [], max(0.0, remaining))
-            if not readable:
-                raise BtlError(
-                    f"btl tcp: rank {self._me} was never contacted by rank(s) "
-                    f"{', '.join(map(str, sorted(expected)))} on {self.interface.name} within "
-                    f"{self.settings.connect_timeout:g} s (pmca_base_modex_timeout)"
-                )
-            sock, peer = self._listener.accept()
-            try:
-                sock.settimeout(max(0.1, deadline - time.monotonic()))
-                hello = _recv_exactly(sock, wire.HELLO.size)
-                magic, rank, nonce = wire.HELLO.unpack(hello)
-            except (OSError, struct.error) as exc:
-                sock.close()
-                self.log.warning("rejected a connection", peer=peer, why=repr(exc))
-                continue
-            why = wire.refusal(magic, nonce, rank, self._nonce, expected)
-            if why:
-                sock.close()
-                self.log.warning(
-                    "refused a connection: its handshake does not prove a rank of this job "
-                    "expected on this interface",
-                    why=why,
-                    source=peer[0],
-                    rank=rank,
-                    interface=self.interface.name,
-                )
-                continue
-            advertised = expected.pop(rank).remote.address
-            if peer[0] != advertised:
-                # Routing picked another source address; the nonce of this process's
-                # modex entry, which only the job's ranks received, proves who it is.
-                self.log.info(
-                    "accepted a connection from an address the peer did not advertise",
-                    rank=rank,
-                    source=peer[0],
-                    advertised=advertised,
-                )
-            self._adopt(rank, sock)
-
     def _adopt(self, rank: int, sock: socket.socket) -> None:
         loopback = ipaddress.ip_address(sock.getpeername()[0]).is_loopback
-        if self.settings.keepalive is not None:
-            # No TCP_USER_TIMEOUT: it also aborts a connection whose peer, alive, just
-            # does not read for that long (a zero window), which a computing rank may do.
-            idle, interval, probes = self.settings.keepalive
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, idle)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, interval)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, probes)
+        keep_alive(sock, self.settings.keepalive)
         wanted = self.settings.zerocopy == "true" or (
             self.settings.zerocopy == "auto" and not loopback
         )
@@ -628,16 +530,6 @@ class TcpModule(ModuleBase):
             callback(failure)
         self._registrations.close()
         self._listener.close()
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionResetError("peer closed during the hello")
-        data += chunk
-    return bytes(data)
 
 
 __all__ = ["ModexError", "TcpEndpoint", "TcpModule", "TcpSettings"]
