@@ -21,10 +21,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from attrs import define
-
 from .._public import public
-from ..btl import BtlError, Endpoint, Flags, PeerFailed
+from ..btl import BtlError, Endpoint, PeerFailed
 from ..btl.bml import Bml, BmlPeer, Route
 from . import _protocol as proto
 from ._blocking import LANE_SPIN, Blocking
@@ -34,8 +32,9 @@ from ._matching import ANY_SOURCE, Posted, Unexpected
 from ._placing import Placing
 from ._probing import Probing
 from ._pvars import queued, register_engine
+from ._rendezvous import Fragments, Incoming, Rendezvous
 from ._requests import Request, TruncationError, truncation
-from ._routes import open_lanes, stripes
+from ._routes import open_lanes
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -48,45 +47,8 @@ _unpack_match = proto.MATCH.unpack_from
 _MATCHING = frozenset((proto.EAGER, proto.RGET, proto.RNDV))
 
 
-@define(eq=False)
-class _Incoming:
-    """A matching message that arrived before its receive was posted."""
-
-    kind: int
-    source: int
-    tag: int
-    size: int
-    payload: bytes | bytearray = b""
-    send_id: int = 0
-    address: int = 0
-    handles: dict[str, bytes] | None = None
-    order: int = 0  # the arrival number (matching)
-
-
-@define(eq=False)
-class _Countdown:
-    """Pieces of one transfer still to finish, and the first error among them."""
-
-    left: int
-    error: BaseException | None = None
-
-    def count(self, error: BaseException | None) -> bool:
-        """Count one piece done; ``True`` when it was the last."""
-        if error is not None and self.error is None:
-            self.error = error
-        self.left -= 1
-        return self.left == 0
-
-
-@define(eq=False)
-class _Fragments:
-    request: Request
-    size: int
-    received: int = 0
-
-
 @public
-class P2p(Placing, Blocking, Probing):
+class P2p(Placing, Blocking, Probing, Rendezvous):
     """``send``/``recv``/``isend``/``irecv``, probes and cancels of one session (``s.p2p``).
 
     Every operation on the queues holds the bml's lock, so any thread may
@@ -103,12 +65,12 @@ class P2p(Placing, Blocking, Probing):
         self._seq_in = [0] * size
         self._stash: list[dict[int, tuple[int, bytes]]] = [{} for _ in range(size)]
         self._posted: Posted[Request] = Posted()
-        self._unexpected: Unexpected[_Incoming] = Unexpected()
+        self._unexpected: Unexpected[Incoming] = Unexpected()
         #: Messages ever queued as unexpected, and the most waiting at once (pvars).
         self.unexpected_total = 0
         self.unexpected_peak = 0
         self._sends: dict[int, Request] = {}
-        self._fragments: dict[int, _Fragments] = {}
+        self._fragments: dict[int, Fragments] = {}
         self._pending: dict[int, Request] = {}
         self._ids = itertools.count(1)
         self._closed = False
@@ -429,14 +391,14 @@ class P2p(Placing, Blocking, Probing):
                 request.peer, request.tag = source, tag
                 self._deliver_eager(request, body, size)
                 return
-            incoming = _Incoming(kind, source, tag, size, bytes(body) if owned is None else owned)
+            incoming = Incoming(kind, source, tag, size, bytes(body) if owned is None else owned)
         elif kind == proto.RGET:
             send_id, address, count = proto.RGET_BODY.unpack_from(body)
             handles = proto.unpack_handles(body[proto.RGET_BODY.size :], count)
-            incoming = _Incoming(kind, source, tag, size, b"", send_id, address, handles)
+            incoming = Incoming(kind, source, tag, size, b"", send_id, address, handles)
         else:
             (send_id,) = proto.RNDV_BODY.unpack_from(body)
-            incoming = _Incoming(kind, source, tag, size, b"", send_id)
+            incoming = Incoming(kind, source, tag, size, b"", send_id)
         if request is not None:
             self._match(request, incoming)
             return
@@ -458,7 +420,7 @@ class P2p(Placing, Blocking, Probing):
     def _truncated(self, request: Request, size: int) -> TruncationError:
         return truncation(size, request.peer, request.tag, request.view.nbytes)
 
-    def _match(self, request: Request, incoming: _Incoming) -> None:
+    def _match(self, request: Request, incoming: Incoming) -> None:
         request.peer, request.tag = incoming.source, incoming.tag
         if incoming.kind == proto.EAGER:
             self._deliver_eager(request, incoming.payload, incoming.size)
@@ -471,126 +433,9 @@ class P2p(Placing, Blocking, Probing):
             )
             return
         if incoming.kind == proto.RNDV:
-            recv_id = next(self._ids)
-            self._fragments[recv_id] = _Fragments(request, incoming.size)
-            request.cleanup.append(lambda: self._fragments.pop(recv_id, None))
-            self._control_to(
-                incoming.source, proto.CTS_MSG.pack(proto.CTS, incoming.send_id, recv_id)
-            )
-            if incoming.size == 0:
-                self._finish(request, 0)
+            self._clear_to_send(request, incoming)
             return
         self._get(request, incoming)
-
-    def _get(self, request: Request, incoming: _Incoming) -> None:
-        peer = self._bml.peer(incoming.source)
-        handles = incoming.handles or {}
-        routes = [(route, weight) for route, weight in peer.rdma if route.name in handles]
-        size = incoming.size
-        if not routes:
-            error = BtlError(
-                f"rank {incoming.source} offered its buffer through "
-                f"{', '.join(handles) or 'no btl'}, which this process cannot read"
-            )
-            self._finish(request, 0, error)
-            self._control_to(
-                incoming.source,
-                proto.FIN_MSG.pack(proto.FIN, proto.STATUS_FAILED, incoming.send_id),
-            )
-            return
-        total = sum(weight for _, weight in routes)
-        pieces = stripes([(r, w / total) for r, w in routes], size)
-        state = _Countdown(len(pieces))
-
-        def piece_done(error: BaseException | None) -> None:
-            if state.count(error):
-                failed = state.error
-                status = proto.STATUS_OK if failed is None else proto.STATUS_FAILED
-                self._control_to(
-                    incoming.source, proto.FIN_MSG.pack(proto.FIN, status, incoming.send_id)
-                )
-                self._finish(request, size if failed is None else 0, failed)
-
-        if not pieces:
-            state.left = 1
-            piece_done(None)
-            return
-        for route, offset, length in pieces:
-            local = request.view[offset : offset + length]
-            module = route.module
-            local_handle = None
-            if module.limits.flags & Flags.REGISTRATION_REQUIRED:
-                local_handle = module.register_mem(route.endpoint, address_of(local), length)
-                request.cleanup.append(functools.partial(module.deregister_mem, local_handle))
-            try:
-                module.get(
-                    route.endpoint,
-                    local,
-                    local_handle,
-                    incoming.address + offset,
-                    handles[route.name],
-                    piece_done,
-                )
-            except BtlError as exc:
-                piece_done(exc)
-
-    def _fin(self, source: int, status: int, send_id: int) -> None:
-        request = self._sends.pop(send_id, None)
-        if request is None:
-            self._log.warning("FIN for an unknown send; ignored", source=source, send=send_id)
-            return
-        if status == proto.STATUS_OK:
-            self._finish(request, request.view.nbytes)
-        elif status == proto.STATUS_TRUNCATED:
-            self._finish(
-                request,
-                0,
-                TruncationError(
-                    f"rank {source}'s receive buffer for tag {request.tag} is smaller than the "
-                    f"{request.view.nbytes}-byte message"
-                ),
-            )
-        else:
-            self._finish(
-                request,
-                0,
-                BtlError(f"rank {source} failed to read the {request.view.nbytes}-byte message"),
-            )
-
-    def _push_fragments(self, source: int, send_id: int, recv_id: int) -> None:
-        request = self._sends.pop(send_id, None)
-        if request is None:
-            return
-        peer = self._bml.peer(source)
-        route = self._route(peer)
-        chunk = route.module.limits.max_send_size - proto.FRAG_HEAD.size
-        view = request.view
-        offsets = list(range(0, view.nbytes, chunk))
-        state = _Countdown(len(offsets))
-        if not offsets:
-            self._finish(request, 0)
-            return
-
-        def sent(error: BaseException | None) -> None:
-            if state.count(error) or error is not None:
-                self._finish(request, view.nbytes if state.error is None else 0, state.error)
-
-        for offset in offsets:
-            head = proto.FRAG_HEAD.pack(proto.FRAG, recv_id, offset)
-            route.module.send(
-                route.endpoint, self._tag, [head, view[offset : offset + chunk]], sent
-            )
-
-    def _fragment(self, data: memoryview) -> None:
-        _, recv_id, offset = proto.FRAG_HEAD.unpack_from(data)
-        state = self._fragments.get(recv_id)
-        if state is None:
-            return
-        body = data[proto.FRAG_HEAD.size :]
-        state.request.view[offset : offset + body.nbytes] = body
-        state.received += body.nbytes
-        if state.received >= state.size:
-            self._finish(state.request, state.size)
 
     # -- failures -----------------------------------------------------------
 

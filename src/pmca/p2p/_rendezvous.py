@@ -1,0 +1,202 @@
+"""Rendezvous: large messages read with btl ``get`` or pushed in fragments.
+
+With RDMA-capable routes the receiver, once matched, reads the sender's
+registered buffer with ``get`` (striped across the routes by bandwidth) and
+answers FIN with the outcome; without RDMA it answers a clear-to-send, and
+the sender pushes fragments the receiver copies into place.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from attrs import define
+
+from ..btl import BtlError, Flags
+from . import _protocol as proto
+from ._buffers import address_of
+from ._requests import Request, TruncationError
+from ._routes import stripes
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
+    from ..btl.bml import Bml, BmlPeer, Route
+
+
+@define(eq=False)
+class Incoming:
+    """A matching message that arrived before its receive was posted."""
+
+    kind: int
+    source: int
+    tag: int
+    size: int
+    payload: bytes | bytearray = b""
+    send_id: int = 0
+    address: int = 0
+    handles: dict[str, bytes] | None = None
+    order: int = 0  # the arrival number (matching)
+
+
+@define(eq=False)
+class _Countdown:
+    """Pieces of one transfer still to finish, and the first error among them."""
+
+    left: int
+    error: BaseException | None = None
+
+    def count(self, error: BaseException | None) -> bool:
+        """Count one piece done; ``True`` when it was the last."""
+        if error is not None and self.error is None:
+            self.error = error
+        self.left -= 1
+        return self.left == 0
+
+
+@define(eq=False)
+class Fragments:
+    request: Request
+    size: int
+    received: int = 0
+
+
+class Rendezvous:
+    """The rendezvous half of :class:`pmca.p2p.P2p`: get, FIN, clear-to-send, fragments."""
+
+    _bml: Bml
+    _tag: int
+    _log: FilteringBoundLogger
+    _ids: itertools.count[int]
+    _sends: dict[int, Request]
+    _fragments: dict[int, Fragments]
+
+    # P2p's, used here:
+    _finish: Callable[..., None]
+    _control_to: Callable[[int, bytes], None]
+    _route: Callable[[BmlPeer], Route]
+
+    def _clear_to_send(self, request: Request, incoming: Incoming) -> None:
+        """Answer a matched RNDV: the sender may push its fragments."""
+        recv_id = next(self._ids)
+        self._fragments[recv_id] = Fragments(request, incoming.size)
+        request.cleanup.append(lambda: self._fragments.pop(recv_id, None))
+        self._control_to(incoming.source, proto.CTS_MSG.pack(proto.CTS, incoming.send_id, recv_id))
+        if incoming.size == 0:
+            self._finish(request, 0)
+
+    def _get(self, request: Request, incoming: Incoming) -> None:
+        peer = self._bml.peer(incoming.source)
+        handles = incoming.handles or {}
+        routes = [(route, weight) for route, weight in peer.rdma if route.name in handles]
+        size = incoming.size
+        if not routes:
+            error = BtlError(
+                f"rank {incoming.source} offered its buffer through "
+                f"{', '.join(handles) or 'no btl'}, which this process cannot read"
+            )
+            self._finish(request, 0, error)
+            self._control_to(
+                incoming.source,
+                proto.FIN_MSG.pack(proto.FIN, proto.STATUS_FAILED, incoming.send_id),
+            )
+            return
+        total = sum(weight for _, weight in routes)
+        pieces = stripes([(r, w / total) for r, w in routes], size)
+        state = _Countdown(len(pieces))
+
+        def piece_done(error: BaseException | None) -> None:
+            if state.count(error):
+                failed = state.error
+                status = proto.STATUS_OK if failed is None else proto.STATUS_FAILED
+                self._control_to(
+                    incoming.source, proto.FIN_MSG.pack(proto.FIN, status, incoming.send_id)
+                )
+                self._finish(request, size if failed is None else 0, failed)
+
+        if not pieces:
+            state.left = 1
+            piece_done(None)
+            return
+        for route, offset, length in pieces:
+            local = request.view[offset : offset + length]
+            module = route.module
+            local_handle = None
+            if module.limits.flags & Flags.REGISTRATION_REQUIRED:
+                local_handle = module.register_mem(route.endpoint, address_of(local), length)
+                request.cleanup.append(functools.partial(module.deregister_mem, local_handle))
+            try:
+                module.get(
+                    route.endpoint,
+                    local,
+                    local_handle,
+                    incoming.address + offset,
+                    handles[route.name],
+                    piece_done,
+                )
+            except BtlError as exc:
+                piece_done(exc)
+
+    def _fin(self, source: int, status: int, send_id: int) -> None:
+        request = self._sends.pop(send_id, None)
+        if request is None:
+            self._log.warning("FIN for an unknown send; ignored", source=source, send=send_id)
+            return
+        if status == proto.STATUS_OK:
+            self._finish(request, request.view.nbytes)
+        elif status == proto.STATUS_TRUNCATED:
+            self._finish(
+                request,
+                0,
+                TruncationError(
+                    f"rank {source}'s receive buffer for tag {request.tag} is smaller than the "
+                    f"{request.view.nbytes}-byte message"
+                ),
+            )
+        else:
+            self._finish(
+                request,
+                0,
+                BtlError(f"rank {source} failed to read the {request.view.nbytes}-byte message"),
+            )
+
+    def _push_fragments(self, source: int, send_id: int, recv_id: int) -> None:
+        request = self._sends.pop(send_id, None)
+        if request is None:
+            return
+        peer = self._bml.peer(source)
+        route = self._route(peer)
+        chunk = route.module.limits.max_send_size - proto.FRAG_HEAD.size
+        view = request.view
+        offsets = list(range(0, view.nbytes, chunk))
+        state = _Countdown(len(offsets))
+        if not offsets:
+            self._finish(request, 0)
+            return
+
+        def sent(error: BaseException | None) -> None:
+            if state.count(error) or error is not None:
+                self._finish(request, view.nbytes if state.error is None else 0, state.error)
+
+        for offset in offsets:
+            head = proto.FRAG_HEAD.pack(proto.FRAG, recv_id, offset)
+            route.module.send(
+                route.endpoint, self._tag, [head, view[offset : offset + chunk]], sent
+            )
+
+    def _fragment(self, data: memoryview) -> None:
+        _, recv_id, offset = proto.FRAG_HEAD.unpack_from(data)
+        state = self._fragments.get(recv_id)
+        if state is None:
+            return
+        body = data[proto.FRAG_HEAD.size :]
+        state.request.view[offset : offset + body.nbytes] = body
+        state.received += body.nbytes
+        if state.received >= state.size:
+            self._finish(state.request, state.size)
+
+
+__all__ = ["Fragments", "Incoming", "Rendezvous"]
