@@ -23,10 +23,11 @@ from .._public import public
 from .._records import Record
 from ._component import Component, Query, check_api, make_component
 from ._context import ComponentContext, FrameworkHost, FrameworkParams
-from ._discovery import Candidate, Discovered, EntryPointIndex, discover_components
-from ._errors import ComponentWarning, FrameworkError, NotAvailable, warn_user
+from ._discovery import Candidate, Discovered, EntryPointIndex
+from ._errors import FrameworkError, NotAvailable
 from ._events import component_failed, component_selected
 from ._framework import Framework, FrameworkBase
+from ._framework_params import admitted_components, framework_log, register_framework_params
 from ._lifecycle import ComponentLifecycle
 from ._load_errors import show_load_errors_matches
 from ._loader import LoadMode, LoadModeSpec, choose_load_mode, purge_modules
@@ -34,13 +35,7 @@ from ._logging import framework_logger
 from ._markers import PROJECT
 from ._module_list import ModuleList
 from ._plugins import ComponentManager
-from ._selection import (
-    Selection,
-    check_excluded_exist,
-    check_included_exist,
-    parse_selection,
-    resolve_aliases,
-)
+from ._selection import Selection
 from .params import ParamValueError, Source
 
 if TYPE_CHECKING:
@@ -84,20 +79,6 @@ class LoadedComponent(Record):
     owned_modules: tuple[str, ...]
     priority: int | None = None
     module: object | None = None
-
-
-def _warn_shadowed(used: Candidate, ignored: Candidate) -> None:
-    """Two places offer one component name: say which one is used.
-
-    Python's default warning filter shows it once per calling line.
-    """
-    warn_user(
-        ComponentWarning(
-            f"component {used.framework}/{used.name} is offered twice: using {used.location}; "
-            f"ignoring {ignored.location} (precedence: built-in, then entry points in "
-            f"sys.path order, then drop-ins in mca_base_component_path order)"
-        )
-    )
 
 
 class _ModulesMark:
@@ -278,73 +259,16 @@ class OpenFramework:
         # modules are pmca's, not the first component's.
         base = self.framework.base_class()
         self._known_modules = set(sys.modules)
-        self._register_framework_params()
-        self.log = self._logger()
+        register_framework_params(space, self.name)
+        self.log = framework_log(space, self.name)
         self.base = base(self)
         self.base.register_params(FrameworkParams(space, self.name))
-        param = space.get(self.name)
-        source = str(param.origin)
-        selection = parse_selection(str(param.value), parameter=self.name, source=source)
-        selection, deprecated = resolve_aliases(selection, self.framework.aliases)
-        for alias, target in deprecated:
-            self.log.warning("deprecated component alias", alias=alias, use=target)
-        discovered = discover_components(
-            self.framework, self.host.component_path(), self.host.entry_points()
-        )
-        for shadowed in discovered.shadowed:
-            _warn_shadowed(discovered.candidates[shadowed.name], shadowed)
-        check_included_exist(
-            selection,
-            discovered.candidates,
-            self.framework.aliases,
-            framework=self.name,
-            source=source,
-        )
-        check_excluded_exist(
-            selection,
-            discovered.candidates,
-            self.framework.aliases,
-            framework=self.name,
-            source=source,
+        selection, discovered = admitted_components(
+            self.framework, space, self.host.component_path(), self.host.entry_points(), self.log
         )
         self.found = set(discovered.candidates)
         self.requested = () if selection.exclude else selection.names
         return selection, discovered
-
-    def _logger(self) -> FilteringBoundLogger:
-        """The framework's logger, following ``<framework>_base_verbose`` live."""
-        space = self.host.params
-        verbose = space.get(f"{self.name}_base_verbose")
-        return framework_logger(
-            self.name, lambda: int(verbose.value), str(space.value("mca_base_verbose"))
-        )
-
-    def _register_framework_params(self) -> None:
-        from .params import VERBOSITY
-
-        space = self.host.params
-        space.register(
-            self.name,
-            None,
-            None,
-            type=str,
-            default="",
-            help=f"Default selection set of components for the {self.name} framework "
-            f"(<none> means use all components that can be found)",
-            level=2,
-            settable=True,
-        )
-        space.register(
-            self.name,
-            "base",
-            "verbose",
-            type=int,
-            enumeration=VERBOSITY,
-            default=0,
-            help=f"Verbosity level for the {self.name} framework (default: 0)",
-            level=8,
-            settable=True,
-        )
 
     def _load(self, candidate: Candidate) -> None:
         dso_spec, static_spec = self.host.load_mode_specs()
