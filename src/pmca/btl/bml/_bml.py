@@ -163,9 +163,9 @@ class Bml:
         if peer.failed is not None:
             return
         peer.failed = error
-        self.log.error("peer failed", rank=rank, error=str(error))
         for listener in list(self._failure_listeners):
             listener(rank, error)
+        self.log.error("peer failed", rank=rank, error=str(error))
 
     def progress(self) -> int:
         done = 0
