@@ -33,16 +33,14 @@ def test_limits_come_from_the_parameters(pmca_env) -> None:
         assert s.param("btl_tcp_eager_limit").value == 4096
 
 
-def test_contradictory_limits_isolate_the_component(pmca_env) -> None:
+def test_contradictory_limits_are_refused_at_init_naming_them(pmca_env) -> None:
+    # Once dropped at query with a log line ("no btl reaches rank N" later).
     mca = {"btl": "self,tcp", "btl_tcp_eager_limit": "1m", "btl_tcp_max_send_size": "64k"}
-    with pmca.Session(mca=mca, frameworks=["btl"]) as s:
-        assert [m.name for m in s.modules("btl")] == ["self"]
-        (failure,) = s.failures("btl")
-        assert (
-            failure.component == "tcp"
-            and "btl_tcp_eager_limit = 1048576 exceeds" in failure.message
-        )
-        assert s.reach(0) == ["self"]
+    with pytest.raises(ParamValueError) as refused:
+        pmca.Session(mca=mca, frameworks=["btl"]).init()
+    message = str(refused.value)
+    assert "'btl_tcp_eager_limit'" in message, message
+    assert "= 1048576 exceeds btl_tcp_max_send_size = 65536" in message, message
 
 
 @pytest.mark.parametrize(
@@ -52,9 +50,24 @@ def test_contradictory_limits_isolate_the_component(pmca_env) -> None:
         ("btl_tcp_keepalive_interval", 0, "expected 1 to 32767 seconds"),
         ("btl_tcp_keepalive_time", -1, "expected 0 to 32767 seconds"),
         ("btl_tcp_zerocopy", "maybe", "expected one of true, false, auto"),
-        ("btl_sm_fifo_size", 1000, "expected a power of two >= 2"),
-        ("btl_sm_eager_fragments", 0, "expected at least 1"),
-        ("btl_vader_max_fragments", 0, "expected at least 1"),
+        ("btl_sm_fifo_size", 1000, "expected a power of two from 2 to 1048576"),
+        # Committed and touched up front: 2**31 entries were 32 GiB per rank.
+        ("btl_sm_fifo_size", 2**28, "expected a power of two from 2 to 1048576"),
+        ("btl_sm_eager_fragments", 0, "expected 1 to 65536"),
+        ("btl_vader_max_fragments", 0, "expected 1 to 65536"),
+        # 32-bit fields: once truncated to 64, or "cannot create the sm segment".
+        ("btl_sm_eager_fragments", 4294967360, "expected 1 to 65536"),
+        ("btl_sm_fifo_size", 2**32, "expected a power of two from 2 to 1048576"),
+        ("btl_sm_max_send_size", 2**32, "expected 1 to 1073741824 bytes"),
+        ("btl_tcp_max_send_size", 2**32, "expected 1 to 2147483647 bytes"),
+        ("btl_sm_max_fragments", 65536, "bytes for each process's shared-memory segment"),
+        # Once dropped at query, then "no btl reaches rank N".
+        ("btl_self_exclusivity", -1, "expected 0 to 2147483647"),
+        ("btl_sm_eager_limit", 0, "expected 1 to 1073741824 bytes"),
+        ("btl_sm_eager_limit", 65536, "= 65536 exceeds btl_sm_max_send_size = 32768"),
+        ("btl_tcp_bulk_chunk", 1, "expected 0 or 4096 to 2147483647 bytes"),
+        ("btl_base_wait_spin", "-inf", "expected 0 to 604800 s"),
+        ("btl_base_wait_spin", "\u0663", "not a floating-point number (ASCII digits)"),
     ],
 )
 @pytest.mark.parametrize("ranks", [1, 2])

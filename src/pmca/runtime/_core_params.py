@@ -24,12 +24,15 @@ from ..mca._loader import LOAD_LIST_VALID, LoadModeSpec, load_list_problem
 from ..mca._logging import DESTINATION_VALID, Destination
 from ..mca._names import close_matches
 from ..mca.params import (
+    MAX_TIMEOUT,
     Enumeration,
     InvalidValue,
     Param,
     ParamSpace,
     ParamValueError,
     ParamWarning,
+    a_path,
+    within,
 )
 
 LOAD_LISTS = ("mca_base_component_dso", "mca_base_component_static")
@@ -71,6 +74,7 @@ def register_core_params(space: ParamSpace) -> None:
         "(files or packages named pmca_<framework>_<component>)",
         level=9,
         deprecated_synonyms=("mca_component_path",),
+        **a_path(":"),
     )
     space.register(
         "mca",
@@ -164,8 +168,10 @@ def register_core_params(space: ParamSpace) -> None:
         type=float,
         default=60.0,
         help="Seconds a session init waits for every peer's modex entry (btl addresses) "
-        "before failing with an error naming the peers that never answered",
+        "before failing with an error naming the peers that never answered (more than "
+        "0, at most a week)",
         level=4,
+        **within(0, MAX_TIMEOUT, "s", above=True),
     )
 
 

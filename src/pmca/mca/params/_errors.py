@@ -49,12 +49,18 @@ class ParamValueError(ParamError):
         self.valid_values = valid_values
         self.reason = reason
         self.given_as = given_as
-        shown = value if isinstance(value, str) else repr(value)
+        shown = repr(value if isinstance(value, str) else repr(value))
+        if len(shown) > _SHOWN_MAX:  # a 5,000-character path would bury the message
+            shown = f"{shown[: _SHOWN_MAX // 2]}...{shown[-20:]} ({len(str(value))} characters)"
         alias = f" (given as {given_as!r})" if given_as else ""
         super().__init__(
-            f"invalid value {shown!r} for MCA parameter {param_name!r}{alias} "
+            f"invalid value {shown} for MCA parameter {param_name!r}{alias} "
             f"from {origin}: {reason}; valid values: {valid_values}"
         )
+
+
+#: The longest value an error message shows whole.
+_SHOWN_MAX = 200
 
 
 class ParamFileError(ParamError):
