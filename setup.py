@@ -121,6 +121,14 @@ def native_extensions() -> list[Extension]:
             depends=["src/pmca/btl/sm/sm.h"],
             extra_compile_args=CFLAGS,
         ),
+        # PMIx calls its handler on its own thread until PMIx_Finalize, maybe
+        # later than any Python reference lives: never unloaded.
+        Extension(
+            "pmca.world.pmca_pmix_events",
+            sources=["src/pmca/world/pmix_events.c"],
+            extra_compile_args=CFLAGS,
+            extra_link_args=["-Wl,-z,nodelete"],
+        ),
     ]
 
 

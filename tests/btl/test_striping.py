@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 import pmca
 from pmca.btl import FRAMEWORK
+from pmca.testing import run_pair
 from pmca.world import PairWorld
 
 _SIDE = textwrap.dedent(
@@ -50,24 +49,7 @@ def test_equal_exclusivity_stripes_across_sm_and_tcp(pmca_env, tmp_path) -> None
         "btl_tcp_latency": 1,
         "pmca_base_modex_timeout": 60,
     }
-    script = tmp_path / "side.py"
-    script.write_text(_SIDE.format(mca=mca))
-    parent, child_end = socket.socketpair()
-    child = subprocess.Popen(
-        [sys.executable, str(script), str(child_end.fileno())],
-        pass_fds=[child_end.fileno()],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    child_end.close()
-    namespace: dict[str, object] = {}
-    exec(compile(_SIDE.format(mca=mca), str(script), "exec"), namespace)
-    try:
-        rdma = namespace["run"](parent.detach(), 0)  # type: ignore[operator]
-    finally:
-        out, err = child.communicate(timeout=120)
-    assert child.returncode == 0, err
+    rdma, out = run_pair(_SIDE.format(mca=mca), tmp_path)
     assert sorted(rdma) == ["sm", "tcp"], rdma
     assert "sm" in out and "tcp" in out
 

@@ -19,11 +19,15 @@ import os
 import re
 import sys
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "DistributionLike",
     "EntryPointLike",
+    "installed_files",
     "metadata_directories",
     "name_and_version",
     "read_entry_points",
@@ -282,3 +286,30 @@ def read_entry_points(prefix: str) -> list[EntryPoint] | None:
         if text and prefix in text:
             points.extend(_parse(text, prefix, dist))
     return points
+
+
+def installed_files(name: str) -> Iterable[Path] | None:
+    """The files distribution ``name`` installed, as absolute paths; ``None`` when
+    it is not installed. Read from its ``RECORD`` where every distribution is a
+    directory on ``sys.path``: ``importlib_metadata`` would import some forty
+    modules into every process that looks for a library an MPI wheel ships."""
+    import csv  # not at import: only a search for a wheel's library reads a RECORD
+    from pathlib import Path
+
+    directories = metadata_directories()
+    if directories is None:
+        import importlib_metadata  # a zip, an egg or a foreign finder on the path
+
+        try:
+            distribution = importlib_metadata.distribution(name)
+        except importlib_metadata.PackageNotFoundError:
+            return None
+        return (Path(str(f.locate())) for f in distribution.files or ())
+    wanted = normalize(name)
+    for directory in directories:
+        if directory.normalized_name == wanted and directory.has_metadata():
+            record = directory.read_text("RECORD")
+            root = Path(directory.path).parent
+            rows = csv.reader((record or "").splitlines())
+            return (root / row[0] for row in rows if row)
+    return None

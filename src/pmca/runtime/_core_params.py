@@ -32,6 +32,7 @@ from ..mca.params import (
     ParamValueError,
     ParamWarning,
     a_path,
+    one_of,
     within,
 )
 
@@ -172,6 +173,28 @@ def register_core_params(space: ParamSpace) -> None:
         "0, at most a week)",
         level=4,
         **within(0, MAX_TIMEOUT, "s", above=True),
+    )
+    space.register(
+        "pmca",
+        "base",
+        "world",
+        type=str,
+        default="single",
+        help="The world of a session given none: 'single' (this process alone), "
+        "'launcher' (PMIx if the environment offers it, else PMI, else single), "
+        "'pmix' or 'pmi'; a program run under mpirun/mpiexec then needs no code change",
+        level=3,
+        **one_of("single", "launcher", "pmix", "pmi"),
+    )
+    space.register(
+        "pmca",
+        "base",
+        "world_verbose",
+        type=int,
+        default=0,
+        help="Verbosity (0-100) of building a session's world: at 1 or more it says "
+        "which world the launcher offered and why",
+        level=8,
     )
 
 

@@ -84,7 +84,10 @@ class Session:
         ``None`` opens every installed framework.
     :param world: the processes to exchange btl addresses with (one
         allgather at init; for a world of one rank, at the first use of
-        :attr:`p2p` or :meth:`reach`); default :func:`pmca.world.single`.
+        :attr:`p2p` or :meth:`reach`); or the name of the kind of world to
+        build at init (``"launcher"``, ``"pmix"``, ``"pmi"``, ``"single"``),
+        which the session then closes at finalize; default: the parameter
+        ``pmca_base_world`` (``single``, :func:`pmca.world.single`).
 
     In a world of one rank the btl components are loaded and their
     parameters registered at init, but opened and queried only when the
@@ -98,7 +101,7 @@ class Session:
         mca: Mapping[str, Any] | None = None,
         frameworks: Sequence[str] | None = None,
         *,
-        world: World | None = None,
+        world: World | str | None = None,
         _runtime: Runtime | None = None,
     ) -> None:
         self._mca = _checked_mca(mca)
@@ -107,7 +110,9 @@ class Session:
         self._state = _State.NEW
         self._opened: list[str] = []
         self._attached = False
-        self._world = world
+        #: The world's kind to build at init, when not given built.
+        self._world_kind = world if isinstance(world, str) else None
+        self._world: World | None = None if isinstance(world, str) else world
         #: The btl data path's tag and builder, and the path once built.
         self._slot: DataPathSlot | None = None
         #: An interrupt ended the last transition (a retried finalize is a no-op).
@@ -148,6 +153,7 @@ class Session:
             try:
                 runtime.attach(self._mca, space)
                 self._attached = True
+                self._build_world()
                 names = self._requested
                 if names is None:
                     names = list(runtime.catalog.frameworks)
@@ -163,6 +169,28 @@ class Session:
                 raise
             self._state = _State.ACTIVE
             runtime.live.append(self)
+
+    def _build_world(self) -> None:
+        """The world named by ``world=`` or ``pmca_base_world``, built now and
+        closed at this session's finalize."""
+        if self._world is not None:
+            return
+        params = self._runtime.params
+        kind = self._world_kind or str(params.value("pmca_base_world"))
+        if kind == "single" and self._world_kind is None:
+            return  # the default: built at first need (pmca.runtime._data)
+        from ..world._launcher import build
+
+        world = build(
+            kind,
+            timeout=float(params.value("pmca_base_modex_timeout")),
+            verbose=int(params.value("pmca_base_world_verbose")),
+            destination=str(params.value("mca_base_verbose")),
+        )
+        close = getattr(world, "close", None)
+        if close is not None:
+            self.domain.append(close, f"close {world.description}")
+        self._world = world
 
     def _refuse_init(self) -> None:
         if self._state is _State.ACTIVE:

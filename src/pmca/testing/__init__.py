@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ._distributions import make_distribution
 from ._launch import Launcher, find_launcher, run_mpi
+from ._pair import run_pair
 from ._resources import mapped_files, open_sockets
 from ._subprocess import run_python
 
@@ -14,5 +15,6 @@ __all__ = [
     "mapped_files",
     "open_sockets",
     "run_mpi",
+    "run_pair",
     "run_python",
 ]

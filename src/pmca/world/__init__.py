@@ -2,7 +2,9 @@
 
 A world gives a session ``rank``, ``size``, ``allgather(bytes)`` and
 ``barrier()``. :func:`single` is the default; :func:`from_mpi` wraps an
-mpi4py communicator, the normal case under ``mpirun``/``mpiexec``.
+mpi4py communicator; :func:`from_pmix` and :func:`from_pmi` ask the
+launcher itself (``mpirun``'s PMIx server, ``mpiexec``'s PMI), with no MPI
+initialized; :func:`from_launcher` picks whichever the environment offers.
 
 Each name is imported at first use: a session with the default world
 imports only :func:`single`'s module.
@@ -14,19 +16,39 @@ from .._lazy import lazy_attributes
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
 if TYPE_CHECKING:
-    from ._interface import World, WorldError, WorldTimeout
+    from ._interface import (
+        LauncherError,
+        LauncherWorld,
+        Locality,
+        PeerNotice,
+        World,
+        WorldError,
+        WorldTimeout,
+    )
+    from ._launcher import from_launcher
     from ._mpi import MpiWorld, from_mpi
     from ._pair import PairWorld
+    from ._pmi import PmiWorld, from_pmi
+    from ._pmix import PmixWorld, from_pmix
     from ._single import SingleWorld, single
 
 __all__ = [
+    "LauncherError",
+    "LauncherWorld",
+    "Locality",
     "MpiWorld",
     "PairWorld",
+    "PeerNotice",
+    "PmiWorld",
+    "PmixWorld",
     "SingleWorld",
     "World",
     "WorldError",
     "WorldTimeout",
+    "from_launcher",
     "from_mpi",
+    "from_pmi",
+    "from_pmix",
     "single",
 ]
 
@@ -34,6 +56,15 @@ _TARGETS = {
     "World": "._interface:World",
     "WorldError": "._interface:WorldError",
     "WorldTimeout": "._interface:WorldTimeout",
+    "LauncherError": "._interface:LauncherError",
+    "LauncherWorld": "._interface:LauncherWorld",
+    "Locality": "._interface:Locality",
+    "PeerNotice": "._interface:PeerNotice",
+    "from_launcher": "._launcher:from_launcher",
+    "PmiWorld": "._pmi:PmiWorld",
+    "from_pmi": "._pmi:from_pmi",
+    "PmixWorld": "._pmix:PmixWorld",
+    "from_pmix": "._pmix:from_pmix",
     "MpiWorld": "._mpi:MpiWorld",
     "from_mpi": "._mpi:from_mpi",
     "PairWorld": "._pair:PairWorld",

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from ..mca._errors import PmcaError
 
 
 class WorldError(PmcaError):
     """A world operation failed or timed out; names the ranks concerned."""
+
+
+class LauncherError(WorldError):
+    """The launcher's protocol (PMIx, PMI) failed: names the protocol and the step."""
 
 
 class WorldTimeout(WorldError):
@@ -44,4 +48,50 @@ class World(Protocol):
 
     def barrier(self, *, timeout: float | None = None) -> None:
         """Return once every rank has entered; :class:`WorldTimeout` after ``timeout``."""
+        ...
+
+
+class Locality(NamedTuple):
+    """Where the ranks run, as the launcher knows it (not guessed from the modex).
+
+    The bml takes it, when a world offers it, to decide which peers share
+    this host (and so can be reached through shared memory).
+    """
+
+    #: The host name of every rank, by rank.
+    hosts: tuple[str, ...]
+    #: The ranks on this process's host, this process included.
+    local: frozenset[int]
+
+
+class PeerNotice(NamedTuple):
+    """The launcher reported that a rank failed."""
+
+    rank: int
+    #: What the launcher said (``"PMIX_ERR_PROC_ABORTED_BY_SIG"``).
+    reason: str
+    #: ``time.monotonic()`` when the notice reached this process.
+    when: float
+
+
+@runtime_checkable
+class LauncherWorld(World, Protocol):
+    """A world served by the launcher itself (PMIx, PMI): everything a world
+    does, plus what only a launcher knows, and a close that ends the client.
+    """
+
+    def locality(self) -> Locality | None:
+        """The launcher's placement of every rank, or ``None`` if it gives none."""
+        ...
+
+    def notice_fd(self) -> int | None:
+        """A file descriptor readable when :meth:`peer_notices` has news, or ``None``."""
+        ...
+
+    def peer_notices(self) -> list[PeerNotice]:
+        """The failures reported since the last call (never blocks)."""
+        ...
+
+    def close(self) -> None:
+        """End the launcher client (idempotent); the world is unusable afterwards."""
         ...

@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from attrs import define, field, frozen
+from attrs import define, evolve, field, frozen
 
 from .._interface import BtlModule, Endpoint, Flags, ModexError, PeerFailed, Proc
 from ..base import _modex
@@ -119,6 +119,7 @@ class Bml:
 
     def add_procs(self, entries: Sequence[_modex.RankEntry]) -> None:
         me = self.world.rank
+        entries = _launcher_placement(self.world, entries, self.log)
         routes: list[list[Route]] = [[] for _ in entries]
         for module in self.modules:
             procs = [
@@ -174,7 +175,19 @@ class Bml:
         return done
 
     def check_liveness(self, interval: float) -> None:
-        """Notice local peers that exited (pidfd readable), at most every ``interval`` s."""
+        """Notice peers the launcher reports failed (at once), and local peers that
+        exited (pidfd readable, at most every ``interval`` s)."""
+        notices = getattr(self.world, "peer_notices", None)
+        if notices is not None:
+            for notice in notices():
+                self.fail(
+                    notice.rank,
+                    PeerFailed(
+                        f"the launcher reports rank {notice.rank} failed ({notice.reason}, "
+                        f"through {self.world.description})",
+                        rank=notice.rank,
+                    ),
+                )
         now = time.monotonic()
         if now < self._liveness_due:
             return
@@ -201,6 +214,10 @@ class Bml:
                 return None
             fds.extend(module_fds)
         fds.extend(p.pidfd for p in self.peers if p.pidfd is not None and p.failed is None)
+        notice_fd = getattr(self.world, "notice_fd", None)
+        launcher_fd = notice_fd() if notice_fd is not None else None
+        if launcher_fd is not None:
+            fds.append(launcher_fd)
         return fds
 
     def close(self) -> None:
@@ -215,6 +232,36 @@ class Bml:
                 os.close(peer.pidfd)
                 peer.pidfd = None
         self.peers = []
+
+
+def _launcher_placement(
+    world: World, entries: Sequence[_modex.RankEntry], log: FilteringBoundLogger
+) -> Sequence[_modex.RankEntry]:
+    """The entries with each rank's host as the launcher places it, if it says.
+
+    A peer the launcher puts on this host gets this process's host id (so
+    shared memory is tried; its pid namespace is still checked), any other
+    the launcher's host name, which no host id equals: the modex's own host
+    ids are a guess (a host name and boot id), the launcher knows.
+    """
+    locality_of = getattr(world, "locality", None)
+    locality = locality_of() if locality_of is not None else None
+    if locality is None or len(locality.hosts) != len(entries):
+        return entries
+    mine = entries[world.rank].host
+    placed = [
+        evolve(
+            entry,
+            host=mine if entry.rank in locality.local else f"launcher:{locality.hosts[entry.rank]}",
+        )
+        for entry in entries
+    ]
+    log.debug(
+        "placement from the launcher",
+        local=sorted(locality.local),
+        hosts=dict(enumerate(locality.hosts)),
+    )
+    return placed
 
 
 def _pidfd(pid: int) -> int | None:

@@ -12,15 +12,14 @@ region) are closed in the reverse order of opening by :meth:`Fabric.close`.
 
 from __future__ import annotations
 
-import csv
 import importlib
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ...mca._entrypoints import metadata_directories, normalize
+from ...mca._entrypoints import installed_files
 from ...mca._errors import LibraryError
 from ...mca._loader import open_library
 from .._interface import BtlError
@@ -46,34 +45,10 @@ def _name(file: object) -> str:
     return PurePosixPath(str(file)).name
 
 
-def _installed_files(name: str) -> Iterable[Path] | None:
-    """The files distribution ``name`` installed, as absolute paths; ``None`` when
-    it is not installed. Read from its ``RECORD`` where every distribution is a
-    directory on ``sys.path``: ``importlib_metadata`` would import some forty
-    modules into every session that queries this component."""
-    directories = metadata_directories()
-    if directories is None:
-        import importlib_metadata  # a zip, an egg or a foreign finder on the path
-
-        try:
-            distribution = importlib_metadata.distribution(name)
-        except importlib_metadata.PackageNotFoundError:
-            return None
-        return (Path(str(f.locate())) for f in distribution.files or ())
-    wanted = normalize(name)
-    for directory in directories:
-        if directory.normalized_name == wanted and directory.has_metadata():
-            record = directory.read_text("RECORD")
-            root = Path(directory.path).parent
-            rows = csv.reader((record or "").splitlines())
-            return (root / row[0] for row in rows if row)
-    return None
-
-
 def candidate_libraries() -> Iterator[tuple[str, Path]]:
     """``(distribution, path)`` of every ``libfabric.so*`` the MPI wheels installed."""
     for name in DISTRIBUTIONS:
-        installed = _installed_files(name)
+        installed = installed_files(name)
         if installed is None:
             continue
         files = sorted(

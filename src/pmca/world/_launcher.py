@@ -1,0 +1,75 @@
+"""The world the launcher of this process offers: PMIx, else PMI, else one process.
+
+A program started by Open MPI's ``mpirun`` (PRRTE), or by Slurm with PMIx,
+finds ``PMIX_NAMESPACE``/``PMIX_RANK`` in its environment; one started by
+MPICH's Hydra ``mpiexec`` finds ``PMI_FD``; one started by hand finds
+neither and is a world of one. :func:`from_launcher` looks in that order,
+and says which it chose and why (at verbosity 1 or more), so a program needs
+no change to become a world of N ranks under a launcher.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from ..mca._logging import framework_logger
+from ._interface import LauncherError, World
+
+#: ``pmca_base_world`` values.
+WORLD_KINDS = ("single", "launcher", "pmix", "pmi")
+#: Verbosity (Open MPI's 0-100 scale) at which a message is shown as info.
+_INFO = 40
+
+
+def detect(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """``(kind, why)``: which world the environment offers, and the evidence."""
+    env = os.environ if environ is None else environ
+    if "PMIX_NAMESPACE" in env and "PMIX_RANK" in env:
+        return "pmix", (
+            f"PMIX_NAMESPACE={env['PMIX_NAMESPACE']} and PMIX_RANK={env['PMIX_RANK']} "
+            "are set (a PMIx server such as mpirun's started this process)"
+        )
+    if "PMI_FD" in env:
+        return "pmi", (
+            f"PMI_FD={env['PMI_FD']} is set (a PMI-1 server such as MPICH's mpiexec "
+            "started this process)"
+        )
+    return "single", "neither PMIX_NAMESPACE/PMIX_RANK nor PMI_FD is set"
+
+
+def build(
+    kind: str, *, timeout: float | None = None, verbose: int = 0, destination: str = "stderr"
+) -> World:
+    """The world of ``kind`` (one of :data:`WORLD_KINDS`), as ``pmca_base_world`` names it."""
+    log = framework_logger("world", _INFO if verbose >= 1 else 0, destination)
+    if kind == "launcher":
+        kind, why = detect()
+        log.info("world from the launcher", kind=kind, why=why)
+    elif kind not in WORLD_KINDS:
+        raise LauncherError(f"pmca_base_world={kind!r}: expected one of {', '.join(WORLD_KINDS)}")
+    if kind == "pmix":
+        from ._pmix import from_pmix
+
+        world: World = from_pmix()
+    elif kind == "pmi":
+        from ._pmi import from_pmi
+
+        world = from_pmi(timeout=timeout)
+    else:
+        from ._single import single
+
+        world = single()
+    log.info("world built", world=world.description, rank=world.rank, size=world.size)
+    return world
+
+
+def from_launcher(*, timeout: float | None = None, verbose: int = 0) -> World:
+    """The world this process's launcher offers: PMIx, else PMI, else a single process.
+
+    Every rank of the job must call it. ``timeout`` bounds each PMI answer;
+    ``verbose`` (0-100) at 1 or more logs which world was chosen and why.
+    A PMIx or PMI world should be closed (``world.close()``) when done; a
+    session that built it itself (``Session(world="launcher")``) does.
+    """
+    return build("launcher", timeout=timeout, verbose=verbose)
