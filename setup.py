@@ -8,12 +8,20 @@ must stay resident (``-z nodelete``).
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
 import sys
 
 from setuptools import Extension, setup
 from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_ext import build_ext
+from setuptools.errors import PlatformError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+#: What the build records about itself, read by ``pmca --version`` and ``pmca info``.
+BUILD_INFO = os.path.join("pmca", "_build_info.json")
 
 
 class build_plain_shared(build_ext):
@@ -29,6 +37,39 @@ class build_plain_shared(build_ext):
     def get_libraries(self, ext: Extension) -> list[str]:
         return list(ext.libraries)
 
+    def build_extensions(self) -> None:
+        command = self.compiler.compiler_so[0] if self.extensions else None
+        if command is not None and shutil.which(command) is None:
+            raise PlatformError(
+                f"pmca compiles its native libraries (memory hooks, btl/sm, rcache) from C "
+                f"when installed from source, and the C compiler {command!r} was not found "
+                f"(CC={os.environ.get('CC', '(unset)')!r}, PATH={os.environ.get('PATH', '')!r}). "
+                "Install gcc, point CC at a C compiler, or install pmca's binary wheel "
+                "(pip install --only-binary pmca pmca), which needs no compiler."
+            )
+        super().build_extensions()
+        if command is not None:
+            self._record_build(command)
+
+    def _record_build(self, command: str) -> None:
+        """Write which compiler and C library built the native libraries into the package."""
+        try:
+            version = subprocess.run(
+                [command, "--version"], capture_output=True, text=True, check=False
+            ).stdout.splitlines()[0]
+        except (OSError, IndexError):
+            version = command
+        root = os.path.join(HERE, "src") if self.inplace else self.build_lib
+        package = os.path.join(root, "pmca")
+        info = {
+            "compiler": version.strip(),
+            "glibc": ".".join(map(str, glibc() or ())) or None,
+            "libraries": sorted(os.path.relpath(path, package) for path in self.get_outputs()),
+        }
+        with open(os.path.join(root, BUILD_INFO), "w", encoding="utf-8") as stream:
+            json.dump(info, stream, indent=1)
+            stream.write("\n")
+
 
 class platform_wheel(bdist_wheel):
     """Tag the wheel ``py3-none-<platform>``.
@@ -43,6 +84,46 @@ class platform_wheel(bdist_wheel):
         return "py3", "none", platform
 
 
+def glibc() -> tuple[int, int] | None:
+    """The version of the glibc being built against; None for another C library."""
+    try:
+        version = os.confstr("CS_GNU_LIBC_VERSION")
+    except (AttributeError, ValueError, OSError):  # not glibc (musl), or no confstr
+        return None
+    if not version:
+        return None
+    major, minor = (int(part) for part in version.split()[1].split(".")[:2])
+    return major, minor
+
+
+def libdl() -> list[str]:
+    """dlopen/dladdr1 live in libc from glibc 2.34 on, in libdl before."""
+    version = glibc()
+    return [] if version is None or version >= (2, 34) else ["dl"]
+
+
+#: Binds the libc functions that moved to GLIBC_2.34 to their original
+#: versions, so libraries built on a new glibc load on older ones too.
+GLIBC_FLOOR = ["-include", os.path.join(HERE, "src", "pmca", "native", "glibc_floor.h")]
+
+
+def old_glibc_homes() -> list[str]:
+    """Where those functions lived before glibc 2.34, as dependencies of the library.
+
+    Every glibc has ``libdl.so.2`` and ``libpthread.so.0`` (empty since 2.34),
+    so the library finds dlopen and pthread_create on an old glibc without
+    relying on the process to have loaded them.
+    """
+    if glibc() is None:
+        return []
+    return [
+        "-Wl,--push-state,--no-as-needed",
+        "-l:libdl.so.2",
+        "-l:libpthread.so.0",
+        "-Wl,--pop-state",
+    ]
+
+
 CFLAGS = [
     "-O2",
     "-std=gnu11",
@@ -52,19 +133,8 @@ CFLAGS = [
     "-Wextra",
     "-fno-strict-aliasing",
     "-fno-omit-frame-pointer",
+    *(GLIBC_FLOOR if glibc() is not None else []),
 ]
-
-
-def libdl() -> list[str]:
-    """dlopen/dladdr1 live in libc from glibc 2.34 on, in libdl before."""
-    try:
-        version = os.confstr("CS_GNU_LIBC_VERSION")
-    except (AttributeError, ValueError, OSError):  # not glibc (musl), or no confstr
-        return []
-    if not version:
-        return []
-    major, minor = (int(part) for part in version.split()[1].split(".")[:2])
-    return [] if (major, minor) >= (2, 34) else ["dl"]
 
 
 def native_extensions() -> list[Extension]:
@@ -82,7 +152,7 @@ def native_extensions() -> list[Extension]:
             ],
             depends=["src/pmca/native/hooks.h", "src/pmca/native/x86_decode.h"],
             extra_compile_args=CFLAGS,
-            extra_link_args=["-Wl,-z,nodelete", "-pthread"],
+            extra_link_args=["-Wl,-z,nodelete", "-pthread", *old_glibc_homes()],
             libraries=libdl(),
         ),
         # Loaded (fresh copy) and dlclosed by pmca.native.coverage() only.
@@ -90,7 +160,7 @@ def native_extensions() -> list[Extension]:
             "pmca.native.pmca_probe",
             sources=["src/pmca/native/probe.c"],
             extra_compile_args=CFLAGS,
-            extra_link_args=["-pthread"],
+            extra_link_args=["-pthread", *old_glibc_homes()],
         ),
         Extension(
             "pmca.patcher.overwrite.pmca_patcher_overwrite",

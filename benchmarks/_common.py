@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import _report
+
 BENCH_DIR = Path(__file__).resolve().parent
 #: The working tree's sources: benchmarks measure the code being edited, not
 #: whatever copy of pmca happens to be installed.
@@ -344,12 +346,41 @@ class Goal:
 
 @dataclass
 class Report:
-    """What one benchmark found: ratios to print and goals to check."""
+    """What one benchmark found: ratios to print, goals to check, raw samples to plot."""
 
     bench: str
     ratios: dict[str, float] = field(default_factory=dict)
     goals: list[Goal] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    figures: list[dict[str, Any]] = field(default_factory=list)
+
+    def figure(
+        self,
+        title: str,
+        sides: Mapping[str, Mapping[Any, Sequence[float]]],
+        **axes: Any,
+    ) -> None:
+        """Keep every sample of one comparison for ``run.py``'s report (one plot each).
+
+        ``sides`` maps a side (``pmca``, ``mpi4py``...) to its samples per x:
+        a message size (a line plot) or a label (grouped bars). Samples of
+        different sides with the same index were measured in the same round,
+        so they pair up. ``axes``: ``unit`` (required), ``baseline`` (the side
+        the others are divided by), ``x_label``, ``higher_is_better``,
+        ``log_x``, ``log_y`` (see ``_report.figure_record``).
+        """
+        self.figures.append(_report.figure_record(title, sides, **axes))
+
+    def size_figures(
+        self, label: str, runs: Mapping[str, Sequence[Mapping[str, Any]]], *, baseline: str | None
+    ) -> None:
+        """Bandwidth and half round trip against message size from ping-pong jobs.
+
+        Each job (``runs[side][i]``) reported ``latency_us`` (8-byte messages)
+        and ``bandwidth`` (MB/s per size); a size's half round trip is the
+        size over its bandwidth.
+        """
+        self.figures.extend(_report.pingpong_records(label, runs, baseline=baseline))
 
     def emit(self) -> None:
         """Print the goals for people, then the marker line for ``run.py``."""
@@ -365,6 +396,7 @@ class Report:
             "ratios": self.ratios,
             "goals": [asdict(goal) | {"met": goal.met} for goal in self.goals],
             "notes": self.notes,
+            "figures": self.figures,
         }
         print(RESULT_MARKER + json.dumps(payload), flush=True)
 

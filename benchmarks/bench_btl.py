@@ -229,6 +229,7 @@ def _compare(
         bandwidth_limit=sm_bench.GOAL_INVERSE_BANDWIDTH,
         big=sm_bench.BIG,
     )
+    report.size_figures(f"btl {label}", runs, baseline=base)
     common.print_bandwidths(runs[subject], runs[base], ratios, label)
     report.ratios.update(ratios)
     report.goals.extend(judged)

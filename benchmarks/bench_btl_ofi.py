@@ -181,6 +181,7 @@ def _compare(
     def median(role: str, pick: Any) -> float:
         return statistics.median(pick(run) for run in runs[role])
 
+    report.size_figures(f"btl ofi {provider} vs Open MPI mtl ofi (mpi4py)", runs, baseline="mpi4py")
     latency = median("pmca", lambda r: r["latency_us"])
     sizes = [int(size) for size in runs["pmca"][0]["bandwidth"]]
     if not runs["mpi4py"]:

@@ -348,6 +348,7 @@ def main() -> None:
         bandwidth_limit=GOAL_INVERSE_BANDWIDTH,
         big=BIG,
     )
+    report.size_figures("btl sm vs Open MPI sm (mpi4py)", runs, baseline="mpi4py")
     common.print_bandwidths(runs["pmca"], runs["mpi4py"], ratios, "sm")
     report.ratios.update(ratios)
     report.goals.extend(judged)

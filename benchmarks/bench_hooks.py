@@ -162,6 +162,19 @@ def cost(report: common.Report, quick: bool) -> None:
             {"rounds": rounds, "batch": batch, "quick": quick},
             common.child_env(),
         )
+        for clock in ("cpu", "wall"):
+            report.figure(
+                f"hook overhead, {kind}, {clock} time",
+                {
+                    side: {
+                        name: samples[f"{side} {clock}"]
+                        for name, samples in reply["results"].items()
+                    }
+                    for side in ("hooked", "plain")
+                },
+                unit="s",
+                baseline="plain",
+            )
         for name, samples in reply["results"].items():
             for clock in ("cpu", "wall"):
                 hooked, plain = samples[f"hooked {clock}"], samples[f"plain {clock}"]

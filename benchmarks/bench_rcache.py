@@ -309,6 +309,18 @@ def main() -> None:
         insert["pmca"], insert["ncls (bulk build)"]
     )
     report.goals.append(judged)
+    report.figure(
+        f"rcache: {len(queries)} covering lookups among {N} registrations",
+        {side: {"lookup": samples} for side, samples in lookup.items()},
+        unit="s",
+        baseline="intervaltree",
+    )
+    report.figure(
+        f"rcache: inserting {N} registrations",
+        {side: {"insert": samples} for side, samples in insert.items()},
+        unit="s",
+        baseline="intervaltree",
+    )
     small, large = hits_cost[1], hits_cost[1000]
     report.notes.append(
         f"invalidate: {small[0]:.0f} hits {common.format_seconds(small[1])}, "

@@ -101,6 +101,7 @@ def compare(
         "baseline": lambda: common.wall_time(baseline, baseline_env),
     }
     samples = common.interleave(sides, repeats=repeats, warmup=1)
+    MEASURED[label] = samples
     ours, theirs = common.median(samples["subject"]), common.median(samples["baseline"])
     ratio = common.paired_ratio(samples["subject"], samples["baseline"])
     print(f"\n  {label}")
@@ -109,6 +110,10 @@ def compare(
         print(f"    {shown:60} {median * 1e3:8.1f} ms  {common.raw(samples[side])}")
     print(f"    paired ratio {ratio:.2f}, difference of medians {(ours - theirs) * 1e3:+.1f} ms")
     return samples
+
+
+#: Every comparison's samples by label, for the report's start-up plot.
+MEASURED: dict[str, dict[str, list[float]]] = {}
 
 
 def main() -> int:
@@ -168,6 +173,15 @@ def main() -> int:
         mpich = None
     if mpich is not None:
         session(report, mpich, env, repeats)
+    report.figure(
+        "start-up: whole processes, pmca against its baseline",
+        {
+            side: {label: samples[side] for label, samples in MEASURED.items()}
+            for side in ("subject", "baseline")
+        },
+        unit="s",
+        baseline="baseline",
+    )
     report.emit()
     return 0
 

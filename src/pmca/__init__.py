@@ -5,7 +5,7 @@ Dependencies point one way. Each package imports only packages below it
 the import is (module level, inside a function, under ``TYPE_CHECKING``),
 bottom first:
 
-- private helpers ``pmca._version``, ``_records``, ``_lazy``, ``_interrupts``,
+- private helpers ``pmca._version``, ``_build``, ``_records``, ``_lazy``, ``_interrupts``,
   ``_forksafe``, then ``pmca._libc``;
 - ``pmca.mca`` (the component machinery) and ``pmca.native`` (the native hooks);
 - ``pmca.runtime``: the shared runtime every framework and session uses

@@ -16,8 +16,11 @@ from pmca.cli._text import Readable
 
 
 def test_version(capsys) -> None:
+    from pmca._build import build_info
+
     assert main(["--version"]) == 0
-    assert capsys.readouterr().out.strip() == f"pmca v{pmca.__version__}"
+    out = capsys.readouterr().out.strip()
+    assert out == f"pmca v{pmca.__version__} ({build_info().summary()})"
 
 
 def test_a_command_is_required(capsys) -> None:

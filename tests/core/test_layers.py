@@ -34,7 +34,7 @@ SOURCE = Path(__file__).resolve().parents[2] / "src"
 
 #: Bottom first; each entry a layer of peers.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_version", "_records", "_lazy", "_interrupts", "_forksafe"),
+    ("_version", "_build", "_records", "_lazy", "_interrupts", "_forksafe"),
     ("_libc",),
     ("mca", "native"),
     ("runtime",),

@@ -32,6 +32,24 @@ Handler = Callable[["argparse.Namespace"], int]
 _DOCTOR_MODULE = f"{__name__}._doctor"
 
 
+def _version_line() -> str:
+    from .._build import build_info
+
+    return f"pmca v{__version__} ({build_info().summary()})"
+
+
+def _version_action() -> type[argparse.Action]:
+    """``--version``, worked out only when asked (it reads the native libraries' headers)."""
+    import argparse
+
+    class Version(argparse.Action):
+        def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+            print(_version_line())
+            parser.exit()
+
+    return Version
+
+
 def _doctor_module() -> ModuleType | None:
     try:
         return importlib.import_module(_DOCTOR_MODULE)
@@ -62,7 +80,9 @@ def build_parser(*, doctor_options: bool = True) -> argparse.ArgumentParser:
         prog="pmca",
         description="Open MPI's Modular Component Architecture on pluggy.",
     )
-    parser.add_argument("-V", "--version", action="version", version=f"pmca v{__version__}")
+    parser.add_argument(
+        "-V", "--version", action=_version_action(), nargs=0, help="show version and build; exit"
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     from . import _info  # the session runtime: not for a cached pmca info

@@ -312,6 +312,7 @@ def header(space: ParamSpace) -> list[Fact]:
         ),
         Fact("Platform", "config:platform", platform_name()),
         Fact("Configured architecture", "config:arch", f"{platform.machine()}-{sys.platform}"),
+        *build_facts(),
         Fact("Prefix", "path:prefix", sys.prefix),
         Fact(
             "Component load mode",
@@ -374,6 +375,18 @@ def hostname_fact() -> Fact:
     return Fact("Configure host", "config:host", platform.node())
 
 
+def build_facts() -> list[Fact]:
+    """The compiler and glibc the native libraries were built with, and the glibc they need."""
+    from .._build import build_info
+
+    info = build_info()
+    return [
+        Fact("Built with", "config:compiler:build", info.compiler or "(not recorded)"),
+        Fact("Built against glibc", "config:glibc:build", info.glibc or "(not recorded)"),
+        Fact("Needs glibc", "config:glibc:needed", info.glibc_needed or "(no native libraries)"),
+    ]
+
+
 def config_facts() -> list[Fact]:
     """``-c/--config``: how this pmca was built and what it runs on."""
     import sysconfig
@@ -392,6 +405,7 @@ def config_facts() -> list[Fact]:
         Fact("Platform", "config:platform", platform_name()),
         Fact("C library", "config:libc", f"{libc} {libc_version}".strip() or "unknown"),
         Fact("C compiler", "compiler:c:command", compiler),
+        *build_facts(),
         Fact(
             "Native memory hooks",
             "option:native-hooks",

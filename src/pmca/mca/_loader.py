@@ -158,8 +158,39 @@ def purge_modules(root: str) -> list[str]:
         parent = sys.modules.get(parent_name) if parent_name else None
         if parent is not None and module is not None and getattr(parent, leaf, None) is module:
             delattr(parent, leaf)
-    importlib.invalidate_caches()
+    invalidate_import_caches()
     return doomed
+
+
+#: Whether ``importlib.invalidate_caches()`` imports ``importlib.metadata`` (3.13 on).
+_INVALIDATE_IMPORTS_METADATA: bool = sys.version_info >= (3, 13)
+
+
+def invalidate_import_caches() -> None:
+    """``importlib.invalidate_caches()`` without importing ``importlib.metadata``.
+
+    From Python 3.13 on, the path finder's ``invalidate_caches`` imports
+    ``importlib.metadata`` (``email``, ``zipfile``, ``tempfile``... some
+    forty modules) only to reset that module's own cache, which pmca (it
+    reads entry points itself) never filled. Where it is loaded already, or
+    before 3.13, the plain call is used. Otherwise the finders are reset one
+    by one: the other meta path finders, then every path entry finder (the
+    directory listings a re-import of a purged module must not trust);
+    namespace packages' cached portions are not recomputed.
+    """
+    if not _INVALIDATE_IMPORTS_METADATA or "importlib.metadata" in sys.modules:
+        importlib.invalidate_caches()
+        return
+    from importlib.machinery import PathFinder
+
+    for finder in sys.meta_path:
+        if finder is not PathFinder and hasattr(finder, "invalidate_caches"):
+            finder.invalidate_caches()
+    for name, entry in list(sys.path_importer_cache.items()):
+        if entry is None or not os.path.isabs(name):
+            del sys.path_importer_cache[name]  # as the path finder does: cwd may have moved
+        elif hasattr(entry, "invalidate_caches"):
+            entry.invalidate_caches()
 
 
 @define(eq=False, repr=False)
