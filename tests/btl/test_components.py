@@ -68,6 +68,7 @@ def test_contradictory_limits_are_refused_at_init_naming_them(pmca_env) -> None:
         ("btl_tcp_bulk_chunk", 1, "expected 0 or 4096 to 2147483647 bytes"),
         ("btl_base_wait_spin", "-inf", "expected 0 to 604800 s"),
         ("btl_base_wait_spin", "\u0663", "not a floating-point number (ASCII digits)"),
+        ("rcache_grdma_pending_max", 0, "expected 1 to 2147483647"),
     ],
 )
 @pytest.mark.parametrize("ranks", [1, 2])
