@@ -100,9 +100,13 @@ def _per_call(rank: int, send: Any, recv: Any, barrier: Any, quick: bool) -> dic
     return {"send_us" if rank == 1 else "recv_us": mine}
 
 
-def _measure(rank: int, send: Any, recv: Any, quick: bool, barrier: Any) -> dict[str, Any]:
+def _measure(
+    rank: int, send: Any, recv: Any, quick: bool, barrier: Any, wild_recv: Any
+) -> dict[str, Any]:
     small = bytearray(LATENCY_BYTES)
     latency = _pingpong(rank, send, recv, small, bytearray(LATENCY_BYTES), 300 if quick else 1000)
+    # the same ping-pong, every receive from ANY_SOURCE with ANY_TAG
+    wild = _pingpong(rank, send, wild_recv, small, bytearray(LATENCY_BYTES), 300 if quick else 1000)
     per_call = _per_call(rank, send, recv, barrier, quick)
     bandwidth = {}
     for size in SIZES:
@@ -110,7 +114,12 @@ def _measure(rank: int, send: Any, recv: Any, quick: bool, barrier: Any) -> dict
         _pingpong(rank, send, recv, data, into, 1, blocks=1)  # first touch of the pages
         half = _pingpong(rank, send, recv, data, into, _iterations(size, quick) // 5 or 1)
         bandwidth[str(size)] = size / half / 1e6  # MB/s
-    return {"latency_us": latency * 1e6, "bandwidth": bandwidth, "per_call": per_call}
+    return {
+        "latency_us": latency * 1e6,
+        "wild_latency_us": wild * 1e6,
+        "bandwidth": bandwidth,
+        "per_call": per_call,
+    }
 
 
 def _gather_per_call(comm: Any, result: dict[str, Any]) -> None:
@@ -131,7 +140,10 @@ def _role_mpi4py(args: dict[str, Any]) -> None:
     def recv(buf: bytearray) -> None:
         comm.Recv([buf, MPI.BYTE], source=peer, tag=1)
 
-    result = _measure(rank, send, recv, args["quick"], comm.Barrier)
+    def wild_recv(buf: bytearray) -> None:
+        comm.Recv([buf, MPI.BYTE], source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG)
+
+    result = _measure(rank, send, recv, args["quick"], comm.Barrier, wild_recv)
     _gather_per_call(comm, result)
     if rank == 0:
         common.child_reply(result)
@@ -267,7 +279,10 @@ def _role_pmca(args: dict[str, Any]) -> None:
         def recv(buf: bytearray) -> None:
             p2p.recv(peer, tag=1, buf=buf)
 
-        result = _measure(rank, send, recv, args["quick"], comm.Barrier)
+        def wild_recv(buf: bytearray) -> None:
+            p2p.recv(pmca.ANY_SOURCE, pmca.ANY_TAG, buf)
+
+        result = _measure(rank, send, recv, args["quick"], comm.Barrier, wild_recv)
         _gather_per_call(comm, result)
         try:
             result["layers_us"] = _layers(rank, s, args["quick"], comm.Barrier)
@@ -324,6 +339,16 @@ def main() -> None:
         if values:
             print(f"    {what:<42} {statistics.median(values):6.2f} us")
     print(f"    {'p2p send/recv (through the lane)':<42} {latency:6.2f} us")
+    wild = common.paired_ratio(
+        [run["wild_latency_us"] for run in runs["pmca"]],
+        [run["wild_latency_us"] for run in runs["mpi4py"]],
+    )
+    print(
+        f"  with ANY_SOURCE/ANY_TAG receives: pmca "
+        f"{median('pmca', lambda r: r['wild_latency_us']):.2f} us, mpi4py "
+        f"{median('mpi4py', lambda r: r['wild_latency_us']):.2f} us (paired ratio {wild:.2f})"
+    )
+    report.ratios["sm latency 8 B, ANY_SOURCE/ANY_TAG receives (pmca / mpi4py)"] = wild
     mine = median("pmca", lambda r: r["per_call"]["send_us"] + r["per_call"]["recv_us"])
     theirs = median("mpi4py", lambda r: r["per_call"]["send_us"] + r["per_call"]["recv_us"])
     for role in ("pmca", "mpi4py"):

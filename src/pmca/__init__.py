@@ -54,9 +54,12 @@ if TYPE_CHECKING:
         hookspec,
     )
     from .mca.params import ParamError, ParamWarning, PmcaDeprecationWarning
+    from .p2p._matching import ANY_SOURCE, ANY_TAG
     from .session import FrameworkHandle, Session
 
 __all__ = [
+    "ANY_SOURCE",
+    "ANY_TAG",
     "Alias",
     "Component",
     "ComponentContext",
@@ -101,6 +104,8 @@ _TARGETS = {
     "native": ".native",
     "patcher": ".patcher",
     "rcache": ".rcache",
+    "ANY_SOURCE": ".p2p._matching:ANY_SOURCE",
+    "ANY_TAG": ".p2p._matching:ANY_TAG",
     "Alias": ".mca:Alias",
     "Component": ".mca:Component",
     "ComponentContext": ".mca:ComponentContext",

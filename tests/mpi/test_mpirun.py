@@ -117,3 +117,14 @@ def test_pingpong_example(launcher: Launcher, pmca_env) -> None:
     expected = ["sm", "tcp"] if any(first == "sm" for _, first in BTL_SETS) else ["tcp"]
     assert [line.split()[0] for line in lines] == expected, child.stdout
     assert all("MB/s" in line for line in lines)
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize(("btl", "first"), BTL_SETS, ids=[b for b, _ in BTL_SETS])
+def test_a_server_receives_from_any_source_and_tag(
+    launcher: Launcher, pmca_env, btl: str, first: str, ranks: int
+) -> None:
+    child = run_mpi(
+        launcher, ranks, [program("wildcards.py"), "--btl", btl, "--count", "45"], timeout=300
+    )
+    _check(child, ranks)

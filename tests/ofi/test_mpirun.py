@@ -65,3 +65,19 @@ def test_self_ofi_between_two_ranks(
         assert report["support"] & 0x3 == 0x3  # FREE|MUNMAP: activated by ofi's selection
         assert report["monitor"]  # pmca's hooks imported as libfabric's memory monitor
         assert report["cached"]  # fi_mr_regattr registrations live in the rcache
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_wildcard_server_over_ofi(libfabric: None, launcher: Launcher, ranks: int) -> None:
+    wildcards = Path(__file__).parents[1] / "mpi" / "programs" / "wildcards.py"
+    env = {**LAUNCH_ENVIRONMENT, "PMCA_MCA_btl_ofi_provider_include": "tcp;ofi_rxm"}
+    child = run_mpi(
+        launcher,
+        ranks,
+        [str(wildcards), "--btl", "self,ofi", "--count", "30"],
+        timeout=300,
+        env=env,
+    )
+    assert child.returncode == 0, child.stdout[-3000:] + child.stderr[-3000:]
+    assert sum(line.startswith("OK rank") for line in child.stdout.splitlines()) == ranks

@@ -2,9 +2,10 @@
 
 A lane (btl/sm offers them) moves one eager message to or from one peer in
 one native call. ``send`` uses it for a message that fits the eager limit
-when nothing is queued ahead of it; ``recv`` when nothing for its
-(source, tag) stream is already unexpected or posted and no message from
-that source waits out of order. A receive into a buffer larger than the
+when nothing is queued ahead of it; ``recv`` of a specific source and tag
+when nothing for its (source, tag) stream is already unexpected, no posted
+receive (wildcards included) would take that stream's next message, and no
+message from that source waits out of order. A receive into a buffer larger than the
 eager limit lands the message there directly, and the btl may read a
 rendezvous payload itself and answer FIN (btl/sm does, with CMA), so a large
 blocking receive costs no Python step either. The lane polls only its btl's receive queue
@@ -18,18 +19,16 @@ every other p2p operation.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 from . import _protocol as proto
 from ._buffers import address_of, as_bytes
-from ._requests import Request, truncation
+from ._matching import TAG_UB, Posted, Unexpected
+from ._requests import Request, Status, truncation
 
 if TYPE_CHECKING:
     from ..btl.bml import Bml, BmlPeer
-
-TAG_MIN, TAG_MAX = -(1 << 63), (1 << 63) - 1
 #: How long a lane receive polls before the receive becomes a request.
 LANE_SPIN = 20e-6
 #: Messages of other streams a lane receive hands on before it becomes a request.
@@ -79,8 +78,8 @@ class Blocking:
     _seq_out: list[int]
     _seq_in: list[int]
     _stash: list[dict[int, tuple[int, bytes]]]
-    _posted: dict[tuple[int, int], deque[Request]]
-    _unexpected: dict[tuple[int, int], Any]
+    _posted: Posted[Request]
+    _unexpected: Unexpected[Any]
 
     def isend(self, dest: int, tag: int, buf: Any) -> Request:
         raise NotImplementedError
@@ -94,7 +93,7 @@ class Blocking:
     def send(self, dest: int, tag: int, buf: Any, *, timeout: float | None = None) -> None:
         """Send ``buf`` to ``dest``; return when ``buf`` may be reused."""
         lane = self._lanes.get(dest) if type(dest) is int else None
-        if lane is not None and type(tag) is int and TAG_MIN <= tag <= TAG_MAX:
+        if lane is not None and type(tag) is int and 0 <= tag <= TAG_UB:
             kind = type(buf)
             if kind is not bytes and kind is not bytearray:
                 buf = as_bytes(buf, writable=False, rank=dest, tag=tag)
@@ -113,15 +112,40 @@ class Blocking:
                     lock.release()
         self.isend(dest, tag, buf).wait(timeout)
 
-    def recv(self, source: int, tag: int, buf: Any, *, timeout: float | None = None) -> int:
-        """Receive the next message from ``source`` with ``tag`` into ``buf``; return its size.
+    @overload
+    def recv(
+        self,
+        source: int,
+        tag: int,
+        buf: Any,
+        *,
+        timeout: float | None = None,
+        status: Literal[False] = False,
+    ) -> int: ...
+    @overload
+    def recv(
+        self,
+        source: int,
+        tag: int,
+        buf: Any,
+        *,
+        timeout: float | None = None,
+        status: Literal[True],
+    ) -> Status: ...
+    def recv(
+        self, source: int, tag: int, buf: Any, *, timeout: float | None = None, status: bool = False
+    ) -> int | Status:
+        """Receive the next matching message into ``buf``; return its size, or its
+        :class:`Status` with ``status=True``.
 
-        Through the lane while nothing of that (source, tag) stream is
-        unexpected or posted and nothing from ``source`` waits out of order;
-        a message that arrived before the peer failed is still received.
+        ``source`` may be :data:`~pmca.p2p.ANY_SOURCE` and ``tag``
+        :data:`~pmca.p2p.ANY_TAG`. Through the lane while nothing of that
+        (source, tag) stream is unexpected, no posted receive would take it
+        and nothing from ``source`` waits out of order; a message that
+        arrived before the peer failed is still received.
         """
         lane = self._lanes.get(source) if type(source) is int else None
-        if lane is not None and type(tag) is int and TAG_MIN <= tag <= TAG_MAX:
+        if lane is not None and type(tag) is int and 0 <= tag <= TAG_UB:
             into = buf
             if type(buf) is not bytearray:
                 into = as_bytes(buf, writable=True, rank=source, tag=tag)
@@ -131,37 +155,41 @@ class Blocking:
             if capacity > lane.payload_limit:  # only a rendezvous fills it: land in place
                 target = memoryview(into) if type(into) is bytearray else into
             address = address_of(target) if target is not None else 0
-            stash, posted, unexpected = self._stash[source], self._posted, self._unexpected
+            stash, posted = self._stash[source], self._posted
+            # the queues' own containers (changed in place): no method call per round
+            unexpected, streams, wild = self._unexpected.streams, posted.streams, posted.wild
+            key = (source, tag)
             lock = self._bml.lock
             lock.acquire()
             try:
                 others = 0
                 while not (
                     self._closed
-                    or (unexpected and (source, tag) in unexpected)
-                    or (posted and (source, tag) in posted)
+                    or (unexpected and key in unexpected)
+                    or (streams and key in streams)
+                    or (wild and posted.waiting(source, tag))
                     or stash
                 ):
                     sequence = self._seq_in[source]
                     if target is None:
-                        status = lane.receive(sequence, low, high)
+                        landed = lane.receive(sequence, low, high)
                     else:
-                        status = lane.receive_into(sequence, low, high, address, capacity)
-                    if status >= _LANDED:
+                        landed = lane.receive_into(sequence, low, high, address, capacity)
+                    if landed >= _LANDED:
                         self._seq_in[source] = (sequence + 1) & _LOW
-                        size = status - _LANDED
+                        size = landed - _LANDED
                         if target is not None:
                             owed = lane.owed_fin()
                             if owed:
                                 fin = proto.FIN_MSG.pack(proto.FIN, proto.STATUS_OK, owed)
                                 self._control_to(source, fin)
-                            return size
+                            return Status(source, tag, size) if status else size
                         if size > capacity:
                             raise truncation(size, source, tag, capacity)
                         into[:size] = lane.landing[:size]
-                        return size
-                    if status != _OTHER:
-                        lane.check(status)
+                        return Status(source, tag, size) if status else size
+                    if landed != _OTHER:
+                        lane.check(landed)
                         break
                     lane.hand_on()
                     others += 1
@@ -169,11 +197,17 @@ class Blocking:
                         break
             finally:
                 lock.release()
-        return self.irecv(source, tag, buf).wait(timeout)
+        request = self.irecv(source, tag, buf)
+        received = request.wait(timeout)
+        if not status:
+            return received
+        result = request.status
+        assert result is not None  # finished
+        return result
 
     def _set_lane_spin(self, seconds: float) -> None:
         for lane in self._lanes.values():
             lane.set_spin(seconds)
 
 
-__all__ = ["LANE_SPIN", "TAG_MAX", "TAG_MIN", "Blocking", "Lane"]
+__all__ = ["LANE_SPIN", "Blocking", "Lane"]

@@ -7,7 +7,8 @@ receive's buffer. Larger ones use a rendezvous: with RDMA-capable
 routes the sender registers its buffer and the receiver, once matched,
 reads it with btl ``get`` (striped across the routes by bandwidth) and sends
 FIN; without RDMA the receiver answers a clear-to-send and the sender
-pushes fragments. Matching is in order per (source, tag).
+pushes fragments. Matching follows MPI's rules, wildcards included
+(:mod:`._matching`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import itertools
 import os
 import select
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +26,13 @@ from attrs import define
 from ..btl import BtlError, Endpoint, Flags, PeerFailed
 from ..btl.bml import Bml, BmlPeer, Route
 from . import _protocol as proto
-from ._blocking import LANE_SPIN, TAG_MAX, TAG_MIN, Blocking
+from ._blocking import LANE_SPIN, Blocking
 from ._buffers import address_of, as_bytes
+from ._checks import check_rank, check_tag
+from ._matching import ANY_SOURCE, Posted, Unexpected
 from ._placing import Placing
-from ._requests import Request, TruncationError, take_first, truncation
+from ._probing import Probing
+from ._requests import Request, TruncationError, truncation
 from ._routes import open_lanes, stripes
 
 if TYPE_CHECKING:
@@ -49,11 +52,13 @@ class _Incoming:
 
     kind: int
     source: int
+    tag: int
     size: int
     payload: bytes | bytearray = b""
     send_id: int = 0
     address: int = 0
     handles: dict[str, bytes] | None = None
+    order: int = 0  # the arrival number (matching)
 
 
 @define(eq=False)
@@ -78,8 +83,12 @@ class _Fragments:
     received: int = 0
 
 
-class P2p(Placing, Blocking):
-    """``send``/``recv``/``isend``/``irecv`` of one session (``s.p2p``)."""
+class P2p(Placing, Blocking, Probing):
+    """``send``/``recv``/``isend``/``irecv``, probes and cancels of one session (``s.p2p``).
+
+    Every operation on the queues holds the bml's lock, so any thread may
+    call any of them.
+    """
 
     def __init__(self, bml: Bml, am_tag: int, log: FilteringBoundLogger) -> None:
         self._bml = bml
@@ -90,8 +99,8 @@ class P2p(Placing, Blocking):
         self._seq_out = [0] * size
         self._seq_in = [0] * size
         self._stash: list[dict[int, tuple[int, bytes]]] = [{} for _ in range(size)]
-        self._posted: dict[tuple[int, int], deque[Request]] = {}
-        self._unexpected: dict[tuple[int, int], deque[_Incoming]] = {}
+        self._posted: Posted[Request] = Posted()
+        self._unexpected: Unexpected[_Incoming] = Unexpected()
         self._sends: dict[int, Request] = {}
         self._fragments: dict[int, _Fragments] = {}
         self._pending: dict[int, Request] = {}
@@ -146,8 +155,9 @@ class P2p(Placing, Blocking):
         self.spin = self._spin
 
     def isend(self, dest: int, tag: int, buf: Any) -> Request:
+        dest, tag = self._checked(dest, tag, "p2p send", wildcard=False)
         view = as_bytes(buf, writable=False, rank=dest, tag=tag)
-        peer = self._peer(dest, tag)
+        peer = self._peer(dest)
         request = Request(self, "send", dest, tag, view)
         with self._bml.lock:
             route = self._route(peer)
@@ -168,18 +178,38 @@ class P2p(Placing, Blocking):
         return request
 
     def irecv(self, source: int, tag: int, buf: Any) -> Request:
+        """Post a receive; ``source`` may be :data:`ANY_SOURCE`, ``tag`` :data:`ANY_TAG`."""
+        source, tag = self._checked(source, tag, "p2p recv", wildcard=True)
         view = as_bytes(buf, writable=True, rank=source, tag=tag)
-        peer = self._peer(source, tag)
+        self._ensure_open()
+        peer = self._peers[source] if source != ANY_SOURCE else None
         request = Request(self, "recv", source, tag, view)
         with self._bml.lock:
             self._track(request)
-            if (source, tag) in self._unexpected:
-                self._match(request, take_first(self._unexpected, (source, tag)))
-            elif peer.failed is not None:
+            unexpected = self._unexpected
+            incoming = unexpected.take(source, tag) if unexpected.streams else None
+            if incoming is not None:
+                self._match(request, incoming)
+            elif peer is not None and peer.failed is not None:
                 self._finish(request, 0, self._failure(peer))
             else:
-                self._posted.setdefault((source, tag), deque()).append(request)
+                self._posted.add(request)
         return request
+
+    def cancel_receive(self, request: Request) -> bool:
+        """:meth:`Request.cancel` of a receive: withdrawn while no message matched it."""
+        with self._bml.lock:
+            if request.done or not self._posted.remove(request):
+                return False
+            request.cancelled = True
+            self._finish(request, 0)
+            return True
+
+    def _checked(self, rank: object, tag: object, where: str, *, wildcard: bool) -> tuple[int, int]:
+        return (
+            check_rank(rank, len(self._peers), where, wildcard=wildcard),
+            check_tag(tag, where, wildcard=wildcard),
+        )
 
     def progress(self) -> int:
         with self._bml.lock:
@@ -221,13 +251,14 @@ class P2p(Placing, Blocking):
                 spin_until = now + self.spin
             if now < spin_until:
                 continue
-            bml.check_liveness(0.05)
+            bml.check_liveness(0.05)  # takes the lock: failures change the queues
             if condition():
                 return
             if deadline is not None and time.monotonic() > deadline:
                 what = request.describe() if request is not None else "p2p wait"
                 raise TimeoutError(f"{what} did not finish within {timeout:g} s")
-            fds = bml.wait_fds()
+            with lock:  # arming a btl's wake-up changes its state too
+                fds = bml.wait_fds()
             if fds is None:
                 os.sched_yield()
             elif fds:
@@ -255,16 +286,18 @@ class P2p(Placing, Blocking):
         self._registered = []
 
     def _busy(self) -> bool:
-        return any(r.kind == "send" for r in self._pending.values())
+        with self._bml.lock:
+            return any(r.kind == "send" for r in self._pending.values())
 
     # -- sending ------------------------------------------------------------
 
-    def _peer(self, rank: int, tag: int) -> BmlPeer:
+    def _ensure_open(self) -> None:
         if self._closed:
             raise BtlError("p2p is closed (its session was finalized)")
-        if not isinstance(tag, int) or not TAG_MIN <= tag <= TAG_MAX:
-            raise ValueError(f"p2p tag {tag!r} must be a 64-bit integer")
-        return self._bml.peer(rank)
+
+    def _peer(self, rank: int) -> BmlPeer:
+        self._ensure_open()
+        return self._peers[rank]
 
     def _route(self, peer: BmlPeer) -> Route:
         peer.check()
@@ -378,22 +411,24 @@ class P2p(Placing, Blocking):
         """Match one message; ``owned`` holds an eager payload that may be kept as it is."""
         kind, _flags, seq, tag, size = header
         self._seq_in[source] = (seq + 1) & 0xFFFFFFFF
+        request = self._posted.take(source, tag)
         if kind == proto.EAGER:
-            if (source, tag) in self._posted:  # the common case: the receive is waiting
-                self._deliver_eager(take_first(self._posted, (source, tag)), body, size)
+            if request is not None:  # the common case: the receive is waiting
+                request.peer, request.tag = source, tag
+                self._deliver_eager(request, body, size)
                 return
-            incoming = _Incoming(kind, source, size, bytes(body) if owned is None else owned)
+            incoming = _Incoming(kind, source, tag, size, bytes(body) if owned is None else owned)
         elif kind == proto.RGET:
             send_id, address, count = proto.RGET_BODY.unpack_from(body)
             handles = proto.unpack_handles(body[proto.RGET_BODY.size :], count)
-            incoming = _Incoming(kind, source, size, b"", send_id, address, handles)
+            incoming = _Incoming(kind, source, tag, size, b"", send_id, address, handles)
         else:
             (send_id,) = proto.RNDV_BODY.unpack_from(body)
-            incoming = _Incoming(kind, source, size, b"", send_id)
-        if kind != proto.EAGER and (source, tag) in self._posted:
-            self._match(take_first(self._posted, (source, tag)), incoming)
+            incoming = _Incoming(kind, source, tag, size, b"", send_id)
+        if request is not None:
+            self._match(request, incoming)
             return
-        self._unexpected.setdefault((source, tag), deque()).append(incoming)
+        self._unexpected.add(incoming)
 
     def _deliver_eager(
         self, request: Request, payload: memoryview | bytes | bytearray, size: int
@@ -408,6 +443,7 @@ class P2p(Placing, Blocking):
         return truncation(size, request.peer, request.tag, request.view.nbytes)
 
     def _match(self, request: Request, incoming: _Incoming) -> None:
+        request.peer, request.tag = incoming.source, incoming.tag
         if incoming.kind == proto.EAGER:
             self._deliver_eager(request, incoming.payload, incoming.size)
             return
@@ -546,9 +582,14 @@ class P2p(Placing, Blocking):
         return PeerFailed(f"rank {peer.rank} failed: {peer.failed}", rank=peer.rank)
 
     def _peer_failed(self, rank: int, error: BaseException) -> None:
+        """Fail what waits on ``rank`` (the bml calls it with its lock held).
+
+        Receives from :data:`ANY_SOURCE` stay posted: another rank may still
+        send what they wait for.
+        """
         failure = PeerFailed(f"rank {rank} failed: {error}", rank=rank)
-        for request in list(self._pending.values()):
-            if request.peer == rank:
-                self._finish(request, 0, failure)
-        for key in [k for k in self._posted if k[0] == rank]:
-            del self._posted[key]
+        with self._bml.lock:
+            for request in list(self._pending.values()):
+                if request.peer == rank:
+                    self._finish(request, 0, failure)
+            self._posted.drop_source(rank)

@@ -10,12 +10,12 @@ else (early, malformed, truncated) is left to the usual path.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 
 from ..btl import Endpoint, Placement
 from . import _protocol as proto
-from ._requests import Request, take_first
+from ._matching import Posted
+from ._requests import Request
 
 _MATCH_SIZE = proto.MATCH.size
 _unpack_match = proto.MATCH.unpack_from
@@ -27,7 +27,7 @@ class Placing:
 
     _tag: int
     _seq_in: list[int]
-    _posted: dict[tuple[int, int], deque[Request]]
+    _posted: Posted[Request]
 
     # P2p's, used here:
     _drain_stash: Callable[[int], None]
@@ -50,8 +50,8 @@ class Placing:
         source = endpoint.rank
         if seq != self._seq_in[source] or _MATCH_SIZE + size != length:
             return None  # early or malformed: the usual path decides
-        posted = self._posted.get((source, tag))
-        if not posted:
+        request = self._posted.first(source, tag)
+        if request is None:
             staged = bytearray(size)
 
             def complete(error: BaseException | None) -> None:
@@ -59,9 +59,10 @@ class Placing:
                     self._landed(endpoint, header, staged)
 
             return Placement(_MATCH_SIZE, memoryview(staged), complete)
-        if size > posted[0].view.nbytes:
+        if size > request.view.nbytes:
             return None  # truncated: the usual path refuses it
-        request = take_first(self._posted, (source, tag))
+        self._posted.remove(request)
+        request.peer, request.tag = source, tag
         self._seq_in[source] = (seq + 1) & 0xFFFFFFFF
         self._drain_stash(source)
 

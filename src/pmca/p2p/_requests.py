@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
+
+from attrs import frozen
 
 from ..btl import BtlError
-
-T = TypeVar("T")
 
 
 class Progress(Protocol):
@@ -23,18 +22,11 @@ class Progress(Protocol):
         request: Request | None = None,
     ) -> None: ...
 
+    def cancel_receive(self, request: Request) -> bool: ...
+
 
 class TruncationError(BtlError):
     """A message was larger than the receive buffer (MPI_ERR_TRUNCATE)."""
-
-
-def take_first(queues: dict[tuple[int, int], deque[T]], key: tuple[int, int]) -> T:
-    """The first of the ``key`` stream's queued entries, dropping the queue once empty."""
-    queue = queues[key]
-    first = queue.popleft()
-    if not queue:
-        del queues[key]
-    return first
 
 
 def truncation(size: int, source: int, tag: int, capacity: int) -> TruncationError:
@@ -45,10 +37,43 @@ def truncation(size: int, source: int, tag: int, capacity: int) -> TruncationErr
     )
 
 
-class Request:
-    """A pending send or receive; ``wait()`` returns the bytes transferred."""
+@frozen
+class Status:
+    """What a finished receive (or a probe) learned about its message (MPI_Status).
 
-    __slots__ = ("_engine", "cleanup", "done", "error", "kind", "nbytes", "peer", "tag", "view")
+    ``source`` and ``tag`` are the message's own, also when the receive named
+    :data:`~pmca.p2p.ANY_SOURCE` or :data:`~pmca.p2p.ANY_TAG`; ``count`` is
+    its size in bytes; ``error`` the exception the request finished with, or
+    ``None``; ``cancelled`` whether :meth:`Request.cancel` withdrew it.
+    """
+
+    source: int
+    tag: int
+    count: int
+    error: BaseException | None = None
+    cancelled: bool = False
+
+
+class Request:
+    """A pending send or receive; ``wait()`` returns the bytes transferred.
+
+    A receive's ``peer`` and ``tag`` are what it was posted with until a
+    message matches it, then that message's source and tag.
+    """
+
+    __slots__ = (
+        "_engine",
+        "cancelled",
+        "cleanup",
+        "done",
+        "error",
+        "kind",
+        "nbytes",
+        "order",
+        "peer",
+        "tag",
+        "view",
+    )
 
     def __init__(self, engine: Progress, kind: str, peer: int, tag: int, view: memoryview) -> None:
         self._engine = engine
@@ -60,6 +85,38 @@ class Request:
         self.error: BaseException | None = None
         self.nbytes = 0
         self.cleanup: list[Callable[[], Any]] = []
+        self.order = 0  # the posting number (matching)
+        self.cancelled = False
+
+    @property
+    def engine(self) -> Progress:
+        """The p2p engine (session) the request belongs to."""
+        return self._engine
+
+    @property
+    def source(self) -> int:
+        """The rank a receive takes from (``peer``; matching reads it by this name)."""
+        return self.peer
+
+    @property
+    def status(self) -> Status | None:
+        """The :class:`Status` once the request finished, else ``None``."""
+        if not self.done:
+            return None
+        return Status(self.peer, self.tag, self.nbytes, self.error, self.cancelled)
+
+    def cancel(self) -> bool:
+        """Withdraw a receive no message has matched yet (MPI_Cancel); ``True`` if withdrawn.
+
+        A withdrawn receive finishes at once: ``wait()`` returns 0 and
+        ``status.cancelled`` is true. A receive already matched finishes as
+        usual. Sends are never withdrawn (``False``): an eager send is
+        complete once queued, and a rendezvous header may sit in the
+        receiver's unexpected queue holding the sender's buffer.
+        """
+        if self.done or self.kind != "recv":
+            return False
+        return self._engine.cancel_receive(self)
 
     def complete(self, nbytes: int, error: BaseException | None = None) -> None:
         if self.done:
@@ -76,7 +133,7 @@ class Request:
         return self.done
 
     def test(self) -> bool:
-        """Make progress once; ``True`` when the request has finished."""
+        """Make progress once; ``True`` when the request has finished (never raises its error)."""
         if not self.done:
             self._engine.progress()
         return self.done

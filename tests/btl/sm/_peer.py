@@ -56,6 +56,10 @@ def main() -> None:
             buffer = bytearray(random.Random(seed).randbytes(size))
             address, _, _ = buffer_address(buffer)
             result = (address, hashlib.sha256(buffer).hexdigest())
+        elif command == "claim_and_die":
+            assert transport is not None
+            transport.claim_only(args[0])
+            os.kill(os.getpid(), 9)
         elif command == "digest":
             result = hashlib.sha256(buffer).hexdigest()
         elif command == "exit":

@@ -33,8 +33,8 @@ def diagnosis(s, sm):
     return {
         "stash": [sorted(d) for d in p._stash],
         "seq_in": p._seq_in,
-        "posted": list(p._posted),
-        "unexpected": list(p._unexpected),
+        "posted": [*p._posted.streams, *((r.peer, r.tag) for r in p._posted.wild)],
+        "unexpected": list(p._unexpected.streams),
         "yield": p.yield_when_idle,
         "queued": sm._queued,
         "blocked": sm._lanes_blocked,
@@ -151,8 +151,9 @@ def cases(s):
         assert lane_counts(sm)[1] - before == 2
     comm.Barrier()
 
-    # 6. 64-bit tags: the halves of the tag must both match
-    tags = [5, (1 << 32) + 5, -(1 << 63), (1 << 63) - 1, -1, 1 << 32, -5]
+    # 6. tags up to 2**62 - 1 travel as two halves: both must match
+    top = (1 << 62) - 1
+    tags = [5, (1 << 32) + 5, top, top - 0xFFFFFFFF, 0xFFFFFFFF, 1 << 32, (1 << 61) + 5]
     if me == 1:
         for tag in tags:
             p.send(peer, tag, tag.to_bytes(8, "little", signed=True))

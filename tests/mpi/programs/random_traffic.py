@@ -14,7 +14,7 @@ args = arguments([("--examples", {"type": int, "default": 25})])
 messages = st.lists(
     st.tuples(
         st.one_of(st.integers(0, 300), st.integers(0, 200_000), st.integers(0, 3 << 20)),
-        st.integers(-3, 3),
+        st.integers(0, 6),
     ),
     min_size=1,
     max_size=12,

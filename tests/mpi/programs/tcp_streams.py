@@ -126,7 +126,7 @@ with session(args.btl, **mca) as s:
         while not p._unexpected and time.monotonic() < deadline:
             p.progress()  # the whole message arrives before its receive is posted
         assert (tcp.streams_placed, tcp.streams_staged) == (2, 0)
-        (waiting,) = p._unexpected[(0, 2)]
+        (waiting,) = p._unexpected.streams[(0, 2)]
         assert type(waiting.payload) is bytearray, "kept as it landed, not copied"
         out = bytearray(BIG)
         assert p.recv(0, 2, out, timeout=60) == BIG and same(out, "staged")

@@ -93,6 +93,10 @@ class Bml:
         self.log = log
         self.peers: list[BmlPeer] = []
         self.lock = threading.RLock()
+        for module in self.modules:  # one lock for the bml and the modules that take one
+            share_lock = getattr(module, "share_lock", None)
+            if share_lock is not None:
+                share_lock(self.lock)
         self._liveness_due = 0.0
         self._failure_listeners: list[Any] = []
 
@@ -160,13 +164,19 @@ class Bml:
         self.fail(endpoint.rank, error)
 
     def fail(self, rank: int, error: BaseException) -> None:
-        peer = self.peers[rank]
-        if peer.failed is not None:
-            return
-        peer.failed = error
-        for listener in list(self._failure_listeners):
-            listener(rank, error)
-        self.log.error("peer failed", rank=rank, error=str(error))
+        """Mark ``rank`` failed and tell the listeners, with :attr:`lock` held.
+
+        Listeners change the message layer's queues, which every other
+        thread reads and writes under the same lock.
+        """
+        with self.lock:
+            peer = self.peers[rank]
+            if peer.failed is not None:
+                return
+            peer.failed = error
+            for listener in list(self._failure_listeners):
+                listener(rank, error)
+            self.log.error("peer failed", rank=rank, error=str(error))
 
     def progress(self) -> int:
         done = 0
@@ -176,7 +186,11 @@ class Bml:
 
     def check_liveness(self, interval: float) -> None:
         """Notice peers the launcher reports failed (at once), and local peers that
-        exited (pidfd readable, at most every ``interval`` s)."""
+        exited (pidfd readable, at most every ``interval`` s).
+
+        Failures are marked under :attr:`lock` (:meth:`fail` takes it): they
+        change what other threads use.
+        """
         notices = getattr(self.world, "peer_notices", None)
         if notices is not None:
             for notice in notices():
@@ -191,22 +205,26 @@ class Bml:
         now = time.monotonic()
         if now < self._liveness_due:
             return
-        self._liveness_due = now + interval
         import select
 
-        fds = {p.pidfd: p for p in self.peers if p.pidfd is not None and p.failed is None}
-        if not fds:
-            return
-        readable, _, _ = select.select(list(fds), [], [], 0)
-        for fd in readable:
-            peer = fds[fd]
-            self.fail(
-                peer.rank,
-                PeerFailed(f"process {peer.pid} (rank {peer.rank}) exited", rank=peer.rank),
-            )
+        with self.lock:
+            self._liveness_due = now + interval
+            fds = {p.pidfd: p for p in self.peers if p.pidfd is not None and p.failed is None}
+            if not fds:
+                return
+            readable, _, _ = select.select(list(fds), [], [], 0)
+            for fd in readable:
+                peer = fds[fd]
+                self.fail(
+                    peer.rank,
+                    PeerFailed(f"process {peer.pid} (rank {peer.rank}) exited", rank=peer.rank),
+                )
 
     def wait_fds(self) -> list[int] | None:
-        """What to sleep on while waiting, or ``None`` if some module must be polled."""
+        """What to sleep on while waiting, or ``None`` if some module must be polled.
+
+        Call it with :attr:`lock` held: modules arm their wake-ups here.
+        """
         fds: list[int] = []
         for module in self.modules:
             module_fds = module.wait_fds()

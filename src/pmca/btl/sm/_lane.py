@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from ._transport import MATCH_HEADER_BYTES, TransportError, _Delivery
+from ._transport import MATCH_HEADER_BYTES, PeerFault, TransportError, _Delivery, fault
 
 if TYPE_CHECKING:
     from .._interface import Limits
@@ -34,12 +34,15 @@ if TYPE_CHECKING:
 
 class LaneOwner(Protocol):
     """What a lane needs of its module (:class:`SmModule`): its transport,
-    its limits, and its handler for what a lane takes off the FIFO."""
+    its limits, its handler for what a lane takes off the FIFO, and for a
+    peer's fault met there."""
 
     transport: Transport
     limits: Limits
 
     def handle(self, source: int, tag: int, data: memoryview) -> int: ...
+
+    def fault(self, exc: PeerFault) -> None: ...
 
 
 #: ``receive``: nothing arrived in time (or the lane cannot be used now).
@@ -57,6 +60,10 @@ def _unusable(*_: object) -> int:
 
 class SmLane:
     """Peer ``rank``'s lane for active-message tag ``am_tag``.
+
+    Every call, and :meth:`hand_on`, needs the module's :attr:`SmModule.lock`
+    held (p2p holds the bml's, which is the same lock): ``receive_into`` runs
+    without the GIL and changes the transport's context.
 
     :attr:`send` and :attr:`receive` are the native calls themselves, bound
     to this lane (a Python method around them would cost as much as the
@@ -129,7 +136,15 @@ class SmLane:
         return int(self._delivery.offset)
 
     def check(self, status: int) -> None:
-        """Raise for a negative :attr:`receive` status that is not "use the general path"."""
+        """Raise for a negative :attr:`receive` status that is not "use the general path".
+
+        A peer's fault (a bad FIFO entry, or a producer that died holding the
+        FIFO's head) is that peer's failure, reported as progress reports it.
+        """
+        problem = fault(status, self._delivery.source)
+        if problem is not None:
+            self._module.fault(problem)  # what it takes next goes the usual way
+            return
         if status < 0 and status != -errno.ENOTCONN:
             raise TransportError(
                 -status,

@@ -11,6 +11,13 @@ owner of the memory streams it through the FIFOs (:mod:`._emulated`).
 With ``btl_sm_single_copy_mechanism=none`` the module offers no PUT/GET
 and the message layer streams large messages itself.  Both are
 copy-in/copy-out through the segments.
+
+Locking: the transport's context is process-local state that one lock
+serialises, together with the handling of each delivery (valid until the
+next poll): :attr:`SmModule.lock`. The module's own operations take it; the
+bml hands the module its lock (:meth:`SmModule.share_lock`), so p2p, which
+holds the bml's lock around every call and every lane call, holds this one.
+Lanes (:class:`SmLane`) are raw native calls: their callers hold the lock.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import errno
 import os
 import struct
+import threading
 from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -42,7 +50,7 @@ from ..base import ModuleBase, NoPinBackend, Registrations, host_id
 from ._defaults import DEFAULTS, MECHANISMS
 from ._emulated import INTERNAL_TAGS, Emulation
 from ._lane import SmLane
-from ._transport import SegmentAddress, Transport, TransportError, buffer_address
+from ._transport import PeerFault, SegmentAddress, Transport, TransportError, buffer_address
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -136,6 +144,12 @@ class SmModule(ModuleBase):
         )
         #: How each peer's segment was opened (``pidfd_getfd`` or ``/proc``).
         self.attached_via: dict[int, str] = {}
+        #: Serialises every use of the transport (see the module docstring).
+        self.lock: threading.RLock = threading.RLock()
+
+    def share_lock(self, lock: threading.RLock) -> None:
+        """Use ``lock`` (the bml's) as :attr:`lock`, before any traffic."""
+        self.lock = lock
 
     # -- modex -------------------------------------------------------------
 
@@ -218,6 +232,10 @@ class SmModule(ModuleBase):
         )
 
     def del_procs(self, endpoints: Sequence[Endpoint]) -> None:
+        with self.lock:
+            self._del_procs(endpoints)
+
+    def _del_procs(self, endpoints: Sequence[Endpoint]) -> None:
         failure = BtlError("btl sm: the peer was removed (del_procs) with the send queued")
         for endpoint in endpoints:
             if self._endpoints.pop(endpoint.rank, None) is None:
@@ -256,6 +274,10 @@ class SmModule(ModuleBase):
         return b"", b"".join(parts)
 
     def sendi(self, endpoint: Endpoint, tag: int, parts: Sequence[Buffer]) -> bool:
+        with self.lock:
+            return self._sendi(endpoint, tag, parts)
+
+    def _sendi(self, endpoint: Endpoint, tag: int, parts: Sequence[Buffer]) -> bool:
         rank = endpoint.rank
         queue = self._queues.get(rank)
         if queue is None:
@@ -277,6 +299,16 @@ class SmModule(ModuleBase):
         tag: int,
         parts: Sequence[Buffer],
         callback: Completion | None = None,
+    ) -> None:
+        with self.lock:
+            self._send(endpoint, tag, parts, callback)
+
+    def _send(
+        self,
+        endpoint: Endpoint,
+        tag: int,
+        parts: Sequence[Buffer],
+        callback: Completion | None,
     ) -> None:
         self._endpoint(endpoint)
         head, body = self._split(parts)
@@ -386,7 +418,8 @@ class SmModule(ModuleBase):
         remote_handle: bytes,
         callback: Completion,
     ) -> None:
-        self._rdma(True, endpoint, local, remote_address, remote_handle, callback)
+        with self.lock:
+            self._rdma(True, endpoint, local, remote_address, remote_handle, callback)
 
     def get(
         self,
@@ -397,11 +430,16 @@ class SmModule(ModuleBase):
         remote_handle: bytes,
         callback: Completion,
     ) -> None:
-        self._rdma(False, endpoint, local, remote_address, remote_handle, callback)
+        with self.lock:
+            self._rdma(False, endpoint, local, remote_address, remote_handle, callback)
 
     # -- progress -------------------------------------------------------------
 
     def progress(self) -> int:
+        with self.lock:
+            return self._progress()
+
+    def _progress(self) -> int:
         transport = self.transport
         if transport.closed:
             return 0
@@ -410,17 +448,42 @@ class SmModule(ModuleBase):
             transport.disarm()
         # Each poll hands back the fragment of the message before it, and
         # the last (empty) poll the final one: no separate release call.
-        message = transport.poll()
+        try:
+            message = transport.poll()
+        except PeerFault as exc:
+            self.fault(exc)
+            message = self._poll_past_faults()
         if message is None:
             return self._flush() if self._queued else 0
         done = 0
         handle = self.handle
         while message is not None:
             done += handle(*message)
-            message = transport.poll()
+            try:
+                message = transport.poll()
+            except PeerFault as exc:
+                self.fault(exc)
+                message = self._poll_past_faults()
         if self._queued:
             done += self._flush()
         return done
+
+    def fault(self, exc: PeerFault) -> None:
+        """A peer broke the FIFO protocol or died mid-send: that peer's failure."""
+        endpoint = self._endpoints.get(exc.peer)
+        if endpoint is not None:
+            self.peer_lost(
+                endpoint, PeerFailed(f"btl sm: rank {exc.peer}: {exc.strerror}", rank=exc.peer)
+            )
+        else:
+            self.log.error("sm receive FIFO entry dropped", why=exc.strerror)
+
+    def _poll_past_faults(self) -> tuple[int, int, memoryview] | None:
+        while True:
+            try:
+                return self.transport.poll()
+            except PeerFault as exc:
+                self.fault(exc)
 
     def handle(self, source: int, tag: int, data: memoryview) -> int:
         """Act on one message taken off the FIFO; 1 if it counts as progress."""
@@ -450,6 +513,10 @@ class SmModule(ModuleBase):
         return lane
 
     def wait_fds(self) -> list[int]:
+        with self.lock:
+            return self._wait_fds()
+
+    def _wait_fds(self) -> list[int]:
         """Arms the wake pipe: call it right before each sleep (as the p2p engine does)."""
         if self.transport.closed:
             return []

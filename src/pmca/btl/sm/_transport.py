@@ -1,10 +1,17 @@
 """Typed view of libpmca_btl_sm.so: one process's segment and its peers.
 
 The library is opened by the component loader (so that a dso-mode ``sm``
-really unloads it); this wrapper only receives the handle.  Operations on
-the process-local context are called with the GIL held (``PYFUNCTYPE``),
-which serialises them without a lock; ``wait`` and the CMA copies release
-it, since they may block or move many bytes.
+really unloads it); this wrapper only receives the handle.  Most operations
+are called with the GIL held (``PYFUNCTYPE``); ``wait``, the CMA copies and
+``lane_receive_into`` release it, since they may block or move many bytes.
+The GIL is not what makes the context safe: callers serialise every
+operation on one transport, and the handling of what :meth:`Transport.poll`
+delivered, with one lock (the sm module's, see ``_module.py``).
+
+Peers' segments are not trusted (see ``sm.h``): an entry of a peer that
+names no fragment of it, or a producer that died holding the FIFO's head,
+is reported as that peer's fault (:class:`PeerFault`), never a crash or a
+hang.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import attrs
 from ..._records import FrozenValue
 from ._defaults import LIBRARY_NAME, library_path
 
-ABI = 1
+ABI = 2
 FRAGMENT_HEADER_BYTES = 64
 #: The message layer's match header that lanes write and read (pmca.p2p._protocol.MATCH).
 MATCH_HEADER_BYTES = 24
@@ -30,6 +37,33 @@ _VIA = {1: "pidfd_getfd", 2: "/proc/<pid>/fd"}
 
 class TransportError(OSError):
     """A transport operation failed; the message names the peer and the call."""
+
+
+class PeerFault(TransportError):
+    """Peer :attr:`peer` broke the protocol or died mid-send; its entry was dropped."""
+
+    def __init__(self, code: int, message: str, peer: int) -> None:
+        super().__init__(code, message)
+        self.peer = peer
+
+
+def fault(status: int, source: int) -> PeerFault | None:
+    """The :class:`PeerFault` a receive status reports about ``source``, if it is one."""
+    if status == -errno.EOWNERDEAD:
+        return PeerFault(
+            errno.EOWNERDEAD,
+            f"sm peer {source} died between claiming a cell of this process's receive FIFO "
+            "and filling it (the cell was skipped)",
+            source,
+        )
+    if status == -errno.EBADMSG:
+        return PeerFault(
+            errno.EBADMSG,
+            f"sm peer {source} queued an entry that names no fragment of its segment, or a "
+            "fragment with an impossible length or tag (dropped)",
+            source,
+        )
+    return None
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -147,6 +181,8 @@ _PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...], bool]] = {
     "pmca_sm_set_lane_spin": (None, (_ptr, _u64), True),
     "pmca_sm_block_lanes": (None, (_ptr, _int), True),
     "pmca_sm_match_header_size": (_u32, (), True),
+    "pmca_sm_attach_problem": (ctypes.c_char_p, (_ptr,), True),
+    "pmca_sm_claim_only": (_int, (_ptr, _u32), True),
 }
 
 
@@ -316,11 +352,13 @@ class Transport:
         )
         if status != 0:
             code = -status
-            reason = (
-                "what is mapped there is not a pmca sm segment of this version"
-                if code == errno.EPROTO
-                else os.strerror(code)
-            )
+            if code == errno.EPROTO:
+                reason = "what is mapped there is not a pmca sm segment of this version"
+            elif code == errno.EBADMSG:
+                problem = bytes(self._fn.attach_problem(self._ctx) or b"").decode()
+                reason = f"its segment's layout cannot be trusted: {problem}"
+            else:
+                reason = os.strerror(code)
             raise TransportError(
                 code,
                 f"cannot map the sm segment of peer {ident} "
@@ -373,10 +411,19 @@ class Transport:
             return d.source, d.tag, self._views[d.source][d.offset : d.offset + d.length]
         if status == 0:
             return None
-        raise _error(-status, "sm receive FIFO holds an entry that names no peer fragment")
+        raise fault(status, self._delivery.source) or _error(
+            -status, "sm receive FIFO holds an entry that names no peer"
+        )
 
     def release(self) -> None:
         self._fn.release(self._ctx)
+
+    def claim_only(self, ident: int) -> None:
+        """Claim a cell of peer ``ident``'s FIFO and never fill it, as a producer killed
+        mid-send leaves it (for tests of the reader; send nothing afterwards)."""
+        status = self._fn.claim_only(self._ctx, ident)
+        if status != 0:
+            raise _error(-status, f"cannot claim a FIFO cell of sm peer {ident}")
 
     def segment(self, ident: int) -> memoryview | None:
         """Peer ``ident``'s mapped segment (``None`` once detached)."""
@@ -481,11 +528,13 @@ class Transport:
 
 __all__ = [
     "LIBRARY_NAME",
+    "PeerFault",
     "SegmentAddress",
     "Transport",
     "TransportConfig",
     "TransportError",
     "buffer_address",
     "buffer_pointer",
+    "fault",
     "library_path",
 ]

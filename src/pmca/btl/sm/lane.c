@@ -78,14 +78,14 @@ static uint64_t now_ns(void)
 /* Poll our FIFO for up to `ns` nanoseconds: 1 when a message waits. */
 static int spin(struct sm_ctx *ctx, uint64_t ns)
 {
-    if (pmca_sm_fifo_ready(ctx->self))
+    if (pmca_sm_fifo_ready(ctx))
         return 1;
     if (ns == 0)
         return 0;
     uint64_t deadline = now_ns() + ns;
     for (uint32_t i = 1;; i++) {
         sm_cpu_relax();
-        if (pmca_sm_fifo_ready(ctx->self))
+        if (pmca_sm_fifo_ready(ctx))
             return 1;
         if ((i & 63) == 0 && now_ns() >= deadline)
             return 0;

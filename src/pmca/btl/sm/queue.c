@@ -24,26 +24,45 @@ static struct sm_frag *fragment_alloc(struct sm_ctx *ctx, uint64_t bytes)
     return NULL; /* every pool that fits is busy: wait for receivers */
 }
 
-/* Push `value` into `h`'s FIFO; 0, or -EAGAIN when it is full. */
-static int fifo_push(struct sm_header *h, uint64_t value)
+/* Claim a cell of `peer`'s FIFO and publish `value` in it; 0, or -EAGAIN
+ * when it is full.  The claim is announced in our own header first, so that
+ * if we die between claiming and publishing, the reader knows whose cell it
+ * waits on (see skip_dead_claim). */
+static int fifo_claim(struct sm_ctx *ctx, struct sm_peer *peer, uint32_t id, uint64_t value,
+                      int publish)
 {
-    struct sm_fifo_cell *cells = (struct sm_fifo_cell *)((char *)h + h->fifo_offset);
-    uint64_t mask = h->fifo_capacity - 1;
+    struct sm_header *h = peer->segment, *me = ctx->self;
+    struct sm_fifo_cell *cells = peer->cells;
+    uint64_t mask = peer->mask;
+    atomic_store_explicit(&me->claim_target, id, memory_order_relaxed);
     uint64_t position = atomic_load_explicit(&h->enqueue_position, memory_order_relaxed);
     for (;;) {
         struct sm_fifo_cell *cell = &cells[position & mask];
         uint64_t sequence = atomic_load_explicit(&cell->sequence, memory_order_acquire);
         int64_t difference = (int64_t)(sequence - position);
         if (difference == 0) {
+            atomic_store_explicit(&me->claim, position + 1, memory_order_seq_cst);
             if (atomic_compare_exchange_weak_explicit(&h->enqueue_position, &position,
-                                                      position + 1, memory_order_relaxed,
+                                                      position + 1, memory_order_seq_cst,
                                                       memory_order_relaxed)) {
+                if (!publish)
+                    return 0; /* what a producer killed right here leaves behind */
                 cell->value = value;
-                /* seq_cst orders the publication before the sleeper check. */
-                atomic_store_explicit(&cell->sequence, position + 1, memory_order_seq_cst);
-                return 0;
+                /* seq_cst orders the publication before the sleeper check.  A
+                 * CAS, not a store: a reader that judged us dead (a stale
+                 * claim of a dead producer naming the same cell) may have
+                 * skipped the cell; then the message goes again. */
+                uint64_t expected = position;
+                int published = atomic_compare_exchange_strong_explicit(
+                    &cell->sequence, &expected, position + 1, memory_order_seq_cst,
+                    memory_order_relaxed);
+                atomic_store_explicit(&me->claim, 0, memory_order_release);
+                if (published)
+                    return 0;
+                position = atomic_load_explicit(&h->enqueue_position, memory_order_relaxed);
             }
         } else if (difference < 0) {
+            atomic_store_explicit(&me->claim, 0, memory_order_release);
             return -EAGAIN;
         } else {
             position = atomic_load_explicit(&h->enqueue_position, memory_order_relaxed);
@@ -51,26 +70,68 @@ static int fifo_push(struct sm_header *h, uint64_t value)
     }
 }
 
-int pmca_sm_fifo_ready(struct sm_header *h)
+static int fifo_push(struct sm_ctx *ctx, struct sm_peer *peer, uint32_t id, uint64_t value)
 {
-    struct sm_fifo_cell *cells = (struct sm_fifo_cell *)((char *)h + h->fifo_offset);
-    uint64_t position = h->dequeue_position;
-    struct sm_fifo_cell *cell = &cells[position & (h->fifo_capacity - 1)];
+    return fifo_claim(ctx, peer, id, value, 1);
+}
+
+/* Claim a cell of peer `id`'s FIFO and leave it unpublished, as a producer
+ * killed between the two steps would (the tests' way to be that producer;
+ * the context must not send again).  0, -EAGAIN (full) or -ENOTCONN. */
+EXPORT int pmca_sm_claim_only(struct sm_ctx *ctx, uint32_t id)
+{
+    if (!ctx->peers || id >= ctx->slots || !ctx->peers[id].segment)
+        return -ENOTCONN;
+    return fifo_claim(ctx, &ctx->peers[id], id, 0, 0);
+}
+
+int pmca_sm_fifo_ready(const struct sm_ctx *ctx)
+{
+    uint64_t position = ctx->self->dequeue_position;
+    struct sm_fifo_cell *cell = &ctx->cells[position & ctx->mask];
     return atomic_load_explicit(&cell->sequence, memory_order_acquire) == position + 1;
 }
 
-static uint64_t fifo_pop(struct sm_header *h)
+static uint64_t fifo_pop(struct sm_ctx *ctx)
 {
-    struct sm_fifo_cell *cells = (struct sm_fifo_cell *)((char *)h + h->fifo_offset);
+    struct sm_header *h = ctx->self;
     uint64_t position = h->dequeue_position;
-    uint64_t mask = h->fifo_capacity - 1;
-    struct sm_fifo_cell *cell = &cells[position & mask];
+    struct sm_fifo_cell *cell = &ctx->cells[position & ctx->mask];
     if (atomic_load_explicit(&cell->sequence, memory_order_acquire) != position + 1)
         return 0;
     uint64_t value = cell->value;
-    atomic_store_explicit(&cell->sequence, position + mask + 1, memory_order_release);
+    atomic_store_explicit(&cell->sequence, position + ctx->mask + 1, memory_order_release);
     h->dequeue_position = position + 1;
     return value;
+}
+
+/* Our FIFO's head cell is claimed but not published: if the producer that
+ * claimed it has exited, skip the cell and return that producer's id, else
+ * UINT32_MAX (a live producer is about to publish it). */
+static uint32_t skip_dead_claim(struct sm_ctx *ctx)
+{
+    struct sm_header *h = ctx->self;
+    uint64_t position = h->dequeue_position;
+    if (atomic_load_explicit(&h->enqueue_position, memory_order_seq_cst) == position)
+        return UINT32_MAX; /* empty */
+    for (uint32_t id = 0; id < ctx->slots; id++) {
+        struct sm_header *producer = ctx->peers[id].segment;
+        if (id == ctx->id || !producer)
+            continue;
+        if (atomic_load_explicit(&producer->claim_target, memory_order_relaxed) != ctx->id ||
+            atomic_load_explicit(&producer->claim, memory_order_seq_cst) != position + 1 ||
+            pmca_sm_peer_alive(ctx, id))
+            continue;
+        struct sm_fifo_cell *cell = &ctx->cells[position & ctx->mask];
+        uint64_t expected = position;
+        if (!atomic_compare_exchange_strong_explicit(&cell->sequence, &expected,
+                                                     position + ctx->mask + 1,
+                                                     memory_order_seq_cst, memory_order_relaxed))
+            return UINT32_MAX; /* published after all */
+        h->dequeue_position = position + 1;
+        return id;
+    }
+    return UINT32_MAX;
 }
 
 static void wake(struct sm_ctx *ctx, struct sm_peer *peer)
@@ -116,8 +177,7 @@ int sm_send_parts(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const void *hea
         memcpy(payload, head, head_length);
     if (body_length)
         memcpy(payload + head_length, body, body_length);
-    struct sm_header *h = ctx->peers[id].segment;
-    if (fifo_push(h, encode(ctx->id, (uint64_t)((char *)f - (char *)ctx->self))) != 0) {
+    if (fifo_push(ctx, &ctx->peers[id], id, encode(ctx->id, (uint64_t)((char *)f - (char *)ctx->self))) != 0) {
         atomic_store_explicit(&f->state, FRAG_FREE, memory_order_relaxed);
         ctx->fifo_full++;
         return -EAGAIN;
@@ -141,33 +201,73 @@ void sm_release_delivered(struct sm_ctx *ctx)
     }
 }
 
-/* Take the next message (the previous delivery already handed back). */
+/* The pool of `peer` whose fragment starts at `offset`, or -1. */
+static int fragment_pool(const struct sm_peer *peer, uint64_t offset)
+{
+    for (int p = 0; p < POOLS; p++) {
+        const struct sm_pool_desc *d = &peer->pools[p];
+        if (offset >= d->offset && (offset - d->offset) / d->stride < d->count &&
+            (offset - d->offset) % d->stride == 0)
+            return p;
+    }
+    return -1;
+}
+
+/* Take the next message (the previous delivery already handed back).
+ * -EBADMSG: an entry of attached peer out->source names no fragment of it,
+ * or a fragment whose length or tag cannot be; -EOWNERDEAD: producer
+ * out->source died holding the FIFO's head cell (skipped).  Either way the
+ * entry is consumed and the next call goes on with the FIFO.  -EPROTO: an
+ * entry names no peer at all (out->source is UINT32_MAX). */
 int sm_take(struct sm_ctx *ctx, struct pmca_sm_delivery *out)
 {
     uint64_t value;
     uint32_t owner;
+    if (!ctx->peers)
+        return 0;
     for (;;) {
-        value = fifo_pop(ctx->self);
-        if (!value)
-            return 0;
+        value = fifo_pop(ctx);
+        if (!value) {
+            uint32_t dead = skip_dead_claim(ctx);
+            if (dead == UINT32_MAX)
+                return 0;
+            memset(out, 0, sizeof *out);
+            out->source = dead;
+            return -EOWNERDEAD;
+        }
         owner = (uint32_t)(value >> OFFSET_BITS) - 1;
-        if (!ctx->peers || owner >= ctx->slots)
+        if (owner >= ctx->slots) {
+            ctx->dropped++;
+            memset(out, 0, sizeof *out);
+            out->source = UINT32_MAX;
             return -EPROTO;
+        }
         if (ctx->peers[owner].segment)
             break;
         ctx->dropped++; /* sent before we detached its sender: nowhere to read it */
     }
+    const struct sm_peer *peer = &ctx->peers[owner];
     uint64_t offset = value & OFFSET_MASK;
-    if (offset + FRAG_HEADER_BYTES > ctx->peers[owner].size)
-        return -EPROTO;
-    struct sm_frag *f = (struct sm_frag *)((char *)ctx->peers[owner].segment + offset);
-    if (offset + FRAG_HEADER_BYTES + f->length > ctx->peers[owner].size)
-        return -EPROTO;
-    ctx->delivered = f;
-    ctx->received++;
+    memset(out, 0, sizeof *out);
     out->source = owner;
-    out->tag = f->tag;
-    out->length = f->length;
+    int pool = fragment_pool(peer, offset);
+    if (pool < 0) {
+        ctx->dropped++;
+        return -EBADMSG;
+    }
+    struct sm_frag *f = (struct sm_frag *)((char *)peer->segment + offset);
+    /* read once: the peer may change them while we look */
+    uint64_t length = atomic_load_explicit((_Atomic uint64_t *)&f->length, memory_order_relaxed);
+    uint32_t tag = atomic_load_explicit((_Atomic uint32_t *)&f->tag, memory_order_relaxed);
+    if (length > peer->pools[pool].stride - FRAG_HEADER_BYTES || tag > SM_TAG_LIMIT) {
+        ctx->dropped++;
+        return -EBADMSG;
+    }
+    ctx->delivered = f;
+    ctx->delivered_owner = owner;
+    ctx->received++;
+    out->tag = tag;
+    out->length = length;
     out->offset = offset + FRAG_HEADER_BYTES;
     return 1;
 }
@@ -185,7 +285,7 @@ EXPORT int pmca_sm_poll(struct sm_ctx *ctx, struct pmca_sm_delivery *out)
 EXPORT void pmca_sm_release(struct sm_ctx *ctx) { sm_release_delivered(ctx); }
 
 /* 1 if a message is waiting in our FIFO (cheap; no state changes). */
-EXPORT int pmca_sm_pending(const struct sm_ctx *ctx) { return pmca_sm_fifo_ready(ctx->self); }
+EXPORT int pmca_sm_pending(const struct sm_ctx *ctx) { return pmca_sm_fifo_ready(ctx); }
 
 /* Block until a message is waiting or `timeout_ns` passes (< 0: forever).
  * Spins `spins` times first, then sleeps on the futex.  Returns 1 if a
@@ -195,7 +295,7 @@ EXPORT int pmca_sm_wait(struct sm_ctx *ctx, int64_t timeout_ns, uint32_t spins)
 {
     struct sm_header *h = ctx->self;
     for (uint32_t i = 0; i < spins; i++) {
-        if (pmca_sm_fifo_ready(h))
+        if (pmca_sm_fifo_ready(ctx))
             return 1;
         sm_cpu_relax();
     }
@@ -212,7 +312,7 @@ EXPORT int pmca_sm_wait(struct sm_ctx *ctx, int64_t timeout_ns, uint32_t spins)
     for (;;) {
         uint32_t sequence = atomic_load_explicit(&h->wake_sequence, memory_order_seq_cst);
         atomic_fetch_add_explicit(&h->sleepers, 1, memory_order_seq_cst);
-        if (pmca_sm_fifo_ready(h)) {
+        if (pmca_sm_fifo_ready(ctx)) {
             atomic_fetch_sub_explicit(&h->sleepers, 1, memory_order_seq_cst);
             return 1;
         }
@@ -225,7 +325,7 @@ EXPORT int pmca_sm_wait(struct sm_ctx *ctx, int64_t timeout_ns, uint32_t spins)
                          (deadline.tv_nsec - now.tv_nsec);
             if (ns <= 0) {
                 atomic_fetch_sub_explicit(&h->sleepers, 1, memory_order_seq_cst);
-                return pmca_sm_fifo_ready(h);
+                return pmca_sm_fifo_ready(ctx);
             }
             left.tv_sec = ns / 1000000000;
             left.tv_nsec = ns % 1000000000;
@@ -233,7 +333,7 @@ EXPORT int pmca_sm_wait(struct sm_ctx *ctx, int64_t timeout_ns, uint32_t spins)
         }
         futex(&h->wake_sequence, FUTEX_WAIT, sequence, limit);
         atomic_fetch_sub_explicit(&h->sleepers, 1, memory_order_seq_cst);
-        if (pmca_sm_fifo_ready(h))
+        if (pmca_sm_fifo_ready(ctx))
             return 1;
     }
 }
@@ -251,7 +351,7 @@ EXPORT int pmca_sm_arm(struct sm_ctx *ctx)
 {
     drain_wake_pipe(ctx); /* a late write from an earlier wake-up */
     atomic_store_explicit(&ctx->self->armed, 1, memory_order_seq_cst);
-    if (!pmca_sm_fifo_ready(ctx->self))
+    if (!pmca_sm_fifo_ready(ctx))
         return 0;
     if (atomic_exchange_explicit(&ctx->self->armed, 0, memory_order_seq_cst)) {
         char one = 1;

@@ -16,6 +16,7 @@ static void unmap_peer(struct sm_peer *peer)
         close(peer->wake_fd);
     peer->segment = NULL;
     peer->size = 0;
+    peer->cells = NULL;
     peer->pidfd = -1;
     peer->wake_fd = -1;
     peer->pid = 0;
@@ -95,6 +96,8 @@ EXPORT struct sm_ctx *pmca_sm_create(const struct pmca_sm_config *config, int *e
     }
     ctx->self = base;
     ctx->self_size = size;
+    ctx->cells = (struct sm_fifo_cell *)((char *)base + fifo_offset);
+    ctx->mask = config->fifo_capacity - 1;
     struct sm_header *h = ctx->self;
     h->abi = SM_ABI;
     h->segment_size = size;
@@ -148,6 +151,10 @@ EXPORT int pmca_sm_bind(struct sm_ctx *ctx, uint32_t id, uint32_t slots)
     ctx->self->owner_id = id;
     peers[id].segment = ctx->self;
     peers[id].size = ctx->self_size;
+    peers[id].cells = ctx->cells;
+    peers[id].mask = ctx->mask;
+    for (int p = 0; p < POOLS; p++)
+        peers[id].pools[p] = ctx->pools[p].desc;
     peers[id].pid = ctx->self->owner_pid;
     for (int p = 0; p < POOLS; p++)
         for (uint32_t i = 0; i < ctx->pools[p].desc.count; i++)
@@ -189,6 +196,39 @@ static int open_peer_fd(int pidfd, int32_t pid, int32_t fd, int allow_getfd, int
     return local;
 }
 
+/* Check the layout a peer's segment of `size` bytes declares, and copy it
+ * into `peer`: NULL, or what is wrong.  Every sum is checked before it is
+ * formed, so nothing wraps. */
+static const char *check_layout(const struct sm_header *h, uint64_t size, struct sm_peer *peer)
+{
+    uint64_t capacity = h->fifo_capacity, fifo = h->fifo_offset;
+    if (capacity < 2 || (capacity & (capacity - 1)))
+        return "fifo_capacity is not a power of two >= 2";
+    if (fifo < HEADER_BYTES || fifo % CACHE_LINE || fifo > size ||
+        capacity > (size - fifo) / sizeof(struct sm_fifo_cell))
+        return "fifo_offset and fifo_capacity place the FIFO outside the segment";
+    uint64_t end = fifo + capacity * sizeof(struct sm_fifo_cell);
+    for (int p = 0; p < POOLS; p++) {
+        struct sm_pool_desc d = h->pools[p];
+        if (d.stride < FRAG_HEADER_BYTES || d.stride % CACHE_LINE || d.count == 0)
+            return "a fragment pool has a bad stride or no fragment";
+        if (d.offset < end || d.offset % CACHE_LINE || d.offset > size ||
+            d.count > (size - d.offset) / d.stride)
+            return "a fragment pool lies outside the segment or over the FIFO";
+        end = d.offset + (uint64_t)d.count * d.stride;
+        peer->pools[p] = d;
+    }
+    peer->cells = (struct sm_fifo_cell *)((char *)h + fifo);
+    peer->mask = capacity - 1;
+    return NULL;
+}
+
+/* Why the last pmca_sm_attach refused a segment (a static string), or "". */
+EXPORT const char *pmca_sm_attach_problem(const struct sm_ctx *ctx)
+{
+    return ctx->problem ? ctx->problem : "";
+}
+
 /* Map peer `id`'s segment, published as (pid, fd, size).  Returns 0, or a
  * negative errno: -EPROTO if what we mapped is not a pmca sm segment of
  * this ABI owned by that pid and id. */
@@ -221,12 +261,15 @@ EXPORT int pmca_sm_attach(struct sm_ctx *ctx, uint32_t id, int32_t pid, int32_t 
     else if ((base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, local, 0)) == MAP_FAILED)
         status = -errno;
     close(local); /* the mapping keeps the memfd alive */
+    ctx->problem = NULL;
     if (status == 0) {
         struct sm_header *h = base;
         /* owner_id is not checked: the owner may not have bound it yet */
         if (h->magic != SM_MAGIC || h->abi != SM_ABI || h->owner_pid != pid ||
             h->segment_size != size)
             status = -EPROTO;
+        else if ((ctx->problem = check_layout(h, size, peer)) != NULL)
+            status = -EBADMSG;
     }
     int wake_how = 0;
     int wake_local = status == 0 ? open_peer_fd(pidfd, pid, wake_fd, allow_getfd, &wake_how) : -1;
@@ -264,15 +307,13 @@ static void reclaim_fragments(struct sm_ctx *ctx, uint32_t id)
     }
 }
 
-EXPORT int pmca_sm_peer_alive(const struct sm_ctx *ctx, uint32_t id);
-
 EXPORT int pmca_sm_detach(struct sm_ctx *ctx, uint32_t id)
 {
     if (!ctx->peers || id >= ctx->slots || id == ctx->id)
         return -EINVAL;
     if (!ctx->peers[id].segment)
         return -ENOENT;
-    if (ctx->delivered && ctx->delivered->source == id)
+    if (ctx->delivered && ctx->delivered_owner == id)
         ctx->delivered = NULL; /* its memory is going away; nothing to hand back */
     int dead = !pmca_sm_peer_alive(ctx, id);
     unmap_peer(&ctx->peers[id]);

@@ -18,10 +18,22 @@
  * receive path takes a lock or makes a system call unless the receiver is
  * asleep.
  *
- * Process-local state (the context) is not thread-safe by itself: the
- * Python side calls every context operation with the GIL held, which
- * serialises them.  The operations that may block or copy a lot (wait, CMA)
- * touch no mutable context state and run with the GIL released.
+ * Process-local state (the context) is not thread-safe by itself, and a
+ * delivery stays valid only until the next poll: the caller serialises
+ * every context operation, and the handling of what it delivered, with one
+ * lock (the sm module's, which the bml shares; see _module.py).  The GIL
+ * does not: pmca_sm_lane_receive_into runs without it and changes the
+ * context.  pmca_sm_wait and pmca_sm_cma only read fields set at creation
+ * and may run concurrently with anything.
+ *
+ * Peers' memory is not trusted.  Every offset and length a peer's segment
+ * holds is checked once, at attach, and copied into the context; what
+ * peers write at run time (FIFO entries, fragment lengths) is read once and
+ * checked against those copies before use.  A bad entry is that peer's
+ * failure (-EBADMSG, the peer named in the delivery), never a wild access.
+ * A producer that dies between claiming a FIFO cell and publishing it left
+ * its claim in its own header: the reader skips that cell and reports the
+ * producer's failure (-EOWNERDEAD) instead of waiting behind it forever.
  */
 #ifndef PMCA_BTL_SM_H
 #define PMCA_BTL_SM_H
@@ -57,7 +69,7 @@ static inline void sm_cpu_relax(void)
 }
 
 #define SM_MAGIC 0x316d735f61636d70ULL /* "pmca_sm1" little-endian */
-#define SM_ABI 1
+#define SM_ABI 2
 #define CACHE_LINE 64
 #define HEADER_BYTES 4096
 #define FRAG_HEADER_BYTES 64
@@ -96,6 +108,10 @@ struct sm_header {
     _Atomic uint32_t sleepers;
     _Atomic uint32_t closing;
     _Atomic uint32_t armed; /* the owner sleeps in select() on its wake pipe */
+    /* The FIFO cell this process (as a producer) claimed and has not yet
+     * published: position + 1 in receiver claim_target's FIFO, 0 if none. */
+    _Alignas(CACHE_LINE) _Atomic uint64_t claim;
+    _Atomic uint32_t claim_target;
 };
 
 struct sm_frag {
@@ -116,6 +132,10 @@ _Static_assert(sizeof(struct sm_frag) == FRAG_HEADER_BYTES, "fragment header siz
 struct sm_peer {
     struct sm_header *segment;
     uint64_t size;
+    /* The segment's layout, checked at attach and never read from it again. */
+    struct sm_fifo_cell *cells;
+    uint64_t mask;
+    struct sm_pool_desc pools[POOLS];
     int pidfd;
     int wake_fd; /* the peer's wake pipe, or -1 */
     int32_t pid;
@@ -135,7 +155,11 @@ struct sm_ctx {
     uint32_t slots; /* peers[] length: ids are < slots */
     struct sm_peer *peers;
     struct sm_pool pools[POOLS];
+    struct sm_fifo_cell *cells; /* our FIFO, as we laid it out */
+    uint64_t mask;
+    const char *problem; /* why the last attach refused a segment */
     struct sm_frag *delivered; /* handed to the caller by the last poll */
+    uint32_t delivered_owner;  /* whose segment holds it */
     uint64_t sent, received, fifo_full, no_fragment, wakeups, dropped;
     uint64_t lane_sent, lane_received; /* of sent/received: through a lane (lane.c) */
     uint64_t lane_spin_ns; /* how long a lane receive polls the FIFO (lane.c) */
@@ -219,13 +243,17 @@ static inline int futex(_Atomic uint32_t *word, int op, uint32_t value, const st
 }
 
 static inline uint64_t round_up(uint64_t value, uint64_t to) { return (value + to - 1) / to * to; }
-/* queue.c: 1 if a message waits in the FIFO of segment `h`. */
-int pmca_sm_fifo_ready(struct sm_header *h);
+/* queue.c: 1 if a message waits in our FIFO (reads creation-time fields only). */
+int pmca_sm_fifo_ready(const struct sm_ctx *ctx);
+/* The largest active-message tag a fragment may carry (btl TAG_MAX + sm's internal tags). */
+#define SM_TAG_LIMIT 0x1ff
 /* queue.c, shared with lane.c (see pmca_sm_send and pmca_sm_poll). */
 int sm_send_parts(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const void *head,
                   uint64_t head_length, const void *body, uint64_t body_length);
 int sm_take(struct sm_ctx *ctx, struct pmca_sm_delivery *out);
 void sm_release_delivered(struct sm_ctx *ctx);
+/* segment.c: 1 while peer `id` runs. */
+EXPORT int pmca_sm_peer_alive(const struct sm_ctx *ctx, uint32_t id);
 /* cma.c: see pmca_sm_cma. */
 int64_t pmca_sm_cma(int32_t pid, int write, uint64_t local, uint64_t remote, uint64_t length);
 
