@@ -65,7 +65,7 @@ def test_contradictory_limits_are_refused_at_init_naming_them(pmca_env) -> None:
         ("btl_self_exclusivity", -1, "expected 0 to 2147483647"),
         ("btl_sm_eager_limit", 0, "expected 1 to 1073741824 bytes"),
         ("btl_sm_eager_limit", 65536, "= 65536 exceeds btl_sm_max_send_size = 32768"),
-        ("btl_tcp_bulk_chunk", 1, "expected 0 or 4096 to 2147483647 bytes"),
+        ("btl_tcp_bulk_chunk", 1, "expected 0 or 1024 to 2147483647 bytes"),
         ("btl_base_wait_spin", "-inf", "expected 0 to 604800 s"),
         ("btl_base_wait_spin", "\u0663", "not a floating-point number (ASCII digits)"),
         ("rcache_grdma_pending_max", 0, "expected 1 to 2147483647"),

@@ -86,9 +86,9 @@ class TcpComponent(Component):
             level=5,
             help="Pacing of large bodies: written at most this many bytes per system call "
             "and, on loopback, read once this many bytes (or the rest) are waiting; 0 "
-            "writes and reads whatever the socket takes (else at least 4 KiB: one system "
+            "writes and reads whatever the socket takes (else at least 1 KiB: one system "
             "call per byte would crawl)",
-            **within(4096, MAX_INT32, "bytes", or_zero=True),
+            **within(1024, MAX_INT32, "bytes", or_zero=True),
         )
         for name, default, (least, most), unit, what in _KEEPALIVE:
             params.register(
