@@ -53,8 +53,9 @@ def test_malformed_entries_name_the_rank(blob: bytes, message: str) -> None:
 def test_foreign_tcp_address_is_rejected() -> None:
     with pytest.raises(ModexError, match="rank 2 is not a pmca tcp address"):
         _wire.unpack_address(2, b"HTTP/1.1 200 OK")
-    good = _wire.pack_address(_wire.TcpAddress(b"n" * 8, 1234, ("127.0.0.1",)))
-    assert _wire.unpack_address(0, good).port == 1234
+    listening = (_wire.Listening("127.0.0.1", 8, 1234), _wire.Listening("fd00::1", 64, 99))
+    good = _wire.pack_address(_wire.TcpAddress(b"n" * 8, listening))
+    assert _wire.unpack_address(0, good) == _wire.TcpAddress(b"n" * 8, listening)
     with pytest.raises(ModexError, match="malformed"):
         _wire.unpack_address(1, good[:-2])
 

@@ -93,6 +93,13 @@ def build_parser(*, doctor_options: bool = True) -> argparse.ArgumentParser:
     _info.add_arguments(info)
     info.set_defaults(handler=_info.run, prog=info.prog, command_parser=info)
 
+    stats = commands.add_parser("stats", help="performance variables of running pmca processes")
+    if doctor_options:  # like doctor's: not imported for a plain pmca info
+        from . import _stats
+
+        _stats.add_arguments(stats)
+        stats.set_defaults(handler=_stats.run, prog=stats.prog, command_parser=stats)
+
     doctor = commands.add_parser(
         "doctor", help="run the machinery on this machine and report what works"
     )

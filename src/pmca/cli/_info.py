@@ -65,6 +65,7 @@ examples:
   pmca info -t bool -l 9             every boolean parameter
   pmca info --path all --arch        where pmca lives, what it runs on
   pmca info --mca memory ^none --param memory all
+  pmca info --pvars --json           every performance variable as JSON
 """
 
 
@@ -166,6 +167,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-c", "--config", action="store_true", help="show how pmca was built and what it runs on"
     )
     parser.add_argument("--hostname", action="store_true", help="show the host name")
+    parser.add_argument(
+        "--pvars",
+        action="store_true",
+        help="list the performance variables (class, unit, level, binding) up to --level "
+        "(default: 9); readable, --parsable or --json (schema 'pmca-info-pvars' v1)",
+    )
 
 
 def _mca_values(pairs: Sequence[Sequence[str]]) -> dict[str, str]:
@@ -249,6 +256,13 @@ def produce(args: argparse.Namespace, *, width: int | None = None) -> str:
     given = _mca_values(args.mca)
     isolate = bool(getattr(args, "isolate", False))
     with Session(mca=given, frameworks=[]), inventory(isolate=isolate) as entries:
+        if args.pvars:
+            from ._info_pvars import listed, render_pvars
+
+            level = args.level if args.level is not None else 9
+            return render_pvars(
+                listed(level), parsable=args.parsable, as_json=args.json, width=width
+            )
         space = RUNTIME.params
         report = Report.build(entries, RUNTIME.catalog.failures, space)
         report.check(view.selectors)

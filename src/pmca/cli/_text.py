@@ -22,6 +22,7 @@ from attrs import frozen
 
 from .._version import __version__
 from ..mca._failures import ComponentFailure
+from ..mca._pvars import PVar
 from ..mca.params import Param, ParamSpace, Synonym, format_parsable, format_readable
 from ..runtime import ComponentEntry, FrameworkEntry
 from ..runtime._failures import FrameworkFailure
@@ -200,6 +201,10 @@ class Readable:
             f"{len(failed)} ({', '.join(failed)}); 'pmca info --show-failed' shows why",
         )
 
+    def pvar(self, pvar: PVar) -> None:
+        self._out(f"pvar {pvar.name}", pvar_summary(pvar))
+        self._more(pvar.description)
+
     def lines(self, width: int | None = None) -> list[str]:
         """The rows laid out; values wrapped at ``width`` columns if given (a terminal)."""
         center = max([CENTER, *(len(label) for label, _ in self.rows)])
@@ -219,6 +224,26 @@ class Readable:
             out.append((first + pieces[0]).rstrip())
             out.extend((indent + piece).rstrip() for piece in pieces[1:])
         return out
+
+
+def pvar_fields(pvar: PVar) -> list[tuple[str, str]]:
+    """A pvar's fields as text, in the order every output format lists them."""
+    flags = [f.name.lower() for f in type(pvar.flags) if f in pvar.flags and f.name]
+    return [
+        ("class", pvar.klass.value),
+        ("type", pvar.type),
+        ("unit", pvar.unit),
+        ("level", str(pvar.level)),
+        ("binding", pvar.binding.value),
+        ("flags", ",".join(flags)),
+        ("description", pvar.description),
+    ]
+
+
+def pvar_summary(pvar: PVar) -> str:
+    bound = "" if pvar.binding.value == "none" else f", per {pvar.binding.value}"
+    unit = f" ({pvar.unit})" if pvar.unit else ""
+    return f"{pvar.klass.value}{unit}, level {pvar.level}{bound}"
 
 
 # -- parsable -----------------------------------------------------------------
@@ -296,6 +321,10 @@ class Parsable:
 
     def summary(self, failed: Sequence[str]) -> None:
         """Nothing: every failure already has its ``failed`` line."""
+
+    def pvar(self, pvar: PVar) -> None:
+        key = f"pvar:{pvar.name}"
+        self.out.extend(plain(f"{key}:{field}", value) for field, value in pvar_fields(pvar))
 
     def lines(self) -> list[str]:
         return list(self.out)

@@ -21,14 +21,18 @@ if TYPE_CHECKING:
         SessionError,
         StaleReferenceError,
     )
+    from ._events import EventRegistration, EventType, Safety
     from ._failures import ComponentFailure
     from ._framework import Alias, ComponentRef, Framework, FrameworkBase
     from ._loader import LoadMode, NativeLibrary
     from ._markers import hookimpl, hookspec
     from ._open import OpenFramework
+    from ._pvar_session import PVarHandle, PVarSession
+    from ._pvars import Binding, PVar, PVarClass, PVarError, PVarFlag, PVarRegistry
 
 __all__ = [
     "Alias",
+    "Binding",
     "Component",
     "ComponentContext",
     "ComponentError",
@@ -37,6 +41,8 @@ __all__ = [
     "ComponentParams",
     "ComponentRef",
     "ComponentWarning",
+    "EventRegistration",
+    "EventType",
     "Framework",
     "FrameworkBase",
     "FrameworkError",
@@ -46,8 +52,16 @@ __all__ = [
     "NativeLibrary",
     "NotAvailable",
     "OpenFramework",
+    "PVar",
+    "PVarClass",
+    "PVarError",
+    "PVarFlag",
+    "PVarHandle",
+    "PVarRegistry",
+    "PVarSession",
     "PmcaError",
     "Query",
+    "Safety",
     "SelectionError",
     "SessionError",
     "StaleReferenceError",
@@ -72,6 +86,9 @@ _TARGETS = {
     "SessionError": "._errors:SessionError",
     "StaleReferenceError": "._errors:StaleReferenceError",
     "ComponentFailure": "._failures:ComponentFailure",
+    "EventRegistration": "._events:EventRegistration",
+    "EventType": "._events:EventType",
+    "Safety": "._events:Safety",
     "Alias": "._framework:Alias",
     "ComponentRef": "._framework:ComponentRef",
     "Framework": "._framework:Framework",
@@ -82,6 +99,14 @@ _TARGETS = {
     "hookspec": "._markers:hookspec",
     "ComponentInfo": "._component_info:ComponentInfo",
     "OpenFramework": "._open:OpenFramework",
+    "PVarHandle": "._pvar_session:PVarHandle",
+    "PVarSession": "._pvar_session:PVarSession",
+    "Binding": "._pvars:Binding",
+    "PVar": "._pvars:PVar",
+    "PVarClass": "._pvars:PVarClass",
+    "PVarError": "._pvars:PVarError",
+    "PVarFlag": "._pvars:PVarFlag",
+    "PVarRegistry": "._pvars:PVarRegistry",
 }
 
 if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all

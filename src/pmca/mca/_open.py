@@ -24,6 +24,7 @@ from ._component import Component, Query, check_api, make_component
 from ._context import ComponentContext, FrameworkHost, FrameworkParams
 from ._discovery import Candidate, Discovered, EntryPointIndex, discover_components
 from ._errors import ComponentWarning, FrameworkError, NotAvailable, warn_user
+from ._events import component_failed, component_selected
 from ._framework import Framework, FrameworkBase
 from ._lifecycle import ComponentLifecycle
 from ._load_errors import show_load_errors_matches
@@ -457,6 +458,7 @@ class OpenFramework:
         for loaded in self.loaded:
             if loaded in kept:
                 self.pm.attach(loaded.component)
+                component_selected(self.name, loaded.component.name, loaded.priority)
         self.loaded = keep
         self._report_declined()
 
@@ -592,6 +594,7 @@ class OpenFramework:
             error=error,
         )
         self.failures.append(failure)
+        component_failed(self.name, candidate.name, hook, error)
         setting = str(self.host.params.value("mca_base_component_show_load_errors"))
         if show_load_errors_matches(setting, self.name, candidate.name):
             self.log.error("component failed and was skipped", failure=str(failure))

@@ -61,7 +61,14 @@ if TYPE_CHECKING:
     from ._stats import DeliveryStats, stats
     from ._ucm import UcmSource, ucm_source
     from ._ucm_status import UcmStatus
-    from ._watch import Overwrite, check_address, check_overwrites, on_overwrite, overwrites_found
+    from ._watch import (
+        Overwrite,
+        check_address,
+        check_overwrites,
+        on_overwrite,
+        overwrites_detected,
+        overwrites_found,
+    )
 
 # Every name is imported at first use: a session imports the backend and the
 # pieces its components call, not the dispatcher, the overwrite watch or the
@@ -83,7 +90,9 @@ _MODULES = {
     "._stats": "DeliveryStats stats",
     "._ucm": "UcmSource ucm_source",
     "._ucm_status": "UcmStatus",
-    "._watch": "Overwrite check_address check_overwrites on_overwrite overwrites_found",
+    "._watch": (
+        "Overwrite check_address check_overwrites on_overwrite overwrites_detected overwrites_found"
+    ),
 }
 _TARGETS = {
     name: f"{module}:{name}" for module, names in _MODULES.items() for name in names.split()
@@ -127,6 +136,7 @@ __all__ = [
     "dispatcher",
     "foreign_patches",
     "on_overwrite",
+    "overwrites_detected",
     "overwrites_found",
     "self_test",
     "stats",

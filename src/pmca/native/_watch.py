@@ -55,6 +55,13 @@ Watcher = Callable[[Overwrite], object]
 
 _lock = threading.Lock()
 _watchers: list[Watcher] = []
+#: Overwrites of pmca's patches noticed in this process (the pvar reads it).
+_detected = [0]
+
+
+def overwrites_detected() -> int:
+    """How many times an overwrite of pmca's patches was noticed in this process."""
+    return _detected[0]
 
 
 class _Checking(threading.local):
@@ -146,6 +153,7 @@ def overwrites_found(mask: int) -> Overwrite:
 
 
 def _react(mask: int) -> Overwrite:
+    _detected[0] += 1
     symbols = tuple(s for i, s in enumerate(SYMBOLS) if mask & (1 << i))
     overwrite = Overwrite(
         symbols=symbols,

@@ -32,6 +32,7 @@ from ._checks import check_rank, check_tag
 from ._matching import ANY_SOURCE, Posted, Unexpected
 from ._placing import Placing
 from ._probing import Probing
+from ._pvars import queued, register_engine
 from ._requests import Request, TruncationError, truncation
 from ._routes import open_lanes, stripes
 
@@ -101,11 +102,15 @@ class P2p(Placing, Blocking, Probing):
         self._stash: list[dict[int, tuple[int, bytes]]] = [{} for _ in range(size)]
         self._posted: Posted[Request] = Posted()
         self._unexpected: Unexpected[_Incoming] = Unexpected()
+        #: Messages ever queued as unexpected, and the most waiting at once (pvars).
+        self.unexpected_total = 0
+        self.unexpected_peak = 0
         self._sends: dict[int, Request] = {}
         self._fragments: dict[int, _Fragments] = {}
         self._pending: dict[int, Request] = {}
         self._ids = itertools.count(1)
         self._closed = False
+        register_engine(self)
         self._spin = 0.05
         self._yield_when_idle = False
         self._registered: list[Any] = []
@@ -391,6 +396,11 @@ class P2p(Placing, Blocking, Probing):
         else:
             self._log.error("unknown p2p message kind; dropped", kind=kind, source=source)
 
+    def queue_lengths(self) -> tuple[int, int]:
+        """Receives posted and unmatched, and unexpected messages waiting (pvars)."""
+        posted = queued(self._posted.streams.values()) + len(self._posted.wild)
+        return posted, len(self._unexpected)
+
     def _drain_stash(self, source: int) -> None:
         """Match the messages from ``source`` that arrived early and are now next."""
         stash = self._stash[source]
@@ -429,6 +439,10 @@ class P2p(Placing, Blocking, Probing):
             self._match(request, incoming)
             return
         self._unexpected.add(incoming)
+        self.unexpected_total += 1
+        waiting = len(self._unexpected)
+        if waiting > self.unexpected_peak:
+            self.unexpected_peak = waiting
 
     def _deliver_eager(
         self, request: Request, payload: memoryview | bytes | bytearray, size: int

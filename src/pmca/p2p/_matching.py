@@ -156,6 +156,9 @@ class Unexpected(_Queues[Entry]):
     def __bool__(self) -> bool:
         return bool(self._arrivals)
 
+    def __len__(self) -> int:
+        return len(self._arrivals)
+
     def add(self, entry: Entry) -> None:
         self._number(entry)
         self._arrivals[entry.order] = entry

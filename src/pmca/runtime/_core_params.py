@@ -189,6 +189,19 @@ def register_core_params(space: ParamSpace) -> None:
     space.register(
         "pmca",
         "base",
+        "live_view",
+        type=str,
+        default="auto",
+        help="Let other processes of the same user read this process's performance "
+        "variables (pmca stats PID) through a Unix socket in $XDG_RUNTIME_DIR/pmca, or "
+        "/tmp/pmca-UID (mode 0700) without it: 'auto' (only under a launcher: mpirun, "
+        "mpiexec, srun), 'on' or 'off'",
+        level=3,
+        **one_of("auto", "on", "off"),
+    )
+    space.register(
+        "pmca",
+        "base",
         "world_verbose",
         type=int,
         default=0,

@@ -6,14 +6,18 @@ import atexit
 import enum
 import os
 import sys
+import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .._interrupts import deferred_interrupts
-from ..mca._errors import FrameworkError, SessionError
+from ..mca._errors import FrameworkError, PmcaError, SessionError
+from ..mca._events import EVENTS, EventCallback, EventRegistration, EventType, Safety
 from ..mca._open import OpenFramework
+from ..mca._pvar_session import PVarSession
+from ..mca._pvars import REGISTRY, PVar, PVarClass, PVarFlag
 from ..mca.params import ParamError
 from ..runtime._domains import FinalizeDomain
 from ..runtime._runtime import RUNTIME, TRANSITION_WAIT, Runtime
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
     from ..p2p._attach import DataPath
     from ..world import World
     from ._data import DataPathSlot
+    from ._live import LiveView
 
 
 def _checked_mca(mca: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -64,6 +69,29 @@ def _checked_frameworks(frameworks: Sequence[str] | None) -> list[str] | None:
         if not isinstance(name, str):
             raise TypeError(f"Session(frameworks=...): {name!r} is not a framework name (a string)")
     return names
+
+
+#: Seconds spent in every session's init and finalize in this process (TIMER pvars).
+_TIMES = {"init": 0.0, "finalize": 0.0}
+
+
+def _timer(which: str) -> Callable[[object], float]:
+    return lambda _obj: _TIMES[which]
+
+
+for _which in _TIMES:
+    REGISTRY.register(
+        "pmca",
+        "session",
+        f"{_which}_time",
+        PVarClass.TIMER,
+        _timer(_which),
+        unit="seconds",
+        type="float",
+        level=4,
+        flags=PVarFlag.CONTINUOUS,
+        description=f"Seconds spent in pmca.Session.{_which}() in this process",
+    )
 
 
 class _State(enum.Enum):
@@ -128,6 +156,7 @@ class Session:
     # completes first, and in both cases the KeyboardInterrupt follows.
 
     def init(self) -> Self:
+        started = time.perf_counter()
         try:
             self._init()
         except BaseException:
@@ -138,6 +167,8 @@ class Session:
                     self._interrupted = True
                     self._finalize_locked()
             raise
+        finally:
+            _TIMES["init"] += time.perf_counter() - started
         return self
 
     def _init(self) -> None:
@@ -169,6 +200,8 @@ class Session:
                 raise
             self._state = _State.ACTIVE
             runtime.live.append(self)
+            if runtime.sessions == 1:
+                _open_live_view(runtime)
 
     def _build_world(self) -> None:
         """The world named by ``world=`` or ``pmca_base_world``, built now and
@@ -204,8 +237,10 @@ class Session:
         raised afterwards. When an interrupt ended the previous init or
         finalize, calling it again is harmless.
         """
+        started = time.perf_counter()
         try:
             errors = self._finalize()
+            _TIMES["finalize"] += time.perf_counter() - started
             fatal = [e for e in errors if not isinstance(e, Exception)]
             if fatal:
                 raise fatal[0]
@@ -250,6 +285,8 @@ class Session:
                 errors.append(exc)
         if self in runtime.live:
             runtime.live.remove(self)
+        if runtime.sessions == 0:
+            _close_live_view()
         self._state = _State.FINALIZED
         return errors
 
@@ -384,12 +421,61 @@ class Session:
         self._require_active()
         return self._runtime.params.set(name, value)
 
+    # -- performance variables (MPI_T) --------------------------------------------
+
+    def pvars(self) -> list[PVar]:
+        """Every performance variable registered in this process, by name."""
+        self._require_active()
+        return REGISTRY.pvars()
+
+    def pvar_session(self) -> PVarSession:
+        """A new pvar session: ``ps.handle(name, obj=None)`` gives start/stop/read handles."""
+        self._require_active()
+        return PVarSession(REGISTRY)
+
+    def event_types(self) -> list[EventType]:
+        """Every event type declared in this process (name, fields, level), by name."""
+        self._require_active()
+        return EVENTS.types()
+
+    def register_event(
+        self, name: str, callback: EventCallback, safety: Safety = Safety.NONE
+    ) -> EventRegistration:
+        """Call ``callback(name, fields)`` for each event ``name`` where ``safety`` allows."""
+        self._require_active()
+        return EVENTS.register(name, callback, safety)
+
     def _require_active(self) -> None:
         if self._state is not _State.ACTIVE:
             raise SessionError(f"session is {self._state.value}; it cannot be used")
 
     def __repr__(self) -> str:
         return f"<pmca.Session {self._state.value} frameworks={self._opened}>"
+
+
+#: The live view the first session opened (closed by the last finalize).
+_LIVE: list[LiveView] = []
+
+
+def _open_live_view(runtime: Runtime) -> None:
+    setting = str(runtime.params.value("pmca_base_live_view"))
+    if _LIVE or setting == "off":
+        return
+    from ._job import wanted
+
+    if not wanted(setting, os.environ):
+        return
+    from ._live import LiveView  # sockets and json only when it is on
+
+    try:
+        _LIVE.append(LiveView(os.environ))
+    except (OSError, PmcaError) as exc:  # a tool's window never stops the program
+        warnings.warn(f"pmca live view not opened: {exc}", RuntimeWarning, stacklevel=3)
+
+
+def _close_live_view() -> None:
+    while _LIVE:
+        _LIVE.pop().close()
 
 
 def finalize_at_exit(runtime: Runtime = RUNTIME) -> None:

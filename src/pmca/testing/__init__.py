@@ -7,9 +7,14 @@ from ._launch import Launcher, find_launcher, run_mpi
 from ._pair import run_pair
 from ._resources import mapped_files, open_sockets
 from ._subprocess import run_python
+from ._testbed import Host, Testbed, TestbedUnavailable
+from ._testbed import requirements as testbed_requirements
 
 __all__ = [
+    "Host",
     "Launcher",
+    "Testbed",
+    "TestbedUnavailable",
     "find_launcher",
     "make_distribution",
     "mapped_files",
@@ -17,4 +22,5 @@ __all__ = [
     "run_mpi",
     "run_pair",
     "run_python",
+    "testbed_requirements",
 ]

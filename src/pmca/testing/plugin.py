@@ -9,12 +9,15 @@ per mode runs every test in both.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from ..runtime import RUNTIME
 from ..session import Session
+from ._namespaces import requirements
+from ._testbed import Testbed
 
 LOAD_MODE_VARIABLE = "PMCA_MCA_mca_base_component_dso"
 _MODE_KEY = pytest.StashKey[str]()
@@ -80,3 +83,27 @@ def pmca_session(pmca_env: dict[str, str]) -> Iterator[Session]:
     finally:
         if session.active:
             session.finalize()
+
+
+@pytest.fixture
+def pmca_testbed() -> Iterator[Callable[..., Testbed]]:
+    """Build simulated clusters (:class:`pmca.testing.Testbed` arguments); removed afterwards.
+
+    The test is skipped, saying why, where the testbed cannot run (not root,
+    no iproute2).
+    """
+    why = requirements()
+    if why is not None:
+        pytest.skip(why)
+    built: list[Testbed] = []
+
+    def make(*args: Any, **kwargs: Any) -> Testbed:
+        testbed = Testbed(*args, **kwargs).start()
+        built.append(testbed)
+        return testbed
+
+    try:
+        yield make
+    finally:
+        for testbed in built:
+            testbed.close()

@@ -37,7 +37,7 @@ if args.case == "keepalive":
         s.p2p.send(1 - me, 1, b"x")
         s.p2p.recv(1 - me, 1, bytearray(1))
         tcp = next(m for m in s.modules("btl") if m.name == "tcp")
-        (connection,) = tcp._connections.values()
+        (connection,) = tcp.connections().values()
         sock = connection.sock
         held = (
             sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
@@ -50,7 +50,7 @@ if args.case == "keepalive":
         s.p2p.send(1 - me, 1, b"x")
         s.p2p.recv(1 - me, 1, bytearray(1))
         tcp = next(m for m in s.modules("btl") if m.name == "tcp")
-        (connection,) = tcp._connections.values()
+        (connection,) = tcp.connections().values()
         off = connection.sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)
         assert off == 0, off
     report(True, f"keepalive {held}")
@@ -63,7 +63,7 @@ if args.case == "torn":
         size = 2 << 20
         if me == 0:
             comm.Barrier()  # rank 1's receive is posted
-            connection = tcp._connections[1]
+            connection = tcp.connections()[1]
             head = proto.MATCH.pack(proto.EAGER, 0, p._seq_out[1], 7, size)
             frame = wire.FRAME.pack(wire.AM, p._tag, len(head) + size, 0)
             connection.sock.setblocking(True)

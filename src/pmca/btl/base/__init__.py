@@ -13,7 +13,7 @@ from ._params import MAX_INT32, check_committed, raise_param_error, read_limits,
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
 if TYPE_CHECKING:
-    from ._modex import RankEntry, host_id
+    from ._modex import RankEntry, host_id, host_name
     from ._module import ModuleBase
     from ._registration import (
         Backend,
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 _TARGETS = {
     "RankEntry": "._modex:RankEntry",
     "host_id": "._modex:host_id",
+    "host_name": "._modex:host_name",
     "ModuleBase": "._module:ModuleBase",
     "Backend": "._registration:Backend",
     "NoPinBackend": "._registration:NoPinBackend",
@@ -47,6 +48,7 @@ __all__ = [
     "Registrations",
     "check_committed",
     "host_id",
+    "host_name",
     "leave_pinned_wanted",
     "page_range",
     "raise_param_error",

@@ -46,7 +46,14 @@ class BtlBase(FrameworkBase):
         )
 
     def modules(self) -> list[BtlModule]:
-        return [m for m in self.framework.modules if isinstance(m, BtlModule)]
+        """The selected modules, each followed by its further rails (a module per
+        interface, as btl/tcp makes: ``module.rails``), so the bml stripes over them."""
+        found: list[BtlModule] = []
+        for module in self.framework.modules:
+            if isinstance(module, BtlModule):
+                found.append(module)
+                found.extend(r for r in getattr(module, "rails", ()) if isinstance(r, BtlModule))
+        return found
 
     def closing(self) -> None:
         for loaded in list(self.framework.loaded):

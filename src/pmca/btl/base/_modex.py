@@ -28,14 +28,29 @@ _ADDRESS = struct.Struct("<H")
 
 
 def host_id() -> str:
-    """This host's identity: processes with equal ids can share memory."""
+    """This host's identity: processes with equal ids can share memory.
+
+    The hostname, the kernel's boot id and the network namespace: two
+    machines never share a boot id, and two containers or simulated hosts on
+    one machine (which share the boot id, and may share a hostname) each have
+    their own network namespace.
+    """
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
             boot = f.read().strip()
     except OSError:
         boot = "no-boot-id"
+    try:
+        network = f"net:{os.stat('/proc/self/ns/net').st_ino}"
+    except OSError:
+        network = "net:unknown"
     # uname's node name is what socket.gethostname() returns, without importing socket.
-    return f"{os.uname().nodename}/{boot}"
+    return f"{os.uname().nodename}/{boot}/{network}"
+
+
+def host_name(host: str) -> str:
+    """The hostname part of a :func:`host_id` (for messages)."""
+    return host.split("/", 1)[0]
 
 
 @frozen(eq=False, repr=False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._interface import (
     TAG_MAX,
@@ -16,6 +16,13 @@ from .._interface import (
     Placement,
     Placer,
     RecvCallback,
+)
+from ._pvars import (
+    count_received,
+    counting_send,
+    counting_sendi,
+    noting_peers,
+    register_module,
 )
 
 if TYPE_CHECKING:
@@ -34,7 +41,21 @@ class ModuleBase:
     ``del_procs``, ``sendi``, ``send``, ``put``, ``get``, ``progress``,
     ``finalize``) and call :meth:`deliver` for each active message received
     and :meth:`peer_lost` when a peer goes away.
+
+    Active messages a subclass's ``sendi``/``send`` accept, and those it
+    delivers or places, are counted per peer in :attr:`sent` and
+    :attr:`received` (``[messages, bytes]``), the ``btl_<name>_*`` pvars.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Count at the one place every transport's sends pass, without a line in each.
+        if "sendi" in cls.__dict__:
+            cls.sendi = counting_sendi(cls.__dict__["sendi"])  # type: ignore[attr-defined]
+        if "send" in cls.__dict__:
+            cls.send = counting_send(cls.__dict__["send"])  # type: ignore[attr-defined]
+        if "add_procs" in cls.__dict__:
+            cls.add_procs = noting_peers(cls.__dict__["add_procs"])  # type: ignore[attr-defined]
 
     def __init__(self, name: str, limits: Limits, log: FilteringBoundLogger) -> None:
         self.name = name
@@ -43,6 +64,16 @@ class ModuleBase:
         self._receivers: list[RecvCallback | None] = [None] * (TAG_MAX + 1)
         self._error_callbacks: list[ErrorCallback] = []
         self._placers: dict[int, Placer] = {}
+        #: Per peer rank: ``[messages, bytes]`` of active messages sent and received.
+        self.sent: dict[int, list[int]] = {}
+        self.received: dict[int, list[int]] = {}
+        #: Ranks ``add_procs`` gave an endpoint for (the per-peer pvars' objects).
+        self.reachable: set[int] = set()
+        register_module(self)
+
+    def peer_ranks(self) -> list[int]:
+        """The ranks this module reaches or exchanged active messages with (pvar objects)."""
+        return sorted(self.reachable | set(self.sent) | set(self.received))
 
     def register_recv(self, tag: int, callback: RecvCallback) -> None:
         _check_tag(tag)
@@ -67,7 +98,12 @@ class ModuleBase:
     ) -> Placement | None:
         """The tag placer's answer for a large active message (``None``: deliver it whole)."""
         place = self._placers.get(tag)
-        return None if place is None else place(endpoint, tag, head, length)
+        if place is None:
+            return None
+        placement = place(endpoint, tag, head, length)
+        if placement is not None:
+            count_received(self.received, endpoint.rank, length)
+        return placement
 
     def register_error(self, callback: ErrorCallback) -> None:
         self._error_callbacks.append(callback)
@@ -78,6 +114,7 @@ class ModuleBase:
         if receiver is None:
             self.log.warning("active message for a tag nobody receives; dropped", tag=tag)
             return
+        count_received(self.received, endpoint.rank, data.nbytes)
         receiver(endpoint, tag, data)
 
     def peer_lost(self, endpoint: Endpoint, error: BaseException) -> None:

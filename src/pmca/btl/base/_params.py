@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from ...mca._context import ComponentParams
 from ...mca.params import ParamValueError, Source, within
 from .._interface import Flags, Limits
+from ._pvars import declare
 
 #: The largest btl size or count: every native btl keeps them in 32-bit
 #: fields, and a larger value must be refused, never truncated.
@@ -49,7 +50,9 @@ def register_limits(
     above the max send size is refused here too: a wrong value is an error
     naming the parameter when the component registers, never a component
     dropped at query.
+    It also declares the component's per-peer traffic pvars.
     """
+    declare(params.component)
     for name, help_text in _HELP.items():
         most = max_size if name in _SIZES else MAX_INT32
         params.register(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import define, evolve, field, frozen
 
+from ...mca._events import EVENTS, Safety
 from .._interface import BtlModule, Endpoint, Flags, ModexError, PeerFailed, Proc
 from ..base import _modex
 
@@ -78,6 +79,16 @@ def _build_peer(rank: int, entry: _modex.RankEntry, routes: list[Route]) -> BmlP
     total = sum(max(r.module.limits.bandwidth, 1) for r in rdma_routes)
     rdma = [(r, max(r.module.limits.bandwidth, 1) / total) for r in rdma_routes]
     return BmlPeer(rank, entry.host, entry.pid, routes, send, rdma)
+
+
+PEER_FAILED = EVENTS.declare(
+    "btl",
+    "base",
+    "peer_failed",
+    ("rank", "error"),
+    level=2,
+    description="A peer became unreachable (its process exited, or a btl lost it)",
+).name
 
 
 class Bml:
@@ -177,6 +188,8 @@ class Bml:
             for listener in list(self._failure_listeners):
                 listener(rank, error)
             self.log.error("peer failed", rank=rank, error=str(error))
+            if EVENTS.wanted(PEER_FAILED):
+                EVENTS.emit(PEER_FAILED, Safety.NONE, {"rank": rank, "error": str(error)})
 
     def progress(self) -> int:
         done = 0

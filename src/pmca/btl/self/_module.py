@@ -68,7 +68,8 @@ class SelfModule(ModuleBase):
         return self._endpoint
 
     def sendi(self, endpoint: Endpoint, tag: int, parts: Sequence[Buffer]) -> bool:
-        self.send(endpoint, tag, parts)
+        # Not through self.send: each of them counts the message (ModuleBase).
+        self._queue.append((self._check(endpoint), tag, b"".join(parts), None))
         return True
 
     def send(

@@ -51,15 +51,16 @@ class TcpComponent(Component):
             type=str,
             default="",
             level=1,
-            help="Comma-separated interface names or IPv4 CIDRs to use (loopback allowed); "
-            "mutually exclusive with btl_tcp_if_exclude",
+            help="Comma-separated interface names or IPv4/IPv6 CIDRs to use (loopback "
+            "allowed, and container/VM bridges such as docker0 and virbr0, which are left "
+            "out by default); mutually exclusive with btl_tcp_if_exclude",
         )
         params.register(
             "if_exclude",
             type=str,
             default="",
             level=1,
-            help="Comma-separated interface names or IPv4 CIDRs not to use; mutually "
+            help="Comma-separated interface names or IPv4/IPv6 CIDRs not to use; mutually "
             "exclusive with btl_tcp_if_include",
         )
         params.register(
@@ -101,13 +102,28 @@ class TcpComponent(Component):
         from ._interfaces import select_interfaces
 
         params = ctx.params
-        chosen = select_interfaces(_items(params["if_include"]), _items(params["if_exclude"]))
+        chosen, dropped = select_interfaces(
+            _items(params["if_include"]), _items(params["if_exclude"])
+        )
         if not chosen:
-            raise NotAvailable("no IPv4 interface left after btl_tcp_if_include/btl_tcp_if_exclude")
+            raise NotAvailable(
+                "no interface left after btl_tcp_if_include/btl_tcp_if_exclude"
+                + (f" ({'; '.join(dropped)})" if dropped else "")
+            )
         self._interfaces = tuple(chosen)
+        ctx.log.info(
+            "interfaces",
+            chosen=[
+                f"{i.name} {i.network} ({f'{i.speed} Mb/s' if i.speed else 'speed not reported'})"
+                for i in chosen
+            ],
+            left_out=dropped,
+        )
 
     @hookimpl
     def query(self, ctx: ComponentContext) -> Query:
+        from attrs import evolve
+
         from ..base import leave_pinned_wanted
         from ._module import TcpModule, TcpSettings
 
@@ -132,7 +148,22 @@ class TcpComponent(Component):
             leave_pinned=leave_pinned,
         )
         limits = read_limits(params, DEFAULTS)
-        return Query(priority=limits.exclusivity, module=TcpModule(limits, settings, ctx.log))
+        # One module (a rail) per interface, weighed by the link's speed where the
+        # kernel reports it (else btl_tcp_bandwidth): the bml stripes across them.
+        rails: list[TcpModule] = []
+        networks = sum(1 for interface in self._interfaces if not interface.loopback)
+        for interface in self._interfaces:
+            rail_limits = evolve(limits, bandwidth=interface.speed or limits.bandwidth)
+            if networks > 1 and not interface.loopback:
+                # Several rails: a message above the rendezvous limit goes as a
+                # get, striped over every rail, instead of eagerly over one.
+                eager = min(limits.eager_limit, limits.rndv_eager_limit)
+                rail_limits = evolve(rail_limits, eager_limit=eager)
+            log = ctx.log.bind(rail=interface.name)
+            group = rails[0].group if rails else None
+            rails.append(TcpModule(rail_limits, settings, log, interface, group))
+        rails[0].rails = tuple(rails[1:])
+        return Query(priority=limits.exclusivity, module=rails[0])
 
 
 #: TCP keepalive, as UCX sets it on its tcp connections (``UCX_TCP_KEEP*``):

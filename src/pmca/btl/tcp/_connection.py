@@ -34,6 +34,7 @@ from attrs import define
 from ..._records import Record
 from .._interface import PLACEMENT_HEAD, BtlError, Completion, PeerFailed
 from . import _wire as wire
+from ._zerocopy import MSG_ZEROCOPY, ZeroCopy
 
 if TYPE_CHECKING:
     from .._interface import Limits, Placement
@@ -66,8 +67,6 @@ class ConnectionOwner(Protocol):
     def connection_lost(self, connection: Connection, failure: PeerFailed) -> None: ...
 
 
-MSG_ZEROCOPY = 0x4000000
-SO_ZEROCOPY = 60
 _IOV_MAX = 512
 #: Unready polls of a paced bulk read before reading whatever is there anyway
 #: (a guard against a kernel that never reports the low-water mark reached).
@@ -106,11 +105,14 @@ class Connection:
         sock: socket.socket,
         *,
         zerocopy: bool,
+        host: str = "",
+        zerocopy_adaptive: bool = False,
         bulk_chunk: int = 0,
         pace_reads: bool = False,
     ) -> None:
         self.module = module
         self.rank = rank
+        self.host = host
         self.sock = sock
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -122,10 +124,7 @@ class Connection:
         self._end = 0
         self._sink: Sink | None = None
         self.closed: BaseException | None = None
-        self.zerocopy = zerocopy and self._enable_zerocopy()
-        self.zerocopy_pending = 0
-        #: Sends that went out with MSG_ZEROCOPY (for reports and tests).
-        self.zerocopy_sends = 0
+        self.zerocopy = ZeroCopy(sock, wanted=zerocopy, adaptive=zerocopy_adaptive)
         self.bulk_chunk = bulk_chunk
         #: Low-water mark of a paced bulk read (0: read whatever arrived).
         self.read_chunk = bulk_chunk if pace_reads else 0
@@ -136,14 +135,7 @@ class Connection:
 
     @property
     def rank_name(self) -> str:
-        return f"rank {self.rank}"
-
-    def _enable_zerocopy(self) -> bool:
-        try:
-            self.sock.setsockopt(socket.SOL_SOCKET, SO_ZEROCOPY, 1)
-        except OSError:
-            return False
-        return True
+        return f"rank {self.rank} on host {self.host}" if self.host else f"rank {self.rank}"
 
     # -- sending ----------------------------------------------------------
 
@@ -164,7 +156,7 @@ class Connection:
         while self.queue:
             outgoing = self.queue[0]
             buffers = outgoing.buffers
-            flags = MSG_ZEROCOPY if outgoing.zerocopy and self.zerocopy else 0
+            flags = MSG_ZEROCOPY if outgoing.zerocopy and self.zerocopy.enabled else 0
             piece = _first_bytes(buffers, self.bulk_chunk)
             try:
                 sent = (
@@ -176,13 +168,13 @@ class Connection:
                 return done
             except OSError as exc:
                 if exc.errno == errno.ENOBUFS and flags:
-                    self.zerocopy = False  # out of option memory: plain sends from now on
+                    self.zerocopy.out_of_memory()
                     continue
                 self.lost(exc)
                 return done
-            if flags:
-                self.zerocopy_pending += 1
-                self.zerocopy_sends += 1
+            if flags and sent:
+                # The kernel reads these bytes later, header included: hold them.
+                self.zerocopy.sent(piece)
             while sent:
                 head = buffers[0]
                 if sent >= head.nbytes:
@@ -203,20 +195,7 @@ class Connection:
 
     def reap_zerocopy(self) -> None:
         """Consume MSG_ZEROCOPY completion notices from the error queue."""
-        while self.zerocopy_pending:
-            try:
-                _, ancillary, _, _ = self.sock.recvmsg(0, 256, socket.MSG_ERRQUEUE)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                self.zerocopy_pending = 0
-                return
-            for _level, _type, data in ancillary:
-                # struct sock_extended_err: errno, origin, type, code, pad, info, data
-                if len(data) >= 16:
-                    low = int.from_bytes(data[8:12], "little")
-                    high = int.from_bytes(data[12:16], "little")
-                    self.zerocopy_pending = max(0, self.zerocopy_pending - (high - low + 1))
+        self.zerocopy.reap()
 
     # -- receiving ---------------------------------------------------------
 
@@ -422,6 +401,8 @@ class Connection:
     def close(self, why: BaseException | None = None) -> None:
         if self.closed is None:
             self.closed = ConnectionAbortedError("closed locally")
+        self.zerocopy.reap()
+        self.zerocopy.release()
         with contextlib.suppress(OSError):
             self.sock.close()
         sink, self._sink = self._sink, None

@@ -9,6 +9,8 @@ requester receives it straight into its destination. Large responses use
 from __future__ import annotations
 
 import ctypes
+import errno
+import ipaddress
 import itertools
 import os
 import select
@@ -33,10 +35,13 @@ from .._interface import (
     Placement,
     Proc,
 )
-from ..base import ModuleBase, NoPinBackend, Registrations
+from ..base import ModuleBase, NoPinBackend, Registrations, host_name
 from . import _wire as wire
 from ._connection import STREAM_MIN, Connection, Outgoing
 from ._interfaces import Interface
+from ._rails import Pairing, pair
+from ._silence import unacknowledged_silence
+from ._zerocopy import ZeroCopyStats
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -70,23 +75,73 @@ class TcpSettings(FrozenValue):
     keepalive: tuple[int, ...] | None = None
 
 
+class RailGroup:
+    """The rails (one module per interface) of one process: its nonce, its modex address,
+    and the pairing of its interfaces with each peer's (computed once per peer)."""
+
+    def __init__(self, log: FilteringBoundLogger) -> None:
+        self.nonce = os.urandom(8)
+        self.rails: list[TcpModule] = []
+        self.log = log
+        self._pairings: dict[int, list[Pairing]] = {}
+        self._routes: dict[str, bool] = {}
+        self.streams_placed = 0
+        self.streams_staged = 0
+
+    def address(self) -> bytes:
+        listening = tuple(
+            wire.Listening(r.interface.address, r.interface.network.network.prefixlen, r.port)
+            for r in self.rails
+        )
+        return wire.pack_address(wire.TcpAddress(self.nonce, listening))
+
+    def pairings(self, proc: Proc, address: wire.TcpAddress, same_host: bool) -> list[Pairing]:
+        found = self._pairings.get(proc.rank)
+        if found is None:
+            local = [r.interface for r in self.rails]
+            found, skipped = pair(
+                local, address.interfaces, same_host=same_host, routes=self._routes
+            )
+            self._pairings[proc.rank] = found
+            self.log.info(
+                "rails to peer",
+                rank=proc.rank,
+                host=host_name(proc.host),
+                rails=[
+                    f"{p.local.name} {p.local.address} -> {p.remote.address} ({p.why})"
+                    for p in found
+                ],
+                unused=skipped,
+            )
+        return found
+
+
 class TcpModule(ModuleBase):
-    def __init__(self, limits: Limits, settings: TcpSettings, log: FilteringBoundLogger) -> None:
+    def __init__(
+        self,
+        limits: Limits,
+        settings: TcpSettings,
+        log: FilteringBoundLogger,
+        interface: Interface | None = None,
+        group: RailGroup | None = None,
+    ) -> None:
         super().__init__("tcp", limits, log)
         self.settings = settings
-        self._nonce = os.urandom(8)
-        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.interface = interface if interface is not None else settings.interfaces[0]
+        self.group = group if group is not None else RailGroup(log)
+        self.group.rails.append(self)
+        #: The other rails of this process, for the framework (set on the first rail only).
+        self.rails: tuple[TcpModule, ...] = ()
+        self._nonce = self.group.nonce
+        self._listener = socket.socket(self.interface.family, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        bind_to = settings.interfaces[0].address if len(settings.interfaces) == 1 else "0.0.0.0"
-        self._listener.bind((bind_to, 0))
+        self._listener.bind((self.interface.address, 0))
         self._listener.listen(256)
-        self._port = self._listener.getsockname()[1]
+        self.port = self._listener.getsockname()[1]
         self._connections: dict[int, Connection] = {}
         self._endpoints: dict[int, TcpEndpoint] = {}
         #: Large active messages received straight into their receiver's memory,
         #: and those staged in a buffer of their own (for reports and tests).
-        self.streams_placed = 0
-        self.streams_staged = 0
         self._gets: dict[int, _PendingGet] = {}
         self._puts: dict[int, Completion] = {}
         self._ids = itertools.count(1)
@@ -94,28 +149,45 @@ class TcpModule(ModuleBase):
             "tcp", NoPinBackend(), cached=settings.leave_pinned, log=log
         )
         self._me = -1
+        #: Zero-copy figures of connections already closed.
+        self._closed_zerocopy = ZeroCopyStats()
+        self._silence_due = 0.0
+        #: Per peer rank: the host name its modex entry gave (for error messages).
+        self._hosts: dict[int, str] = {}
 
     # -- modex and connections ---------------------------------------------
 
     def address(self) -> bytes:
-        hosts = tuple(i.address for i in self.settings.interfaces)
-        return wire.pack_address(wire.TcpAddress(self._nonce, self._port, hosts))
+        return self.group.address()
 
     def add_procs(self, procs: Sequence[Proc]) -> list[Endpoint | None]:
         me = next((p for p in procs if p.local), None)
         if me is None:
             raise BtlError("btl tcp: add_procs was not given this process")
         self._me = me.rank
+        self._hosts.update((p.rank, host_name(p.host)) for p in procs if p.host)
         peers = {
             p.rank: (p, wire.unpack_address(p.rank, p.address))
             for p in procs
             if not p.local and p.address is not None
         }
+        from ..base import host_id
+
+        here = host_id()
+        mine: dict[int, Pairing] = {}
+        for rank, (proc, address) in peers.items():
+            for pairing in self.group.pairings(proc, address, proc.host == here):
+                if pairing.local.address == self.interface.address:
+                    mine[rank] = pairing
         deadline = time.monotonic() + self.settings.connect_timeout
-        for rank, (proc, address) in sorted(peers.items()):
+        for rank, pairing in sorted(mine.items()):
             if rank < self._me and rank not in self._connections:
-                self._connect(proc, address, deadline)
-        expected = {rank for rank in peers if rank > self._me and rank not in self._connections}
+                self._connect(rank, pairing, peers[rank][1].nonce, deadline)
+        expected = {
+            rank: pairing
+            for rank, pairing in mine.items()
+            if rank > self._me and rank not in self._connections
+        }
         self._accept(expected, deadline)
         endpoints: list[Endpoint | None] = []
         for proc in procs:
@@ -126,34 +198,26 @@ class TcpModule(ModuleBase):
                 endpoints.append(None)
         return endpoints
 
-    def _candidates(self, proc: Proc, address: wire.TcpAddress, local_host: bool) -> list[str]:
-        hosts = list(address.hosts)
-        loopback = [h for h in hosts if h.startswith("127.")]
-        others = [h for h in hosts if not h.startswith("127.")]
-        return loopback + others if local_host else others
+    def _connect(self, rank: int, pairing: Pairing, nonce: bytes, deadline: float) -> None:
+        remote = pairing.remote
+        sock = socket.socket(self.interface.family, socket.SOCK_STREAM)
+        try:
+            # From this rail's own address, so the peer sees the address it was told.
+            sock.bind((self.interface.address, 0))
+            sock.settimeout(max(0.1, deadline - time.monotonic()))
+            sock.connect((remote.address, remote.port))
+            sock.sendall(wire.HELLO.pack(wire.HELLO_MAGIC, self._me, nonce))
+        except OSError as exc:
+            sock.close()
+            raise BtlError(
+                f"btl tcp: rank {self._me} cannot connect to rank {rank} from "
+                f"{self.interface.name} {self.interface.address} to "
+                f"{remote.address}:{remote.port} ({pairing.why}): {exc}; check "
+                "btl_tcp_if_include/exclude"
+            ) from None
+        self._adopt(rank, sock)
 
-    def _connect(self, proc: Proc, address: wire.TcpAddress, deadline: float) -> None:
-        from ..base import host_id
-
-        errors: list[str] = []
-        for host in self._candidates(proc, address, proc.host == host_id()):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                sock.settimeout(max(0.1, deadline - time.monotonic()))
-                sock.connect((host, address.port))
-                sock.sendall(wire.HELLO.pack(wire.HELLO_MAGIC, self._me, address.nonce))
-            except OSError as exc:
-                sock.close()
-                errors.append(f"{host}:{address.port}: {exc}")
-                continue
-            self._adopt(proc.rank, sock)
-            return
-        raise BtlError(
-            f"btl tcp: rank {self._me} cannot connect to rank {proc.rank} "
-            f"({'; '.join(errors) or 'no usable address'}); check btl_tcp_if_include/exclude"
-        )
-
-    def _accept(self, expected: set[int], deadline: float) -> None:
+    def _accept(self, expected: dict[int, Pairing], deadline: float) -> None:
         self._listener.settimeout(None)
         while expected:
             remaining = deadline - time.monotonic()
@@ -161,7 +225,7 @@ class TcpModule(ModuleBase):
             if not readable:
                 raise BtlError(
                     f"btl tcp: rank {self._me} was never contacted by rank(s) "
-                    f"{', '.join(map(str, sorted(expected)))} within "
+                    f"{', '.join(map(str, sorted(expected)))} on {self.interface.name} within "
                     f"{self.settings.connect_timeout:g} s (pmca_base_modex_timeout)"
                 )
             sock, peer = self._listener.accept()
@@ -175,13 +239,28 @@ class TcpModule(ModuleBase):
                 continue
             if magic != wire.HELLO_MAGIC or nonce != self._nonce or rank not in expected:
                 sock.close()
-                self.log.warning("rejected a foreign connection", peer=peer, rank=rank)
+                self.log.warning(
+                    "refused a connection: its handshake does not prove a rank of this job "
+                    "expected on this interface (wrong magic or modex nonce, or unexpected rank)",
+                    peer=peer,
+                    rank=rank,
+                    interface=self.interface.name,
+                )
                 continue
-            expected.discard(rank)
+            advertised = expected.pop(rank).remote.address
+            if peer[0] != advertised:
+                # Routing picked another source address; the nonce of this process's
+                # modex entry, which only the job's ranks received, proves who it is.
+                self.log.info(
+                    "accepted a connection from an address the peer did not advertise",
+                    rank=rank,
+                    source=peer[0],
+                    advertised=advertised,
+                )
             self._adopt(rank, sock)
 
     def _adopt(self, rank: int, sock: socket.socket) -> None:
-        loopback = sock.getpeername()[0].startswith("127.")
+        loopback = ipaddress.ip_address(sock.getpeername()[0]).is_loopback
         if self.settings.keepalive is not None:
             # No TCP_USER_TIMEOUT: it also aborts a connection whose peer, alive, just
             # does not read for that long (a zero window), which a computing rank may do.
@@ -197,7 +276,9 @@ class TcpModule(ModuleBase):
             self,
             rank,
             sock,
+            host=self._hosts.get(rank, ""),
             zerocopy=wanted,
+            zerocopy_adaptive=self.settings.zerocopy == "auto",
             bulk_chunk=self.settings.bulk_chunk,
             pace_reads=loopback,
         )
@@ -208,7 +289,7 @@ class TcpModule(ModuleBase):
             self._endpoints.pop(endpoint.rank, None)
             if connection is not None:
                 connection.flush()
-                connection.close()
+                self._retire(connection)
 
     def _connection(self, endpoint: Endpoint) -> Connection:
         connection = self._connections.get(endpoint.rank)
@@ -265,9 +346,13 @@ class TcpModule(ModuleBase):
         """Wait until the kernel no longer reads zero-copy pages (bounded)."""
         deadline = time.monotonic() + 5.0
         for connection in self._connections.values():
-            while connection.zerocopy_pending and time.monotonic() < deadline:
+            while (
+                connection.closed is None
+                and connection.zerocopy.pending
+                and time.monotonic() < deadline
+            ):
                 connection.reap_zerocopy()
-                if connection.zerocopy_pending:
+                if connection.zerocopy.pending:
                     select.select([connection.fd], [], [], 0.001)
 
     def get(
@@ -428,7 +513,30 @@ class TcpModule(ModuleBase):
 
     # -- progress ----------------------------------------------------------
 
+    def _check_silence(self) -> None:
+        """Fail connections whose peer host stopped acknowledging data (see ``_silence``)."""
+        keepalive = self.settings.keepalive
+        now = time.monotonic()
+        if keepalive is None or now < self._silence_due:
+            return
+        self._silence_due = now + 0.25
+        idle, interval, probes = keepalive
+        bound = idle + interval * probes
+        for connection in list(self._connections.values()):
+            if connection.closed is not None:
+                continue
+            silent = unacknowledged_silence(connection.sock)
+            if silent is not None and silent > bound:
+                connection.lost(
+                    TimeoutError(
+                        errno.ETIMEDOUT,
+                        f"no acknowledgement for {silent:.1f} s of data sent (bound: "
+                        f"btl_tcp_keepalive_time + _interval * _probes = {bound} s)",
+                    )
+                )
+
     def progress(self) -> int:
+        self._check_silence()
         done = 0
         for connection in list(self._connections.values()):
             if connection.closed is not None:
@@ -436,14 +544,50 @@ class TcpModule(ModuleBase):
             done += connection.receive()
             if connection.queue:
                 done += connection.flush()
-            if connection.zerocopy_pending:
+            if connection.zerocopy.pending:
                 connection.reap_zerocopy()
         return done
 
+    # Counters of every rail of this process, read from any of them.
+
+    @property
+    def streams_placed(self) -> int:
+        """Large active messages received straight into their receiver's memory."""
+        return self.group.streams_placed
+
+    @streams_placed.setter
+    def streams_placed(self, value: int) -> None:
+        self.group.streams_placed = value
+
+    @property
+    def streams_staged(self) -> int:
+        """Large active messages staged in a buffer of their own."""
+        return self.group.streams_staged
+
+    @streams_staged.setter
+    def streams_staged(self, value: int) -> None:
+        self.group.streams_staged = value
+
+    def connections(self) -> dict[int, Connection]:
+        """The open connection to each peer rank, over every rail (for tools and tests)."""
+        found: dict[int, Connection] = {}
+        for rail in self.group.rails:
+            found.update(rail._connections)
+        return found
+
     @property
     def zerocopy_sends(self) -> int:
-        """How many sends went out with MSG_ZEROCOPY on the open connections."""
-        return sum(c.zerocopy_sends for c in self._connections.values())
+        """How many send calls went out with MSG_ZEROCOPY."""
+        return self.zerocopy_stats().sends
+
+    def zerocopy_stats(self) -> ZeroCopyStats:
+        """Zero-copy sends, their completions and the kernel's copies, over all connections."""
+        total = ZeroCopyStats()
+        for rail in self.group.rails:
+            total.add(rail._closed_zerocopy)
+            for connection in rail._connections.values():
+                total.add(connection.zerocopy.stats)
+        return total
 
     def wait_fds(self) -> list[int] | None:
         live = [c for c in self._connections.values() if c.closed is None]
@@ -451,12 +595,24 @@ class TcpModule(ModuleBase):
             return None  # output waits for room (or a bulk body streams): keep polling
         return [c.fd for c in live]
 
+    def _retire(self, connection: Connection) -> None:
+        """Close ``connection`` and keep its zero-copy figures."""
+        self._closed_zerocopy.add(connection.zerocopy.stats)
+        connection.close()
+
     def finalize(self) -> None:
+        try:
+            self._finalize_rail()
+        finally:
+            for rail in self.rails:  # the first rail answers for the others
+                rail.finalize()
+
+    def _finalize_rail(self) -> None:
         for connection in list(self._connections.values()):
             try:
                 connection.flush()
             finally:
-                connection.close()
+                self._retire(connection)
         self._connections.clear()
         self._endpoints.clear()
         failure = BtlError("btl tcp was finalized with the operation in flight")

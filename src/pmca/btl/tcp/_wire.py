@@ -27,32 +27,61 @@ KINDS = {AM, GET_REQ, GET_DATA, GET_ERROR, PUT, PUT_ACK, PUT_ERROR}
 #: Frame bodies carrying bulk data are split at this size (the length field is 32 bits).
 MAX_CHUNK = 1 << 30
 
-_ADDRESS_HEAD = struct.Struct("<4s8sHB")
-_ADDRESS_MAGIC = b"TCP1"
+_ADDRESS_HEAD = struct.Struct("<4s8sB")
+_ADDRESS_MAGIC = b"TCP2"
+#: Per interface: IP version, prefix length, listening port; then 4 or 16 address bytes.
+_ENTRY = struct.Struct("<BBH")
+
+
+@frozen(eq=False, repr=False)
+class Listening(FrozenValue):
+    """One interface a rank listens on: its address, prefix length and port."""
+
+    address: str
+    prefix: int
+    port: int
+
+    @property
+    def ip(self) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+        return ipaddress.ip_address(self.address)
 
 
 @frozen(eq=False, repr=False)
 class TcpAddress(FrozenValue):
     nonce: bytes
-    port: int
-    hosts: tuple[str, ...]
+    interfaces: tuple[Listening, ...]
 
 
 def pack_address(address: TcpAddress) -> bytes:
-    head = _ADDRESS_HEAD.pack(_ADDRESS_MAGIC, address.nonce, address.port, len(address.hosts))
-    return head + b"".join(ipaddress.IPv4Address(h).packed for h in address.hosts)
+    parts = [_ADDRESS_HEAD.pack(_ADDRESS_MAGIC, address.nonce, len(address.interfaces))]
+    for entry in address.interfaces:
+        ip = entry.ip
+        parts.append(_ENTRY.pack(ip.version, entry.prefix, entry.port) + ip.packed)
+    return b"".join(parts)
 
 
 def unpack_address(rank: int, blob: bytes) -> TcpAddress:
     where = f"btl tcp: modex address of rank {rank}"
     try:
-        magic, nonce, port, count = _ADDRESS_HEAD.unpack_from(blob, 0)
+        magic, nonce, count = _ADDRESS_HEAD.unpack_from(blob, 0)
     except struct.error:
         raise ModexError(f"{where} is {len(blob)} bytes, too short") from None
     if magic != _ADDRESS_MAGIC:
         raise ModexError(f"{where} is not a pmca tcp address (starts with {blob[:4]!r})")
-    body = blob[_ADDRESS_HEAD.size :]
-    if len(body) != 4 * count or count == 0 or port == 0:
-        raise ModexError(f"{where} is malformed ({count} hosts, port {port}, {len(body)} bytes)")
-    hosts = tuple(str(ipaddress.IPv4Address(body[i : i + 4])) for i in range(0, len(body), 4))
-    return TcpAddress(nonce, port, hosts)
+    offset = _ADDRESS_HEAD.size
+    entries: list[Listening] = []
+    try:
+        for _ in range(count):
+            version, prefix, port = _ENTRY.unpack_from(blob, offset)
+            offset += _ENTRY.size
+            size = {4: 4, 6: 16}[version]
+            raw = blob[offset : offset + size]
+            if len(raw) != size or port == 0:
+                raise ValueError
+            offset += size
+            entries.append(Listening(str(ipaddress.ip_address(raw)), prefix, port))
+    except (struct.error, KeyError, ValueError):
+        raise ModexError(f"{where} is malformed (entry {len(entries)} of {count})") from None
+    if offset != len(blob) or count == 0:
+        raise ModexError(f"{where} is malformed ({count} interfaces, {len(blob)} bytes)")
+    return TcpAddress(nonce, tuple(entries))

@@ -13,7 +13,11 @@ from ..._version import __version__
 from ...mca import Component, ComponentContext, NotAvailable, Query, hookimpl
 from ...mca._context import ComponentParams
 from ...mca.params import power_of_two
+from .._pvars import register_delivery_pvars, register_events
 from ._module import DEFAULT_RING_CAPACITY, RING_LIMITS, PatcherMemory
+
+register_delivery_pvars("patcher")
+register_events("patcher")
 
 
 class PatcherMemoryComponent(Component):

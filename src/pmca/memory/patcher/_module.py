@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..._forksafe import short_lock
 from .._interface import Support
+from .._pvars import emit_overwrite, register_support_pvar
 from .._sources import UcmDelivery, describe_failures, support_from
 
 if TYPE_CHECKING:
@@ -45,6 +46,12 @@ class PatcherMemory:
         self._install_lock = short_lock()
         self._ucm = UcmDelivery(log)
         self._stop_watching: Callable[[], None] | None = None
+        register_support_pvar("patcher", self)
+
+    @property
+    def support_now(self) -> int:
+        """The support level without checking for overwrites (the pvar's cheap read)."""
+        return int(self._support)
 
     def support_level(self) -> Support:
         """What is caught now: an overwritten patch is noticed here, not only at a drain."""
@@ -137,6 +144,7 @@ class PatcherMemory:
         lost = [s for s in overwrite.symbols if self.self_test.get(s)]
         if not lost and not (overwrite.guarded_changed and self._ucm.active):
             return
+        emit_overwrite("patcher", overwrite.symbols, overwrite.foreign)
         self._log.error(
             "memory hooks overwritten; every registration is treated as invalid",
             what=overwrite.describe(),

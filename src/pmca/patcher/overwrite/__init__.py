@@ -11,8 +11,26 @@ from __future__ import annotations
 from ..._version import __version__
 from ...mca import Component, ComponentContext, NotAvailable, Query, hookimpl
 from ...mca._context import ComponentParams
-from ._module import OverwriteModule
+from ...mca._pvars import REGISTRY, PVarClass, PVarFlag
+from ._module import OverwriteModule, counted
 from ._table import LIBRARY_FILE, LIBRARY_NAME, PatchTable
+
+for _name, _description in (
+    ("installed", "Patches of libc functions installed"),
+    ("restored", "Patches restored to the original bytes"),
+    ("not_ours", "Restores that found another library's bytes (left in pass-through)"),
+):
+    REGISTRY.register(
+        "patcher",
+        "overwrite",
+        f"patches_{_name}",
+        PVarClass.COUNTER,
+        counted(_name),
+        unit="patches",
+        level=4,
+        flags=PVarFlag.CONTINUOUS,
+        description=_description,
+    )
 
 
 class OverwriteComponent(Component):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..._forksafe import short_lock
@@ -14,6 +15,16 @@ if TYPE_CHECKING:
 
     from ...native import HookBackend
     from .._patches import PatchRecord, RestoreOutcome
+
+
+#: Patches installed and restored in this process, and restores that found the
+#: bytes no longer pmca's (the ``patcher_overwrite_*`` pvars read these).
+COUNTS = {"installed": 0, "restored": 0, "not_ours": 0}
+
+
+def counted(key: str) -> Callable[[object], float]:
+    """A pvar reader of ``COUNTS[key]``."""
+    return lambda _obj: COUNTS[key]
 
 
 class OverwriteModule:
@@ -38,6 +49,7 @@ class OverwriteModule:
             except BaseException:
                 self._hooks.restore(site)  # never a patch without its record
                 raise
+            COUNTS["installed"] += 1
         self._log.debug("patched", symbol=symbol, address=hex(site.address), owner=owner)
         from .._patches import PatchRecord
 
@@ -64,6 +76,7 @@ class OverwriteModule:
                 restored = self._hooks.restore(site)
             else:
                 restored = ctypes.string_at(record.address, len(record.original)) == record.original
+            COUNTS["restored" if restored else "not_ours"] += 1
             if not restored:
                 self._log.warning(
                     "patch no longer ours; left in pass-through", symbol=record.symbol

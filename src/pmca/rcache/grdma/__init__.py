@@ -13,11 +13,15 @@ from ...mca import Component, ComponentContext, Query, hookimpl
 from ...mca._context import ComponentParams
 from ...mca.params import within
 from ._module import OPTIONS, GrdmaModule
+from ._pvars import register_pvars
 from ._tree import LIBRARY_FILE, IntervalTree
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
 if TYPE_CHECKING:
     from ._cache import PAGE, GrdmaCache, page_range
+
+
+register_pvars()
 
 
 class GrdmaComponent(Component):

@@ -99,6 +99,8 @@ class GrdmaCache:
         self._hits = self._misses = self._evictions = 0
         self._invalidations = self._overflows = 0
         self._pinned = 0
+        #: The most ever pinned at once (a pvar's peak; updated on the miss path only).
+        self.pinned_peak = 0
         #: The counters as the cache closed (set by :meth:`close`).
         self.final_stats: CacheStats | None = None
 
@@ -325,6 +327,8 @@ class GrdmaCache:
         self._index[id(registration)] = registration
         self._live[key] = registration
         self._pinned += size
+        if self._pinned > self.pinned_peak:
+            self.pinned_peak = self._pinned
         if self.leave_pinned:
             self._trim_locked()
         return registration

@@ -1,0 +1,186 @@
+"""What a pvar session reading every millisecond costs the paths it watches.
+
+Both sides run with every pvar registered (they always are); the subject
+also has a thread reading a handle on every pvar once a millisecond (a
+tool polling hard), the baseline has none. Rounds alternate in ABBA order
+in the same processes; the figure is the median of per-round ratios.
+
+- **hooks**: ``mmap`` + ``munmap`` of 64 KiB with one release subscriber,
+  drained at the end of each round.
+- **btl 8 B ping-pong**: ``s.p2p`` send/recv of 8 bytes between this
+  process and a forked one over ``btl = self,tcp`` (a socket pair world);
+  the reader runs in this process, whose round trip is timed.
+
+Goals: subject/baseline <= 1.02 for both.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import _common as common
+import _goals as goals
+
+GOAL = 1.02
+
+
+class Reader:
+    """A thread reading every pvar through one pvar session, every millisecond."""
+
+    def __init__(self, session: Any) -> None:
+        from pmca.mca import Binding, PVarFlag
+
+        ps = session.pvar_session()
+        self.handles = []
+        for pvar in session.pvars():
+            objects = [None]
+            if pvar.binding is not Binding.NONE:
+                from pmca.mca._pvars import REGISTRY
+
+                objects = REGISTRY.objects(pvar.name)
+            for obj in objects:
+                handle = ps.handle(pvar.name, obj)
+                if not pvar.flags & PVarFlag.CONTINUOUS:
+                    handle.start()
+                self.handles.append(handle)
+        self.reads = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.001):
+            for handle in self.handles:
+                handle.read()
+            self.reads += 1
+
+    def __enter__(self) -> Reader:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _rounds(
+    session: Any, work: Callable[[], float], repeats: int
+) -> tuple[dict[str, list[float]], int, int]:
+    reads = [0]
+
+    def with_reader() -> float:
+        with Reader(session) as reader:
+            elapsed = work()
+        reads[0] += reader.reads
+        return elapsed
+
+    samples = common.interleave(
+        {"baseline": work, "subject": with_reader}, repeats=repeats, warmup=1
+    )
+    return samples, reads[0], len(Reader(session).handles)
+
+
+def hooks(report: common.Report, quick: bool) -> None:
+    import pmca
+
+    common.heading("hooks: mmap + munmap of 64 KiB, one subscriber")
+    count = 2000 if quick else 20000
+    with pmca.Session(frameworks=["memory"]) as s:
+        handle = pmca.memory.register_release(lambda *_: None)
+
+        def work() -> float:
+            start = time.perf_counter()
+            for _ in range(count):
+                mmap.mmap(-1, 1 << 16).close()
+            pmca.memory.drain()
+            return time.perf_counter() - start
+
+        samples, reads, handles = _rounds(s, work, 5 if quick else 15)
+        handle.unregister()
+    _judge(report, "hooks", samples, reads, handles)
+
+
+def _echo(fd: int) -> None:
+    import pmca
+    from pmca.world import PairWorld
+
+    world = PairWorld(socket.socket(fileno=fd), 1)
+    with pmca.Session(mca={"btl": "self,tcp"}, frameworks=["btl"], world=world) as s:
+        buffer = bytearray(8)
+        while True:
+            s.p2p.recv(0, 1, buffer)
+            if buffer == b"stop....":
+                break
+            s.p2p.send(0, 1, buffer)
+
+
+def pingpong(report: common.Report, quick: bool) -> None:
+    import pmca
+    from pmca.world import PairWorld
+
+    common.heading("btl 8 B ping-pong over tcp (this process and a forked one)")
+    mine, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        mine.close()
+        try:
+            _echo(theirs.detach())
+        finally:
+            os._exit(0)
+    theirs.close()
+    count = 500 if quick else 5000
+    world = PairWorld(mine, 0)
+    with pmca.Session(mca={"btl": "self,tcp"}, frameworks=["btl"], world=world) as s:
+        message, buffer = b"8 bytes!", bytearray(8)
+
+        def work() -> float:
+            start = time.perf_counter()
+            for _ in range(count):
+                s.p2p.send(1, 1, message)
+                s.p2p.recv(1, 1, buffer)
+            return time.perf_counter() - start
+
+        samples, reads, handles = _rounds(s, work, 5 if quick else 15)
+        s.p2p.send(1, 1, b"stop....")
+    os.waitpid(pid, 0)
+    _judge(report, "btl 8 B ping-pong", samples, reads, handles)
+
+
+def _judge(
+    report: common.Report, name: str, samples: dict[str, list[float]], reads: int, handles: int
+) -> None:
+    subject, baseline = samples["subject"], samples["baseline"]
+    print(f"  baseline raw ms {common.raw(baseline)}")
+    print(f"  subject  raw ms {common.raw(subject)}")
+    print(f"  reader: {handles} handles, {reads} sweeps over all rounds")
+    report.ratios[f"{name}: with a pvar session reading every ms"] = common.paired_ratio(
+        subject, baseline
+    )
+    report.goals.append(
+        goals.ratio_goal(f"{name}, pvar session reading every ms / none", subject, baseline, GOAL)
+    )
+
+
+def main() -> int:
+    args = common.parser(__doc__.splitlines()[0]).parse_args()
+    common.use_working_tree()
+    import pmca.native as native
+
+    print(f"pmca from {common.pmca_location()}")
+    report = common.Report("bench_pvars")
+    if native.available():
+        hooks(report, args.quick)
+    else:
+        report.notes.append(f"hooks skipped: {native.unavailable_reason()}")
+    pingpong(report, args.quick)
+    report.emit()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,180 @@
+"""Pvar sessions and handles, with MPI_T's start/stop/read/reset semantics.
+
+A handle never writes the producer's counter: it keeps its own view. For
+counters, aggregates and timers that view is the growth of the producer's
+monotonic value while the handle was started (a snapshot is taken at start
+and at reset), so a session opened after some traffic reads only what came
+after, and two sessions never disturb each other. Watermarks are the
+extreme seen since start or reset; other classes read the value now.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._pvars import (
+    ACCUMULATING,
+    REGISTRY,
+    WATERMARKS,
+    PVar,
+    PVarClass,
+    PVarError,
+    PVarFlag,
+    PVarRegistry,
+)
+
+__all__ = ["PVarHandle", "PVarSession"]
+
+
+class PVarHandle:
+    """One pvar (bound to ``obj``) as one session sees it.
+
+    Continuous pvars start started and cannot be stopped; the others count
+    only between :meth:`start` and :meth:`stop`.
+    """
+
+    def __init__(self, registry: PVarRegistry, pvar: PVar, obj: Any) -> None:
+        self.pvar = pvar
+        self.obj = obj
+        self._registry = registry
+        self._continuous = bool(pvar.flags & PVarFlag.CONTINUOUS)
+        self._running = False
+        self._freed = False
+        #: What was counted in earlier started intervals (accumulating classes).
+        self._accumulated: float = 0
+        #: The producer's value at the last start or reset.
+        self._base: float = 0
+        #: The watermark, and the producer's own peak when it was last restarted.
+        self._mark: float = 0
+        self._peak_base: float | None = None
+        if self._continuous:
+            self._restart()
+            self._running = True
+
+    @property
+    def name(self) -> str:
+        return self.pvar.name
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def _now(self) -> float:
+        if self._freed:
+            raise PVarError(f"pvar handle for {self.name!r} was freed with its session")
+        return self._registry.read(self.name, self.obj)
+
+    def _restart(self, now: float | None = None) -> None:
+        """Snapshot the producer: the handle counts from here."""
+        now = self._now() if now is None else now
+        self._base = now
+        if self.pvar.klass in WATERMARKS:
+            self._mark = now
+            self._peak_base = self._registry.peak(self.name, self.obj)
+
+    def start(self) -> None:
+        if self._continuous:
+            raise PVarError(f"pvar {self.name!r} is continuous: it is always started")
+        if not self._running:
+            self._restart()
+            self._running = True
+
+    def stop(self) -> None:
+        if self._continuous:
+            raise PVarError(f"pvar {self.name!r} is continuous: it cannot be stopped")
+        if self._running:
+            now = self._now()
+            self._value(now)  # a watermark takes its last sample
+            if self.pvar.klass in ACCUMULATING:
+                self._accumulated += now - self._base
+            self._running = False
+
+    def _value(self, now: float) -> float:
+        klass = self.pvar.klass
+        if klass in ACCUMULATING:
+            return self._accumulated + (now - self._base if self._running else 0)
+        if klass in WATERMARKS:
+            if self._running:
+                self._mark = self._extreme(self._mark, now)
+                peak = self._registry.peak(self.name, self.obj)
+                # A producer's peak that moved since our start was reached after it.
+                if peak is not None and self._peak_base is not None and peak != self._peak_base:
+                    self._mark = self._extreme(self._mark, peak)
+            return self._mark
+        return now
+
+    def _extreme(self, a: float, b: float) -> float:
+        return max(a, b) if self.pvar.klass is PVarClass.HIGHWATERMARK else min(a, b)
+
+    def read(self) -> float:
+        """The handle's value: growth while started, a watermark, or the value now."""
+        return self._value(self._now())
+
+    def _check_writable(self, what: str) -> None:
+        if self.pvar.flags & PVarFlag.READONLY:
+            raise PVarError(f"pvar {self.name!r} is read-only: it cannot be {what}")
+
+    def reset(self) -> None:
+        """Count from zero (from the level now, for a watermark)."""
+        self._check_writable("reset")
+        self._accumulated = 0
+        self._restart()
+
+    def readreset(self) -> float:
+        """Read and reset in one step: nothing counted in between is lost."""
+        self._check_writable("reset")
+        now = self._now()
+        value = self._value(now)
+        self._accumulated = 0
+        self._restart(now)
+        return value
+
+    def write(self, value: float) -> None:
+        """Set the handle's value (its own view: the producer's counter is untouched)."""
+        self._check_writable("written")
+        if self.pvar.klass not in ACCUMULATING:
+            raise PVarError(f"pvar {self.name!r} ({self.pvar.klass.value}) cannot be written")
+        now = self._now()
+        self._accumulated = value
+        self._base = now
+
+    def __repr__(self) -> str:
+        bound = "" if self.obj is None else f" obj={self.obj!r}"
+        state = "started" if self._running else "stopped"
+        return f"<PVarHandle {self.name}{bound} {state}>"
+
+
+class PVarSession:
+    """A set of handles, independent of every other session (MPI_T_pvar_session)."""
+
+    def __init__(self, registry: PVarRegistry = REGISTRY) -> None:
+        self._registry = registry
+        self._handles: list[PVarHandle] = []
+        self._freed = False
+
+    def handle(self, name: str, obj: Any = None) -> PVarHandle:
+        """A handle on pvar ``name``; ``obj`` names what a bound pvar is bound to."""
+        if self._freed:
+            raise PVarError("this pvar session was freed")
+        pvar = self._registry.get(name)
+        self._registry.check_object(name, obj)
+        handle = PVarHandle(self._registry, pvar, obj)
+        self._handles.append(handle)
+        return handle
+
+    @property
+    def handles(self) -> list[PVarHandle]:
+        return list(self._handles)
+
+    def free(self) -> None:
+        """Free the session and every handle it made."""
+        for handle in self._handles:
+            handle._freed = True
+        self._handles.clear()
+        self._freed = True
+
+    def __enter__(self) -> PVarSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.free()

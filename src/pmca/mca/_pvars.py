@@ -1,0 +1,294 @@
+"""Performance variables: what a framework or component counts, readable by tools.
+
+A producer registers a pvar with a *read* callable over a counter it already
+keeps (native counters read in place, Python attributes incremented where
+the hot path already does its work); reading costs whatever the callable
+costs, and nothing is paid while nobody reads. Several sources may register
+one name (two tcp modules of one process, two caches): a read sums them, or
+takes their extreme for the watermark classes.
+
+Names are ``<framework>_<component>_<name>`` (``btl_tcp_bytes_sent``,
+``memory_patcher_events_delivered``), classes and flags are MPI_T's, and a
+pvar is bound to nothing or to one kind of object (a peer rank, a cache, a
+module), which a handle then names.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from attrs import frozen
+
+from ._errors import PmcaError
+from ._names import check_component_name, check_framework_name
+
+__all__ = [
+    "REGISTRY",
+    "Binding",
+    "PVar",
+    "PVarClass",
+    "PVarError",
+    "PVarFlag",
+    "PVarRegistry",
+    "PVarSource",
+    "weak_reader",
+]
+
+_Owner = TypeVar("_Owner")
+
+
+class PVarError(PmcaError, ValueError):
+    """A performance variable was registered, named or used wrongly."""
+
+
+class PVarClass(enum.Enum):
+    """MPI_T's pvar classes: how values behave over time."""
+
+    STATE = "state"
+    LEVEL = "level"
+    SIZE = "size"
+    PERCENTAGE = "percentage"
+    HIGHWATERMARK = "highwatermark"
+    LOWWATERMARK = "lowwatermark"
+    COUNTER = "counter"
+    AGGREGATE = "aggregate"
+    TIMER = "timer"
+    GENERIC = "generic"
+
+
+#: Classes whose underlying value only grows: a handle reads the growth
+#: since its start (a snapshot of the counter), so sessions never interfere.
+ACCUMULATING = frozenset({PVarClass.COUNTER, PVarClass.AGGREGATE, PVarClass.TIMER})
+WATERMARKS = frozenset({PVarClass.HIGHWATERMARK, PVarClass.LOWWATERMARK})
+
+
+class Binding(enum.Enum):
+    """What one value of a pvar belongs to."""
+
+    NONE = "none"
+    PEER = "peer"
+    CACHE = "cache"
+    MODULE = "module"
+
+
+class PVarFlag(enum.Flag):
+    """MPI_T's pvar flags."""
+
+    NONE = 0
+    #: A handle cannot write it (or reset it: the value is the process's state).
+    READONLY = enum.auto()
+    #: Always counting: a handle starts started and cannot be stopped.
+    CONTINUOUS = enum.auto()
+    #: Read and reset in one step (pmca reads under the GIL: every pvar is).
+    ATOMIC = enum.auto()
+
+
+@frozen
+class PVar:
+    """What ``s.pvars()`` lists about one performance variable."""
+
+    name: str
+    klass: PVarClass
+    unit: str
+    level: int
+    binding: Binding
+    description: str
+    type: str = "int"
+    flags: PVarFlag = PVarFlag.NONE
+
+
+#: ``read(obj)`` of one source: ``obj`` is ``None`` for an unbound pvar.
+Reader = Callable[[Any], float]
+#: The objects a bound source has values for (peer ranks, cache names...).
+Objects = Callable[[], Iterable[Any]]
+
+
+class PVarSource:
+    """One producer's read callable for a pvar, alive as long as its owner."""
+
+    __slots__ = ("_owner", "objects", "peak", "read")
+
+    def __init__(
+        self, read: Reader, objects: Objects | None, owner: object | None, peak: Reader | None
+    ) -> None:
+        self.read = read
+        self.objects = objects
+        self.peak = peak
+        self._owner = None if owner is None else weakref.ref(owner)
+
+    @property
+    def alive(self) -> bool:
+        return self._owner is None or self._owner() is not None
+
+    def same_owner(self, owner: object | None) -> bool:
+        if self._owner is None:
+            return owner is None
+        return owner is not None and self._owner() is owner
+
+
+def weak_reader(owner: _Owner, read: Callable[[_Owner, Any], float]) -> Reader:
+    """``read(owner, obj)`` as a source's reader that does not keep ``owner`` alive.
+
+    Register it with ``owner=owner``: the source goes away with the owner.
+    """
+    ref = weakref.ref(owner)
+
+    def weak(obj: Any) -> float:
+        alive = ref()
+        return 0 if alive is None else read(alive, obj)
+
+    return weak
+
+
+class _Entry:
+    __slots__ = ("pvar", "sources")
+
+    def __init__(self, pvar: PVar) -> None:
+        self.pvar = pvar
+        self.sources: list[PVarSource] = []
+
+
+_LEVELS = range(1, 10)
+
+
+class PVarRegistry:
+    """The process's performance variables, by name."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+
+    def register(
+        self,
+        framework: str,
+        component: str,
+        name: str,
+        klass: PVarClass,
+        read: Reader,
+        *,
+        description: str,
+        unit: str = "",
+        level: int = 4,
+        binding: Binding = Binding.NONE,
+        type: str = "int",
+        flags: PVarFlag = PVarFlag.NONE,
+        objects: Objects | None = None,
+        owner: object | None = None,
+        peak: Reader | None = None,
+    ) -> PVar:
+        """Add a source for ``<framework>_<component>_<name>`` (declaring it first time).
+
+        ``owner``, when given, is held weakly: the source goes away with it,
+        and registering again for the same owner (or again without one)
+        replaces the earlier source.
+        A name registered again must keep its class, unit and binding.
+        A watermark's ``read`` gives the level now; ``peak``, if the producer
+        keeps one, the extreme it ever reached (a handle then sees a peak
+        reached between two of its reads).
+        """
+        check_framework_name(framework)
+        check_component_name(component)
+        check_component_name(name)
+        if not isinstance(klass, PVarClass):
+            raise PVarError(f"pvar {name!r}: class {klass!r} is not a pmca.mca.PVarClass")
+        if level not in _LEVELS:
+            raise PVarError(f"pvar {name!r}: level {level!r} is outside 1..9")
+        if (binding is Binding.NONE) != (objects is None):
+            raise PVarError(
+                f"pvar {name!r}: a bound pvar needs objects=..., an unbound one none "
+                f"(binding {binding.value})"
+            )
+        if klass in ACCUMULATING and type not in ("int", "float"):
+            raise PVarError(f"pvar {name!r}: a {klass.value} must be an int or a float")
+        full = f"{framework}_{component}_{name}"
+        pvar = PVar(full, klass, unit, level, binding, description, type, flags)
+        with self._lock:
+            entry = self._entries.get(full)
+            if entry is None:
+                entry = self._entries[full] = _Entry(pvar)
+            elif (entry.pvar.klass, entry.pvar.unit, entry.pvar.binding) != (klass, unit, binding):
+                raise PVarError(
+                    f"pvar {full!r} registered again as {klass.value}/{unit}/{binding.value}; "
+                    f"it is {entry.pvar.klass.value}/{entry.pvar.unit}/{entry.pvar.binding.value}"
+                )
+            # One source per owner; an ownerless (process-wide) source replaces
+            # the last one (a component module imported afresh registers again).
+            entry.sources = [s for s in entry.sources if s.alive and not s.same_owner(owner)]
+            entry.sources.append(PVarSource(read, objects, owner, peak))
+        return entry.pvar
+
+    def pvars(self) -> list[PVar]:
+        """Every registered pvar, by name."""
+        with self._lock:
+            return [self._entries[name].pvar for name in sorted(self._entries)]
+
+    def get(self, name: str) -> PVar:
+        return self._entry(name).pvar
+
+    def _entry(self, name: str) -> _Entry:
+        entry = self._entries.get(name)
+        if entry is None:
+            close = [n for n in self._entries if n.startswith(name.split("_")[0] + "_")]
+            hint = f" (pvars of that framework: {', '.join(sorted(close)[:8])})" if close else ""
+            raise PVarError(f"no performance variable named {name!r}{hint}")
+        return entry
+
+    def objects(self, name: str) -> list[Any]:
+        """The objects a bound pvar has values for now."""
+        entry = self._entry(name)
+        found: list[Any] = []
+        for source in list(entry.sources):
+            if source.alive and source.objects is not None:
+                found.extend(o for o in source.objects() if o not in found)
+        return found
+
+    def check_object(self, name: str, obj: Any) -> None:
+        """Refuse an ``obj`` that does not fit the pvar's binding."""
+        pvar = self._entry(name).pvar
+        if pvar.binding is Binding.NONE:
+            if obj is not None:
+                raise PVarError(f"pvar {name!r} is not bound to anything; obj must be None")
+            return
+        known = self.objects(name)
+        if obj not in known:
+            raise PVarError(
+                f"pvar {name!r} is bound per {pvar.binding.value}: {obj!r} is not one of {known!r}"
+            )
+
+    def read(self, name: str, obj: Any = None) -> float:
+        """The process's value now: summed over sources, or their extreme for watermarks."""
+        entry = self._entry(name)
+        return self._combine(entry, [s.read(obj) for s in self._sources(entry, obj)])
+
+    def peak(self, name: str, obj: Any = None) -> float | None:
+        """A watermark's extreme so far, if its producers keep one."""
+        entry = self._entry(name)
+        peaks = [s.peak(obj) for s in self._sources(entry, obj) if s.peak is not None]
+        return self._combine(entry, peaks) if peaks else None
+
+    @staticmethod
+    def _sources(entry: _Entry, obj: Any) -> list[PVarSource]:
+        return [
+            s
+            for s in list(entry.sources)
+            if s.alive and (obj is None or s.objects is None or obj in s.objects())
+        ]
+
+    @staticmethod
+    def _combine(entry: _Entry, values: list[float]) -> float:
+        klass = entry.pvar.klass
+        if klass is PVarClass.HIGHWATERMARK:
+            return max(values, default=0)
+        if klass is PVarClass.LOWWATERMARK:
+            return min(values, default=0)
+        if klass is PVarClass.STATE:
+            return values[-1] if values else 0
+        return sum(values)
+
+
+#: The process's registry: producers register here, sessions read from here.
+REGISTRY = PVarRegistry()

@@ -1,0 +1,79 @@
+"""The message layer's performance variables (summed over the process's engines).
+
+Queue lengths are counted when read (a walk over the queues, nothing on the
+matching path). The unexpected queue's peak is updated where a message is
+queued as unexpected, the slow path that already copies the payload; the
+common path (a receive already posted) does nothing more.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from ..mca._pvars import REGISTRY, PVarClass, PVarFlag
+
+__all__ = ["queued", "register_engine"]
+
+
+class _Engine(Protocol):
+    unexpected_peak: int
+    unexpected_total: int
+
+    def queue_lengths(self) -> tuple[int, int]: ...
+
+
+_engines: weakref.WeakSet[_Engine] = weakref.WeakSet()
+
+
+def queued(queues: Iterable[Any]) -> int:
+    return sum(len(queue) for queue in queues)
+
+
+def register_engine(engine: _Engine) -> None:
+    _engines.add(engine)
+
+
+def _total(read: Callable[[_Engine], int]) -> Callable[[object], float]:
+    return lambda _obj: sum(read(engine) for engine in list(_engines))
+
+
+def _peak(_obj: object) -> float:
+    return max((engine.unexpected_peak for engine in list(_engines)), default=0)
+
+
+REGISTRY.register(
+    "p2p",
+    "base",
+    "unexpected_queue",
+    PVarClass.HIGHWATERMARK,
+    _total(lambda e: e.queue_lengths()[1]),
+    peak=_peak,
+    unit="messages",
+    level=4,
+    description="Messages that arrived before their receive was posted, waiting now "
+    "(the most since start or reset)",
+)
+REGISTRY.register(
+    "p2p",
+    "base",
+    "unexpected_messages",
+    PVarClass.COUNTER,
+    _total(lambda e: e.unexpected_total),
+    unit="messages",
+    level=4,
+    flags=PVarFlag.CONTINUOUS,
+    description="Messages that arrived before their receive was posted",
+)
+REGISTRY.register(
+    "p2p",
+    "base",
+    "posted_receives",
+    PVarClass.LEVEL,
+    _total(lambda e: e.queue_lengths()[0]),
+    unit="requests",
+    level=4,
+    flags=PVarFlag.READONLY | PVarFlag.CONTINUOUS,
+    description="Receives posted and not yet matched",
+)

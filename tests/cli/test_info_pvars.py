@@ -1,0 +1,60 @@
+"""``pmca info --pvars``: every declared pvar, readable, parsable and as JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+
+#: A pvar of each framework that declares some, and what it must say.
+EXPECTED = {
+    "btl_tcp_bytes_sent": ("counter", "bytes", "peer"),
+    "btl_self_messages_received": ("counter", "messages", "peer"),
+    "memory_patcher_events_delivered": ("counter", "events", "none"),
+    "rcache_grdma_pinned_bytes": ("highwatermark", "bytes", "cache"),
+    "rcache_grdma_hits": ("counter", "registrations", "cache"),
+    "p2p_base_unexpected_queue": ("highwatermark", "messages", "none"),
+    "patcher_overwrite_patches_installed": ("counter", "patches", "none"),
+    "pmca_session_init_time": ("timer", "seconds", "none"),
+}
+
+
+def test_json_lists_each_pvar_with_its_fields(cli) -> None:
+    result = cli("info", "--pvars", "--json")
+    assert result.code == 0, result.err
+    document = json.loads(result.out)
+    assert (document["schema"], document["schema_version"]) == ("pmca-info-pvars", 1)
+    pvars = {p["name"]: p for p in document["pvars"]}
+    for name, (klass, unit, binding) in EXPECTED.items():
+        p = pvars[name]
+        assert (p["class"], p["unit"], p["binding"]) == (klass, unit, binding), p
+        assert 1 <= p["level"] <= 9 and p["description"]
+    assert list(pvars) == sorted(pvars)
+    assert all(re.fullmatch(r"[a-z][a-z0-9]*_[a-z][a-z0-9_]*", n) for n in pvars)
+
+
+def test_parsable_has_one_record_per_field(cli) -> None:
+    result = cli("info", "--pvars", "--parsable")
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    grammar = re.compile(
+        r'pvar:[a-z0-9_]+:(class|type|unit|level|binding|flags|description):("[^"]*"|[^"]*)'
+    )
+    assert lines and all(grammar.fullmatch(line) for line in lines), lines[:5]
+    for name, (klass, unit, binding) in EXPECTED.items():
+        for field, value in (("class", klass), ("unit", unit), ("binding", binding)):
+            assert f"pvar:{name}:{field}:{value}" in lines
+
+
+def test_readable_names_class_unit_level_and_binding(cli) -> None:
+    result = cli("info", "--pvars")
+    assert result.code == 0, result.err
+    text = result.out
+    assert re.search(r"pvar btl_tcp_bytes_sent: counter \(bytes\), level 4, per peer\n", text)
+    assert re.search(r"pvar pmca_session_init_time: timer \(seconds\), level 4\n", text)
+    assert "Bytes of active messages sent to the peer" in text
+
+
+def test_level_narrows_the_list(cli) -> None:
+    low = json.loads(cli("info", "--pvars", "--json", "--level", "2").out)["pvars"]
+    assert low and all(p["level"] <= 2 for p in low)
+    assert "memory_patcher_overwrites_detected" in {p["name"] for p in low}

@@ -1,0 +1,144 @@
+"""``pmca stats``: the live view of running processes, and refusing another user's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pmca.cli._stats import StatsError, read_socket
+from pmca.testing import find_launcher
+
+_TARGET = textwrap.dedent(
+    """
+    import json, os, sys, time
+    import pmca
+    import pmca.session._live
+    from pmca.mca._pvars import REGISTRY
+
+    def traffic(s):
+        s.p2p.send(0, 1, b"x" * 1000)
+        s.p2p.recv(0, 1, bytearray(1000))
+
+    if len(sys.argv) > 1:
+        # Another user cannot read root's interpreter: import everything first.
+        with pmca.Session(mca={"pmca_base_live_view": "off"}) as s:
+            traffic(s)
+        os.setgid(int(sys.argv[1]))
+        os.setuid(int(sys.argv[1]))
+    with pmca.Session(mca={"pmca_base_live_view": "on"}) as s:
+        traffic(s)
+        mine = REGISTRY.read("btl_self_bytes_sent", 0)
+        print(json.dumps({"pid": os.getpid(), "sent": mine}), flush=True)
+        sys.stdin.read()  # until the test closes it
+    """
+)
+
+
+def _start(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], dict[str, int]]:
+    script = tmp_path / "target.py"
+    script.write_text(_TARGET)
+    child = subprocess.Popen(
+        [sys.executable, str(script), *extra],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    if not line:
+        child.wait(timeout=60)
+        pytest.fail(f"target did not start: {child.stderr.read() if child.stderr else ''}")
+    return child, json.loads(line)
+
+
+def _stop(child: subprocess.Popen[str]) -> None:
+    child.communicate(timeout=60)  # closes its stdin: it finalizes and exits
+
+
+def test_stats_reads_a_running_process(cli, tmp_path) -> None:
+    child, info = _start(tmp_path)
+    try:
+        result = cli("stats", str(info["pid"]), "--json")
+        table = cli("stats", str(info["pid"]))
+    finally:
+        _stop(child)
+    assert result.code == 0, result.err
+    (process,) = json.loads(result.out)["processes"]
+    assert process["pid"] == info["pid"]
+    # What the process counted itself, read from outside.
+    assert process["pvars"]["btl_self_bytes_sent"] == {"0": info["sent"]} and info["sent"] > 1000
+    assert table.code == 0
+    assert f"pid {info['pid']}" in table.out
+    assert "btl_self_bytes_sent[0]" in table.out and str(info["sent"]) in table.out
+    # The socket is gone with the last finalize.
+    assert not list(Path(f"/tmp/pmca-{os.getuid()}").glob(f"*{info['pid']}.sock"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a process as another user")
+def test_another_users_process_is_refused(cli, tmp_path) -> None:
+    nobody = 65534
+    child, info = _start(tmp_path, str(nobody))
+    try:
+        result = cli("stats", str(info["pid"]))
+        # The process itself refuses a reader of another uid (SO_PEERCRED).
+        sockets = list(Path(f"/tmp/pmca-{nobody}").glob(f"*{info['pid']}.sock"))
+        assert len(sockets) == 1
+        with pytest.raises(StatsError, match=f"refused: process {info['pid']} belongs to uid"):
+            read_socket(sockets[0], info["pid"])
+    finally:
+        _stop(child)
+    assert result.code == 1
+    assert f"process {info['pid']}: refused: it belongs to uid {nobody}" in result.err
+    assert result.out == ""
+
+
+_RANK = textwrap.dedent(
+    """
+    import json, os, sys, time
+    import pmca
+    stop = sys.argv[1]
+    with pmca.Session() as s:  # live view 'auto': on under the launcher
+        s.p2p.send(0, 1, b"x" * 10)
+        s.p2p.recv(0, 1, bytearray(10))
+        print(json.dumps({"job": os.environ["PMIX_NAMESPACE"], "pid": os.getpid()}), flush=True)
+        deadline = time.monotonic() + 120
+        while not os.path.exists(stop) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    """
+)
+
+
+def test_stats_job_shows_both_ranks_under_mpirun(cli, tmp_path) -> None:
+    launcher = find_launcher()
+    if launcher is None or launcher.name != "openmpi":
+        pytest.skip("needs Open MPI's mpirun")
+    script = tmp_path / "rank.py"
+    script.write_text(_RANK)
+    stop = tmp_path / "stop"
+    job = subprocess.Popen(
+        [*launcher.command(2), sys.executable, str(script), str(stop)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert job.stdout is not None
+    try:
+        ranks = [json.loads(job.stdout.readline()) for _ in range(2)]
+        time.sleep(0.2)
+        result = cli("stats", "--job", ranks[0]["job"], "--json")
+    finally:
+        stop.touch()
+        _, err = job.communicate(timeout=120)
+    assert job.returncode == 0, err
+    assert result.code == 0, result.err
+    processes = json.loads(result.out)["processes"]
+    assert sorted(p["rank"] for p in processes) == [0, 1]
+    assert sorted(p["pid"] for p in processes) == sorted(r["pid"] for r in ranks)

@@ -1,0 +1,155 @@
+"""Pvar registration and MPI_T handle semantics over a producer's own counters."""
+
+from __future__ import annotations
+
+import pytest
+
+import pmca
+from pmca.mca import Binding, PVarClass, PVarError, PVarFlag, PVarRegistry, PVarSession
+
+
+class _Producer:
+    """Counters as a producer keeps them: plain attributes its hot path bumps."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.per_peer = {0: 0, 1: 0}
+        self.level = 0
+        self.peak = 0
+
+    def queue(self, n: int) -> None:
+        self.level = n
+        self.peak = max(self.peak, n)
+
+
+@pytest.fixture
+def produced() -> tuple[PVarRegistry, _Producer]:
+    registry = PVarRegistry()
+    p = _Producer()
+    registry.register(
+        "btl", "demo", "sends", PVarClass.COUNTER, lambda _o: p.count, description="sends"
+    )
+    registry.register(
+        "btl",
+        "demo",
+        "bytes_sent",
+        PVarClass.COUNTER,
+        lambda rank: p.per_peer[rank],
+        binding=Binding.PEER,
+        objects=lambda: list(p.per_peer),
+        flags=PVarFlag.CONTINUOUS,
+        unit="bytes",
+        description="bytes per peer",
+    )
+    registry.register(
+        "p2p",
+        "demo",
+        "queue_high",
+        PVarClass.HIGHWATERMARK,
+        lambda _o: p.level,
+        peak=lambda _o: p.peak,
+        description="queue length",
+    )
+    registry.register(
+        "memory",
+        "demo",
+        "support",
+        PVarClass.STATE,
+        lambda _o: 2,
+        flags=PVarFlag.READONLY | PVarFlag.CONTINUOUS,
+        description="support level",
+    )
+    return registry, p
+
+
+def test_non_continuous_counts_only_while_started(produced) -> None:
+    registry, p = produced
+    p.count = 10  # traffic before the session
+    h = PVarSession(registry).handle("btl_demo_sends")
+    p.count += 5
+    assert h.read() == 0  # never started
+    h.start()
+    p.count += 3
+    assert h.read() == 3
+    h.stop()
+    p.count += 100
+    assert h.read() == 3
+    h.start()
+    p.count += 1
+    assert h.read() == 4
+
+
+def test_continuous_reads_what_came_after_the_handle(produced) -> None:
+    registry, p = produced
+    p.per_peer[1] = 1000
+    ps = PVarSession(registry)
+    h = ps.handle("btl_demo_bytes_sent", obj=1)
+    p.per_peer[1] += 24
+    p.per_peer[0] += 7  # another peer
+    assert h.read() == 24
+    assert h.readreset() == 24
+    assert h.read() == 0
+    p.per_peer[1] += 2
+    assert h.read() == 2
+    with pytest.raises(PVarError, match="continuous"):
+        h.stop()
+    # Two sessions never disturb each other.
+    other = PVarSession(registry).handle("btl_demo_bytes_sent", obj=1)
+    h.reset()
+    p.per_peer[1] += 5
+    assert (h.read(), other.read()) == (5, 5)
+
+
+def test_watermark_sees_a_peak_between_reads(produced) -> None:
+    registry, p = produced
+    p.queue(50)  # a peak before the handle started
+    p.queue(1)
+    h = PVarSession(registry).handle("p2p_demo_queue_high")
+    h.start()
+    assert h.read() == 1
+    p.queue(7)
+    p.queue(2)  # the 7 was never sampled, the producer's peak did not move past 50
+    p.queue(60)
+    p.queue(0)
+    assert h.read() == 60
+    h.reset()
+    assert h.read() == 0
+
+
+def test_errors_name_what_was_wrong(produced) -> None:
+    registry, _ = produced
+    ps = PVarSession(registry)
+    with pytest.raises(PVarError, match="no performance variable named 'btl_demo_nope'"):
+        ps.handle("btl_demo_nope")
+    with pytest.raises(PVarError, match="bound per peer: 5 is not one of"):
+        ps.handle("btl_demo_bytes_sent", obj=5)
+    with pytest.raises(PVarError, match="not bound to anything"):
+        ps.handle("btl_demo_sends", obj=1)
+    state = ps.handle("memory_demo_support")
+    assert state.read() == 2
+    with pytest.raises(PVarError, match="read-only"):
+        state.reset()
+    with pytest.raises(PVarError, match="read-only"):
+        state.write(1)
+    with pytest.raises(PVarError, match="level 12"):
+        registry.register(
+            "btl", "demo", "x", PVarClass.COUNTER, lambda _o: 0, level=12, description="x"
+        )
+    with pytest.raises(PVarError, match="registered again"):
+        registry.register(
+            "btl", "demo", "sends", PVarClass.LEVEL, lambda _o: 0, description="sends"
+        )
+    ps.free()
+    with pytest.raises(PVarError, match="freed"):
+        state.read()
+
+
+def test_session_lists_pvars_and_times_itself(pmca_env) -> None:
+    with pmca.Session(frameworks=["memory"]) as s:
+        names = {pv.name: pv for pv in s.pvars()}
+        init = names["pmca_session_init_time"]
+        assert (init.klass, init.unit, init.binding) == (PVarClass.TIMER, "seconds", Binding.NONE)
+        h = s.pvar_session().handle("pmca_session_init_time")
+        with pmca.Session(frameworks=["memory"]):
+            pass
+        assert h.read() > 0
