@@ -6,15 +6,24 @@
 
 Each btl that reaches rank 1 from rank 0 gets its own session with
 ``btl = self,<name>``, so the numbers are that transport's alone.
+
+Needs mpi4py: ``pip install 'pmca[mpi]'`` (mpi4py, numpy and Open MPI's
+mpirun); without it the example says so and exits 1.
 """
+
+# needs: mpi4py from pmca[mpi]
 
 from __future__ import annotations
 
+import sys
 import time
 
-from mpi4py import MPI
-
 import pmca
+
+try:
+    from mpi4py import MPI
+except ModuleNotFoundError as missing:
+    sys.exit(f"pingpong.py needs {missing.name}: pip install 'pmca[mpi]'")
 
 ROUNDS = 500
 SIZES = [1 << 10, 64 << 10, 1 << 20, 16 << 20]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,9 +13,61 @@ import pytest
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
 
+#: ``# needs: mpi4py from pmca[mpi]``: a module beyond pmca's own dependencies,
+#: and the extra that installs it.
+_NEEDS = re.compile(r"^# needs: (?P<module>[\w.]+) from (?P<extra>pmca\[\w+\])$", re.MULTILINE)
+
+#: What pmca itself depends on at run time: an example may import these freely.
+_DEPENDENCIES = {"pmca", "pluggy", "attrs", "structlog", "importlib_metadata"}
+
+
+def declared_needs(example: Path) -> dict[str, str]:
+    """The modules ``example`` says it needs, with the extra that installs each."""
+    return {m["module"]: m["extra"] for m in _NEEDS.finditer(example.read_text())}
+
+
+def missing_need(example: Path) -> str | None:
+    """Why ``example`` cannot run here (a needed module is not installed), if so."""
+    for module, extra in declared_needs(example).items():
+        if importlib.util.find_spec(module.partition(".")[0]) is None:
+            return f"{example.name} needs {module}: pip install '{extra}'"
+    return None
+
+
+def _imported_top_level(example: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(example.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.partition(".")[0])
+    return names - {"__future__"}
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
+def test_examples_declare_what_they_need(example: Path) -> None:
+    """Every module beyond the standard library and pmca's dependencies is declared."""
+    beyond = _imported_top_level(example) - set(sys.stdlib_module_names) - _DEPENDENCIES
+    assert beyond <= declared_needs(example).keys(), (
+        f"{example.name} imports {sorted(beyond)}: add '# needs: MODULE from pmca[EXTRA]'"
+    )
+    for extra in declared_needs(example).values():
+        assert f"pip install '{extra}'" in example.read_text(), "say it in the docstring"
+
+
+def test_a_missing_need_is_a_reason_naming_the_extra(tmp_path: Path) -> None:
+    example = tmp_path / "needy.py"
+    example.write_text("# needs: pmca_no_such_module from pmca[mpi]\n")
+    assert missing_need(example) == "needy.py needs pmca_no_such_module: pip install 'pmca[mpi]'"
+    example.write_text("# needs: json from pmca[mpi]\n")
+    assert missing_need(example) is None
+
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
 def test_example_runs(example: Path, pmca_env, pmca_load_mode: str) -> None:
+    reason = missing_need(example)
+    if reason is not None:
+        pytest.skip(reason)
     child = subprocess.run(
         [sys.executable, "-X", "faulthandler", str(example)],
         capture_output=True,

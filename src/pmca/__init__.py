@@ -5,8 +5,8 @@ Dependencies point one way. Each package imports only packages below it
 the import is (module level, inside a function, under ``TYPE_CHECKING``),
 bottom first:
 
-- private helpers ``pmca._version``, ``_build``, ``_records``, ``_lazy``, ``_interrupts``,
-  ``_forksafe``, then ``pmca._libc``;
+- private helpers ``pmca._version``, ``_build``, ``_records``, ``_lazy``,
+  ``_interrupts``, ``_public``, ``_forksafe``, then ``pmca._libc``;
 - ``pmca.mca`` (the component machinery) and ``pmca.native`` (the native hooks);
 - ``pmca.runtime``: the shared runtime every framework and session uses
   (state, lock, parameter space, framework open and close, finalize domains);
@@ -16,7 +16,7 @@ bottom first:
 - ``pmca.p2p``: point-to-point messages over the btls;
 - ``pmca.session``: :class:`Session`, which composes the frameworks;
 - this package, a lazy facade over the public names above;
-- ``pmca.testing``, ``pmca.scenarios``, ``pmca.cli``.
+- ``pmca.testing``, ``pmca.scenarios``, ``pmca.cli``, then ``pmca.__main__`` (``python -m pmca``).
 
 Nothing below this facade imports a name from it: each takes it from its home.
 ``tests/core/test_layers.py`` checks this order.

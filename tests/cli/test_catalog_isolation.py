@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 import warnings
 from collections.abc import Callable
@@ -125,7 +126,51 @@ def test_a_third_party_framework_cannot_take_a_builtin_name(
     with pmca.Session(frameworks=["memory"]) as session:
         assert session.components("memory")
         (failure,) = [f for f in RUNTIME.catalog.failures if f.name == "memory"]
-    assert "name already taken by built-in" in failure.reason
+    assert failure.reason == (
+        "FrameworkError: distribution dist-memory-impostor 0.1.0 declares a framework named "
+        "'memory', the name of pmca's built-in framework (built-in (pmca.memory._framework:"
+        "FRAMEWORK)): the built-in memory is used, this declaration is ignored"
+    )
+    assert failure.distribution == "dist-memory-impostor 0.1.0"
+    assert failure.clash == "built-in (pmca.memory._framework:FRAMEWORK)"
+
+
+def test_a_third_party_btl_framework_is_reported_as_a_clash_not_as_the_builtin_failing(
+    install_plugin: InstallPlugin, cli
+) -> None:
+    """``pmca info`` names the distribution and the clash; the built-in btl still works."""
+    install_plugin(
+        "pmca-otherbtl",
+        version="0.3.0",
+        entry_points={"pmca.frameworks": {"btl": "otherbtl_decl:FRAMEWORK"}},
+        modules={"otherbtl_decl": framework_source("btl")},
+    )
+    result = cli("info", "--show-failed")
+    assert result.code == 0, result.err
+    (line,) = [x for x in result.out.splitlines() if x.strip().startswith("MCA btl: (")]
+    assert "(framework failed to load)" not in line
+    assert "(third-party framework ignored: name clash)" in line
+    assert "distribution pmca-otherbtl 0.3.0 declares a framework named 'btl'" in line
+    assert "the built-in btl is used" in line
+    summary = cli("info")
+    assert (
+        "Failed to load: 1 (framework btl from distribution pmca-otherbtl 0.3.0, a name clash "
+        "with the built-in btl)" in " ".join(summary.out.split())
+    )
+    assert "MCA btl: self" in summary.out  # the built-in btl's components are all there
+    parsable = cli("info", "--show-failed", "--parsable").out.splitlines()
+    assert "framework:btl:distribution:pmca-otherbtl 0.3.0" in parsable
+    assert 'framework:btl:clashes-with:"built-in (pmca.btl._framework:FRAMEWORK)"' in parsable
+    report = json.loads(cli("info", "--json", "--show-failed").out)
+    (failure,) = report["framework_failures"]
+    assert failure["distribution"] == "pmca-otherbtl 0.3.0"
+    assert failure["clashes_with"] == "built-in (pmca.btl._framework:FRAMEWORK)"
+    # The built-in btl's parameters are still checked: its name is not disabled.
+    with (
+        pytest.warns(pmca.ParamWarning, match="btl_tcp_exclusivty"),
+        pmca.Session(frameworks=["btl"], mca={"btl_tcp_exclusivty": "5"}),
+    ):
+        pass
 
 
 def test_a_component_offered_twice_warns_naming_both(

@@ -70,7 +70,10 @@ def test_json_report(run_pmca: Callable[..., Result]) -> None:
     assert report["ok"] is True
     assert report["verdict"].startswith("verdict: OK")
     titles = [section["title"] for section in report["sections"]]
-    assert [f"== {title} ==" for title in titles] == SECTIONS
+    # Third-party components installed here get a section of their own, after these.
+    judged = [f"== {s['title']} ==" for s in report["sections"] if s["judged"]]
+    assert judged == SECTIONS, titles
+    assert titles[: len(SECTIONS)] == [title.strip("= ") for title in SECTIONS]
     coverage = next(s for s in report["sections"] if s["title"] == "Native hook coverage")
     assert coverage["data"]["paths"]["munmap"]["caught"] is True
     scenarios = next(s for s in report["sections"] if s["title"] == "Seed scenarios")
@@ -143,3 +146,62 @@ def test_a_third_party_memory_component_is_reported_not_failed(
     )
     assert re.search(r"ok\s+prologues\s+6 functions x 4 sessions", result.out)
     assert re.search(r"stale-registration\s+pmca hooks.*\sprevented\s", result.out)
+
+
+THIRD_PARTY_BTL = """
+import pmca
+from pmca.btl.self import DEFAULTS
+from pmca.btl.self._module import SelfModule
+
+
+class MyselfModule(SelfModule):
+    \"\"\"Reaches only its own process, as btl/self does, under another name.\"\"\"
+
+    def __init__(self, limits, log):
+        super().__init__(limits, log)
+        self.name = "myself"
+
+
+class MyselfComponent(pmca.Component):
+    framework = "btl"
+    name = "myself"
+    version = "2.3.4"
+    api_version = "1.0.0"
+
+    @pmca.hookimpl
+    def query(self, ctx):
+        return pmca.Query(priority=100, module=MyselfModule(DEFAULTS, ctx.log))
+"""
+
+
+def test_a_third_party_btl_that_reaches_only_itself_is_reported_not_failed(
+    run_pmca: Callable[..., Result], tmp_path
+) -> None:
+    """Its two-process check fails; doctor names it with its distribution and why,
+    in a section of its own, and the verdict stays OK (exit 0)."""
+    from pmca.testing import make_distribution
+
+    native_or_skip()
+    site = tmp_path / "site"
+    make_distribution(
+        site,
+        "pmca-myself",
+        version="2.3.4",
+        entry_points={"pmca.btl": {"myself": "pmca_myself:MyselfComponent"}},
+        modules={"pmca_myself": THIRD_PARTY_BTL},
+    )
+    result = run_pmca("doctor", "--quick", path=(site,))
+    assert result.code == 0, result.out + result.err
+    assert result.lines[-1].startswith("verdict: OK"), result.lines[-1]
+    assert "btl myself" in result.lines[-1]  # named in the verdict, which it does not change
+    third = result.out.split("== Third-party components (reported, not judged) ==")[1]
+    assert re.search(
+        r"WARN\s+btl myself\s+distribution pmca-myself 2\.3\.4: the two-process check failed: "
+        r"its modules do not reach the peer process \(rank 0 reaches it through",
+        third,
+    ), third
+    assert "Traceback" not in result.out
+    assert "AssertionError" not in result.out
+    assert 'File "' not in result.out
+    assert re.search(r"ok\s+btl self\s", result.out)
+    assert re.search(r"ok\s+btl tcp\s", result.out)

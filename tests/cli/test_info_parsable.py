@@ -18,6 +18,7 @@ PARAM_FIELD = "|".join(
         r"level:[1-9]",
         r"help:.*",
         r"enumerator:value:-?\d+:\S+",
+        r'valid_values:("([^"\\]|\\.)*"|[^:"]*)',
         r"deprecated:(yes|no)",
         r"type:(bool|int|size_t|double|string|list)",
         r"synonym_of:name:\w+",
@@ -34,7 +35,8 @@ GRAMMAR = re.compile(
             rf"mca:{FW}:{COMP}:param:\w+:({PARAM_FIELD})",
             rf"mca:{FW}:{COMP}:failed:({QUOTED}|[^:\"]*)",
             rf"mca:{FW}:{COMP}:(location|distribution|load-mode|disabled):({QUOTED}|[^:\"]*)",
-            rf"framework:{FW}:(version|policy|location|components|failed):({QUOTED}|[^:\"]*)",
+            rf"framework:{FW}:(version|policy|location|components|failed|distribution"
+            rf"|clashes-with):({QUOTED}|[^:\"]*)",
             rf"(pmca|python|config|path|option)(:[a-z-]+)+:({QUOTED}|[^:\"]*)",
         ]
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pmca
@@ -209,3 +210,30 @@ def test_a_framework_that_fails_to_load_is_reported(cli, install_plugin, unique)
     line = line_with(result, f"MCA {fw}: ")
     assert line.endswith("(framework failed to load) RuntimeError: no such thing")
     assert f"framework {fw}" in line_with(result, "Failed to load: ")
+
+
+def test_load_mode_is_mixed_when_some_components_load_statically(cli, pmca_env) -> None:
+    """``mca_base_component_dso=all`` with a component that forces static loading."""
+    pmca_env["PMCA_MCA_mca_base_component_dso"] = "all"
+    out = cli("info").out
+    modes = re.findall(r"\(MCA v[^)]*\) (static|dso), ", out)
+    assert "static" in modes and "dso" in modes  # memory/patcher always loads statically
+    expected = f"mixed ({modes.count('static')} static, {modes.count('dso')} dso components)"
+    assert re.search(rf"Component load mode: {re.escape(expected)}$", out, re.MULTILINE), out
+    assert "option:load-mode:mixed" in cli("info", "--parsable").out.splitlines()
+    summary = json.loads(cli("info", "--json").out)["load_mode"]
+    assert summary["summary"] == "mixed"
+    assert summary["components"] == {"static": modes.count("static"), "dso": modes.count("dso")}
+    pmca_env["PMCA_MCA_mca_base_component_dso"] = "none"
+    assert re.search(r"Component load mode: static$", cli("info").out, re.MULTILINE)
+
+
+def test_valid_text_is_shown_without_json(cli, pmca_env) -> None:
+    """A parameter's ``valid=`` text is in the readable and parsable output, not only JSON."""
+    readable = cli("info", "--param", "btl", "tcp", "--level", "9").out.splitlines()
+    at = next(i for i, x in enumerate(readable) if '"btl_tcp_keepalive_probes"' in x)
+    assert readable[at + 2].strip() == "Valid values: 1 to 127 probes", readable[at + 2]
+    parsable = cli("info", "--param", "btl", "tcp", "--level", "9", "--parsable").out
+    assert "mca:btl:tcp:param:btl_tcp_keepalive_probes:valid_values:1 to 127 probes" in (
+        parsable.splitlines()
+    )

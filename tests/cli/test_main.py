@@ -6,6 +6,7 @@ import argparse
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +99,43 @@ def test_a_closed_pipe_is_not_an_error(pmca_env) -> None:
 def test_usage_errors_exit_2(capsys, argv: list[str]) -> None:
     assert main(argv) == 2
     assert "usage: pmca info" in capsys.readouterr().err
+
+
+def test_python_dash_m_pmca_is_the_pmca_command(pmca_env) -> None:
+    """``python -m pmca`` runs what the ``pmca`` console script runs."""
+    import shutil
+
+    module = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pmca",
+            "info",
+            "--parsable",
+            "--param",
+            "btl",
+            "self",
+            "--level",
+            "9",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert module.returncode == 0, module.stderr
+    assert "mca:btl:self:param:btl_self_exclusivity:value:" in module.stdout
+    version = subprocess.run(
+        [sys.executable, "-m", "pmca", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert version.stdout.startswith(f"pmca v{pmca.__version__}")
+    script = shutil.which("pmca", path=str(Path(sys.executable).parent))
+    if script is not None:  # the console script installed next to this interpreter
+        command = subprocess.run(
+            [script, "info", "--parsable", "--param", "btl", "self", "--level", "9"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert command.stdout == module.stdout

@@ -4,7 +4,7 @@ The order, bottom first (the same as in ``pmca``'s package docstring and the
 README's "Layout" section). Packages in one layer are peers: they import
 neither each other nor anything above.
 
-    _version _records _lazy _interrupts _forksafe   private helpers
+    _version _records _lazy _interrupts _forksafe _public   private helpers
     _libc                                           libc, made fork- and interrupt-safe
     mca native                                      the component machinery; the native hooks
     runtime                                         the shared runtime every framework uses
@@ -14,6 +14,7 @@ neither each other nor anything above.
     session                                         Session: composes the frameworks
     pmca (the root package)                         the lazy facade users import
     testing < scenarios < cli                       helpers and tools built on sessions
+    __main__                                        python -m pmca: the pmca command
 
 Every import statement of ``src/pmca`` counts, wherever it is (module level,
 inside a function, under ``TYPE_CHECKING``), relative or absolute, and so does
@@ -34,7 +35,7 @@ SOURCE = Path(__file__).resolve().parents[2] / "src"
 
 #: Bottom first; each entry a layer of peers.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_version", "_build", "_records", "_lazy", "_interrupts", "_forksafe"),
+    ("_version", "_build", "_records", "_lazy", "_interrupts", "_forksafe", "_public"),
     ("_libc",),
     ("mca", "native"),
     ("runtime",),
@@ -49,6 +50,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("testing",),
     ("scenarios",),
     ("cli",),
+    ("__main__",),  # python -m pmca: the command line
 )
 
 #: Module cycles inside one package that stay, each (importer, imported) edge

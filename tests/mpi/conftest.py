@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -35,4 +36,11 @@ def program(name: str) -> str:
 
 
 def ok_lines(stdout: str) -> list[str]:
-    return [line for line in stdout.splitlines() if line.startswith("OK rank")]
+    """Every ``OK rank N`` report, also when the launcher forwarded two ranks'
+    lines without the newline between them (Hydra writes each rank's output
+    as it reads it, so a report and its newline can be split by another's)."""
+    reports = (part for line in stdout.splitlines() for part in _REPORT.split(line))
+    return [part for part in reports if part.startswith("OK rank")]
+
+
+_REPORT = re.compile(r"(?=(?:OK|FAIL) rank \d)")

@@ -24,9 +24,32 @@ def _kind(launcher: Launcher) -> str:
     return "pmix" if launcher.name == "openmpi" else "pmi"
 
 
-def _run(launcher: Launcher, ranks: int, case: str, tmp_path, *, btl="self,sm,tcp", **kwargs):
+def _protocol(launcher: Launcher, pmi_version: str = "auto") -> str:
+    """What the world's description starts with: Hydra offers PMI-2, taken unless forced to 1."""
+    if _kind(launcher) == "pmix":
+        return "PMIx"
+    return "PMI-1" if pmi_version == "1" else "PMI-2"
+
+
+def _run(
+    launcher: Launcher,
+    ranks: int,
+    case: str,
+    tmp_path,
+    *,
+    btl="self,sm,tcp",
+    pmi_version="auto",
+    env=None,
+    **kwargs,
+):
+    """Run a case; ``pmi_version`` as ``pmca_base_pmi_version`` (for MPICH's mpiexec only)."""
+    if pmi_version != "auto" and launcher.name == "openmpi":
+        pytest.skip("pmca_base_pmi_version is for MPICH's PMI; mpirun serves PMIx")
+    env = {**(env or {}), "PMCA_MCA_pmca_base_pmi_version": pmi_version}
+    kwargs["env"] = env
     result = tmp_path / "result"
     argv = [program("launcher_world.py"), "--case", case, "--expect", _kind(launcher)]
+    argv += ["--pmi-version", pmi_version]
     child = run_mpi(
         launcher, ranks, [*argv, "--btl", btl, "--result", str(result)], timeout=240, **kwargs
     )
@@ -35,22 +58,25 @@ def _run(launcher: Launcher, ranks: int, case: str, tmp_path, *, btl="self,sm,tc
 
 
 @pytest.mark.skipif(not _HAS_SM, reason="btl sm is not built")
-@pytest.mark.parametrize("ranks", [2, 4])
-def test_launcher_world_every_size_without_mpi(launcher: Launcher, pmca_env, tmp_path, ranks):
+@pytest.mark.parametrize(("ranks", "pmi_version"), [(2, "auto"), (4, "auto"), (2, "1"), (2, "2")])
+def test_launcher_world_every_size_without_mpi(
+    launcher: Launcher, pmca_env, tmp_path, ranks, pmi_version
+):
     # No world in the program: pmca_base_world=launcher from the environment.
+    env = {"PMCA_MCA_pmca_base_world": "launcher"}
     child, reported, output = _run(
-        launcher, ranks, "sizes", tmp_path, env={"PMCA_MCA_pmca_base_world": "launcher"}
+        launcher, ranks, "sizes", tmp_path, env=env, pmi_version=pmi_version
     )
     assert child.returncode == 0, output
     lines = ok_lines(reported)
     assert len(lines) == ranks, output
-    assert all(("PMIx" if _kind(launcher) == "pmix" else "PMI-1") in line for line in lines)
+    assert all(_protocol(launcher, pmi_version) in line for line in lines), output
 
 
 @pytest.mark.skipif(not _HAS_SM, reason="btl sm is not built")
 def test_killed_rank_reported_by_pmix_event(launcher: Launcher, pmca_env, tmp_path):
     if launcher.name != "openmpi":
-        pytest.skip("PMI-1 has no failure events")
+        pytest.skip("PMI has no failure events")
     # PRRTE sends process-failure events only with both options.
     _, reported, output = _run(
         launcher,
@@ -67,24 +93,32 @@ def test_killed_rank_reported_by_pmix_event(launcher: Launcher, pmca_env, tmp_pa
     assert seconds < (10 + 2 * 3) / 2, output
 
 
+@pytest.mark.parametrize("pmi_version", ["auto", "1"])
 @pytest.mark.parametrize("order", ["mpi-before", "mpi-after"])
-def test_world_beside_mpi(launcher: Launcher, pmca_env, tmp_path, order):
+def test_world_beside_mpi(launcher: Launcher, pmca_env, tmp_path, order, pmi_version):
     if order == "mpi-after" and launcher.name == "openmpi":
         pytest.skip(
             "Open MPI 5.0 skips PMIx_Init when PMIx is already initialized and then "
             "cannot find its own process: MPI must be initialized before a PMIx world"
         )
-    child, reported, output = _run(launcher, 2, order, tmp_path, btl="self,tcp")
+    child, reported, output = _run(
+        launcher, 2, order, tmp_path, btl="self,tcp", pmi_version=pmi_version
+    )
     assert child.returncode == 0, output
-    assert len(ok_lines(reported)) == 2, output
+    lines = ok_lines(reported)
+    assert len(lines) == 2, output
+    assert all(_protocol(launcher, pmi_version) in line for line in lines), output
 
 
-def test_entry_too_large_for_pmi(launcher: Launcher, pmca_env, tmp_path):
+@pytest.mark.parametrize("pmi_version", ["1", "2"])
+def test_entry_too_large_for_pmi(launcher: Launcher, pmca_env, tmp_path, pmi_version):
     if launcher.name == "openmpi":
         pytest.skip("PMIx carries any size; the limit is PMI's")
-    child, reported, output = _run(launcher, 2, "too-large", tmp_path)
+    child, reported, output = _run(launcher, 2, "too-large", tmp_path, pmi_version=pmi_version)
     assert child.returncode == 0, output
-    assert len(ok_lines(reported)) == 2, output
+    lines = ok_lines(reported)
+    assert len(lines) == 2, output
+    assert all(f"PMI-{pmi_version}: a modex entry" in line for line in lines), output
 
 
 def test_pmix_server_gone(launcher: Launcher, pmca_env, tmp_path):
@@ -113,9 +147,14 @@ def test_pmix_server_gone(launcher: Launcher, pmca_env, tmp_path):
     assert "ERROR PMIx: PMIx_Init failed" in gone.stdout, gone.stdout + gone.stderr
 
 
-def test_rank_that_never_enters_the_modex(launcher: Launcher, pmca_env, tmp_path):
-    child, reported, output = _run(launcher, 2, "silent", tmp_path, btl="self,tcp")
+@pytest.mark.parametrize("pmi_version", ["auto", "1"])
+def test_rank_that_never_enters_the_modex(launcher: Launcher, pmca_env, tmp_path, pmi_version):
+    child, reported, output = _run(
+        launcher, 2, "silent", tmp_path, btl="self,tcp", pmi_version=pmi_version
+    )
     lines = ok_lines(reported)
     assert lines and "modex error" in lines[0], output
-    assert ("fence" if _kind(launcher) == "pmix" else "barrier_in") in lines[0], output
+    # Hydra answers PMI-2's kvs-fence at once: the get of the silent rank's entry waits.
+    fence = {"PMIx": "fence", "PMI-1": "'barrier_in'", "PMI-2": "'kvs-get'"}
+    assert fence[_protocol(launcher, pmi_version)] in lines[0], output
     assert child.returncode == 0, output

@@ -180,3 +180,19 @@ def test_readable_format(tmp_path: Path) -> None:
         "line one",
         "line two",
     ]
+
+
+def test_the_valid_text_of_a_check_is_in_both_dumps(make_space) -> None:
+    """``valid=`` is shown readably (``Valid values:``, as for enumerations) and parsably."""
+    from pmca.mca.params import format_parsable, format_readable, within
+
+    space = make_space()
+    param = space.register("test", "comp", "knob", type=int, default=3, help="h", **within(0, 9))
+    assert format_readable(param)[-1] == "Valid values: 0 to 9"
+    lines = format_parsable(param)
+    assert "mca:test:comp:param:test_comp_knob:valid_values:0 to 9" in lines
+    # In Open MPI's field order: after help (where enumerators go), before deprecated.
+    fields = [line.split(":")[5] for line in lines]
+    assert fields.index("help") < fields.index("valid_values") < fields.index("deprecated")
+    word = space.register("test", "comp", "word", type=str, default="a", valid="a: or b")
+    assert 'mca:test:comp:param:test_comp_word:valid_values:"a: or b"' in format_parsable(word)

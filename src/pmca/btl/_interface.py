@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 from attrs import frozen
 
+from .._public import public
 from .._records import FrozenValue
 from ..mca._errors import PmcaError
 
@@ -52,6 +53,7 @@ else:  # ``collections.abc.Buffer`` is new in Python 3.12
 API_VERSION = "1.0.0"
 
 
+@public
 class Flags(enum.IntFlag):
     """What a module can do (Open MPI's ``MCA_BTL_FLAGS_*``)."""
 
@@ -82,6 +84,7 @@ TAG_USER = 0x40
 TAG_MAX = 0xFF
 
 
+@public
 @frozen(eq=False, repr=False)
 class Limits(FrozenValue):
     """A module's performance attributes, as the component's parameters set them.
@@ -114,6 +117,7 @@ class Limits(FrozenValue):
     get_limit: int = 0
 
 
+@public
 @frozen(eq=False, repr=False)
 class Proc(FrozenValue):
     """A peer process as add_procs sees it.
@@ -135,6 +139,7 @@ class Proc(FrozenValue):
     local: bool = False
 
 
+@public
 @runtime_checkable
 class Endpoint(Protocol):
     """A module's handle on one reachable peer, returned by add_procs.
@@ -146,6 +151,7 @@ class Endpoint(Protocol):
     def rank(self) -> int: ...
 
 
+@public
 @frozen(eq=False, repr=False)
 class MemoryHandle(FrozenValue):
     """A registration of local memory for put/get.
@@ -181,6 +187,7 @@ ErrorCallback = Callable[["Endpoint", BaseException], None]
 PLACEMENT_HEAD = 64
 
 
+@public
 class Placement(NamedTuple):
     """Where the rest of a large active message goes (a :data:`Placer`'s answer)."""
 
@@ -203,10 +210,12 @@ class Placement(NamedTuple):
 Placer = Callable[["Endpoint", int, memoryview, int], "Placement | None"]
 
 
+@public
 class BtlError(PmcaError):
     """A byte transfer failed; the message names the module and the peer."""
 
 
+@public
 class PeerFailed(BtlError):
     """A peer died or its connection broke. ``rank`` names it."""
 
@@ -215,10 +224,12 @@ class PeerFailed(BtlError):
         self.rank = rank
 
 
+@public
 class ModexError(BtlError):
     """A modex entry was malformed, foreign, or never arrived."""
 
 
+@public
 @runtime_checkable
 class BtlModule(Protocol):
     """What every btl module provides (``mca_btl_base_module_t``, API 1.0.0).

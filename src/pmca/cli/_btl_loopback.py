@@ -24,11 +24,20 @@ _LARGE = 8 << 20
 
 @frozen
 class LoopbackResult:
+    """One btl's check. ``detail`` says what happened in one line; ``reason``
+    is why a failed check failed, in words (no exception type, no line of the
+    child's output: what a report about someone else's component shows)."""
+
     btl: str
     ok: bool
     detail: str
     latency_us: float | None = None
     bandwidth_mb_s: float | None = None
+    reason: str = ""
+
+
+class _NotReached(Exception):
+    """The btl under check does not carry the messages to the peer process."""
 
 
 def _echo(p2p: Any, rank: int) -> tuple[float, float]:
@@ -72,7 +81,10 @@ def run_side(
     with Session(mca=settings, frameworks=["btl"], world=PairWorld(sock, rank)) as session:
         reach = session.reach(1 - rank)
         if not reach or reach[0] != btl:
-            raise AssertionError(f"rank {rank} reaches its peer through {reach}, not {btl}")
+            through = f"through {', '.join(reach)}" if reach else "through no btl"
+            raise _NotReached(
+                f"its modules do not reach the peer process (rank {rank} reaches it {through})"
+            )
         latency, bandwidth = _echo(session.p2p, rank)
         zerocopy = sum(int(getattr(m, "zerocopy_sends", 0)) for m in session.modules("btl"))
         return latency, bandwidth, zerocopy
@@ -99,7 +111,7 @@ def check_self() -> LoopbackResult:
                 if out != data[:size]:
                     raise AssertionError(f"{size}-byte message to self came back corrupted")
     except Exception as exc:
-        return LoopbackResult("self", False, f"{type(exc).__name__}: {exc}")
+        return LoopbackResult("self", False, f"{type(exc).__name__}: {exc}", reason=str(exc))
     return LoopbackResult("self", True, "0 B, 8 B and 8 MiB messages to itself, checksums equal")
 
 
@@ -122,15 +134,24 @@ def check(btl: str, timeout: float = 60.0, mca: dict[str, Any] | None = None) ->
         child.kill()
         _, err = child.communicate(timeout=timeout)
         tail = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
-        return LoopbackResult(btl, False, f"{type(exc).__name__}: {exc} {tail[0]}".strip())
+        reason = str(exc) if isinstance(exc, _NotReached) else f"{type(exc).__name__}: {exc}"
+        return LoopbackResult(
+            btl, False, f"{type(exc).__name__}: {exc} {tail[0]}".strip(), reason=reason
+        )
     try:
         _, err = child.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         child.kill()
-        return LoopbackResult(btl, False, f"the child did not finish within {timeout:g} s")
+        why = f"the child did not finish within {timeout:g} s"
+        return LoopbackResult(btl, False, why, reason=why)
     if child.returncode != 0:
         tail = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
-        return LoopbackResult(btl, False, f"child exited with {child.returncode}: {tail[0]}")
+        return LoopbackResult(
+            btl,
+            False,
+            f"child exited with {child.returncode}: {tail[0]}",
+            reason=f"the peer process exited with status {child.returncode}",
+        )
     return LoopbackResult(
         btl,
         True,

@@ -25,7 +25,7 @@ from attrs import asdict
 from .._version import __version__
 from ..scenarios import ScenarioResult, format_table
 from ..scenarios._common import LOAD_MODE_VARIABLES, emit, run_child
-from ._doctor_btl import btl_section
+from ._doctor_btl import btl_sections
 from ._section import Section
 
 #: How long a doctor child may run before it counts as hung.
@@ -133,7 +133,10 @@ def _inventory_lines(section: Section, isolate: bool = False) -> dict[str, Any]:
     with Session(frameworks=[]), inventory(isolate=isolate) as entries:
         for broken in RUNTIME.catalog.failures:
             # Reported, not failed: a third party's declaration, not pmca, is at fault.
-            section.add("warn", f"framework {broken.name}", f"disabled: {broken}")
+            if broken.clash is None:
+                section.add("warn", f"framework {broken.name}", f"disabled: {broken}")
+            else:
+                section.add("warn", broken.label, broken.reason.removeprefix("FrameworkError: "))
         for entry in entries:
             fw = entry.framework
             section.lines.append(
@@ -428,22 +431,27 @@ def scenarios_section(quick: bool) -> Section:
 # -- the report ----------------------------------------------------------------------------
 
 
-def _guarded(title: str, build: Callable[[], Section]) -> Section:
+def _guarded(title: str, build: Callable[[], Section | list[Section]]) -> list[Section]:
     try:
-        return build()
+        built = build()
     except Exception as exc:  # the report goes on; this section says what broke
         section = Section(title)
         section.add("fail", "doctor", f"could not run this section: {type(exc).__name__}: {exc}")
-        return section
+        return [section]
+    return built if isinstance(built, list) else [built]
 
 
 def _verdict(sections: Iterable[Section]) -> tuple[bool, str]:
-    checks = [(s.title, c) for s in sections for c in s.checks]
+    sections = list(sections)
+    checks = [(s.title, c) for s in sections if s.judged for c in s.checks]
     failed = [f"{title}: {c.name}" for title, c in checks if c.status == "fail"]
     warned = [f"{title}: {c.name}" for title, c in checks if c.status == "warn"]
+    others = [c.name for s in sections if not s.judged for c in s.checks if c.status != "ok"]
     if failed:
         return False, f"verdict: PROBLEMS - {len(failed)} failing check(s): {'; '.join(failed)}"
     tail = f" ({len(warned)} warning(s): {'; '.join(warned)})" if warned else ""
+    if others:
+        tail += f" (third-party components with problems, not judged: {', '.join(others)})"
     return True, f"verdict: OK - everything that should hold holds{tail}"
 
 
@@ -452,23 +460,23 @@ def run(args: argparse.Namespace) -> int:
     quick = bool(getattr(args, "quick", False))
     as_json = bool(getattr(args, "json", False))
     isolate = bool(getattr(args, "isolate", False))
-    builders: list[tuple[str, Callable[[], Section]]] = [
+    builders: list[tuple[str, Callable[[], Section | list[Section]]]] = [
         ("Environment", environment_section),
         ("Frameworks and components", lambda: components_section(isolate)),
         ("Native hook coverage", coverage_section),
         ("Native hook coverage with UCX loaded (inside an MPI job)", ucm_coverage_section),
         ("Patches restored byte-exact", patches_section),
         ("Seed scenarios", lambda: scenarios_section(quick)),
-        ("Byte transfer layer", btl_section),
+        ("Byte transfer layer", btl_sections),
     ]
     sections = []
     if not as_json:
         print(f"pmca doctor{' (quick)' if quick else ''}\n", flush=True)
     for title, build in builders:
-        section = _guarded(title, build)
-        sections.append(section)
-        if not as_json:
-            print(section.render() + "\n", flush=True)  # as it comes: some take seconds
+        for section in _guarded(title, build):
+            sections.append(section)
+            if not as_json:
+                print(section.render() + "\n", flush=True)  # as it comes: some take seconds
     ok, verdict = _verdict(sections)
     if as_json:
         report = {

@@ -1,20 +1,40 @@
-"""``pmca doctor``'s byte-transfer-layer section: a two-process check of every usable btl."""
+"""``pmca doctor``'s byte-transfer-layer sections: a two-process check of every usable btl.
+
+pmca's own btls are judged: a failed check fails the verdict. A third
+party's btl is checked the same way and reported in a section of its own,
+named with its distribution and version and the reason in words; it never
+changes the verdict (doctor judges pmca, not the plugins installed with it).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._section import Section
 
+if TYPE_CHECKING:
+    from ..mca._component_info import ComponentInfo
 
-def btl_section() -> Any:
+#: The title of the section with third-party components, reported but not judged.
+THIRD_PARTY_TITLE = "Third-party components (reported, not judged)"
+
+
+def _origin(info: ComponentInfo) -> str:
+    """``distribution pmca-foo 1.2.0`` (or where a component without one came from)."""
+    return f"distribution {info.distribution}" if info.distribution else info.location
+
+
+def btl_sections() -> list[Section]:
+    """The judged btl section and the third-party section (empty ones are left out)."""
     from ..session import Session
     from ._btl_loopback import check, check_self
 
     section = Section("Byte transfer layer")
+    third = Section(THIRD_PARTY_TITLE, judged=False)
     with Session(frameworks=["btl"]) as session:
         modules = session.modules("btl")
         failures = session.failures("btl")
+        infos = {info.name: info for info in session.components("btl")}
         for module in modules:
             limits = module.limits  # type: ignore[attr-defined]
             section.lines.append(
@@ -24,17 +44,36 @@ def btl_section() -> Any:
             )
         names = [module.name for module in modules]  # type: ignore[attr-defined]
     for failure in failures:
-        section.add(
-            "warn",
-            f"btl {failure.component}",
-            f"failed in {failure.hook}: {failure.error_type}: {failure.message}",
-        )
+        if failure.location.startswith("built-in"):
+            section.add(
+                "warn",
+                f"btl {failure.component}",
+                f"failed in {failure.hook}: {failure.error_type}: {failure.message}",
+            )
+        else:
+            origin = (
+                f"distribution {failure.distribution}" if failure.distribution else failure.location
+            )
+            third.add(
+                "warn",
+                f"btl {failure.component}",
+                f"{origin}: skipped, its {failure.hook} hook failed: {failure.message}",
+            )
     results: list[dict[str, Any]] = []
     for name in names:
         result = check_self() if name == "self" else check(name)
-        results.append({"btl": name, "ok": result.ok, "detail": result.detail})
-        section.add("ok" if result.ok else "fail", f"btl {name}", result.detail)
+        info = infos.get(name)
+        own = info is None or info.location.startswith("built-in")
+        results.append({"btl": name, "ok": result.ok, "detail": result.detail, "own": own})
+        if info is None or own:
+            section.add("ok" if result.ok else "fail", f"btl {name}", result.detail)
+        elif result.ok:
+            third.add("ok", f"btl {name}", f"{_origin(info)}: {result.detail}")
+        else:
+            why = f"the two-process check failed: {result.reason}"
+            third.add("warn", f"btl {name}", f"{_origin(info)}: {why}")
     if not names:
         section.add("warn", "btl", "no btl component is usable here")
-    section.data = {"btls": results}
-    return section
+    section.data = {"btls": [r for r in results if r["own"]]}
+    third.data = {"btls": [r for r in results if not r["own"]]}
+    return [section, third] if third.checks else [section]

@@ -233,7 +233,7 @@ def _warn_unknown(entries: Sequence[FrameworkEntry], space: ParamSpace) -> None:
         )
         for entry in entries
     }
-    disabled = [f.name for f in RUNTIME.catalog.failures]
+    disabled = RUNTIME.catalog.disabled()
     for message in unknown_name_messages(space, namespaces, disabled, complete=True).values():
         warnings.warn(ParamWarning(message), stacklevel=1)
 

@@ -16,7 +16,7 @@ from typing import Any
 from .._version import __version__
 from ..mca._failures import ComponentFailure
 from ..mca.params import BOOL_ENUM, Param, ParamSpace, ParamType
-from ._model import BASE, Report, load_mode_summary
+from ._model import BASE, Report, load_mode_counts, load_mode_summary
 from ._text import MCA_VERSION, View, selection_of
 
 SCHEMA = "pmca-info"
@@ -125,6 +125,7 @@ def document(report: Report, view: View, space: ParamSpace) -> dict[str, Any]:
         )
     dso = space.get("mca_base_component_dso").value_string()
     static = space.get("mca_base_component_static").value_string()
+    counts = load_mode_counts(report.entries)
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -139,7 +140,12 @@ def document(report: Report, view: View, space: ParamSpace) -> dict[str, Any]:
             "system": sys.platform,
         },
         "prefix": sys.prefix,
-        "load_mode": {"summary": load_mode_summary(dso, static), "dso": dso, "static": static},
+        "load_mode": {
+            "summary": load_mode_summary(dso, static, (m for m, n in counts.items() if n)),
+            "components": counts,
+            "dso": dso,
+            "static": static,
+        },
         "param_files": list(space.param_files),
         "override_file": space.override_file,
         "level": view.shown.level,
@@ -147,7 +153,13 @@ def document(report: Report, view: View, space: ParamSpace) -> dict[str, Any]:
         "core_params": [param_json(p) for p in core],
         "frameworks": frameworks,
         "framework_failures": [
-            {"name": f.name, "location": f.location, "reason": f.reason}
+            {
+                "name": f.name,
+                "location": f.location,
+                "reason": f.reason,
+                "distribution": f.distribution,
+                "clashes_with": f.clash,
+            }
             for f in report.wanted_framework_failures(view.selectors)
         ],
         "unknown_params": [

@@ -280,13 +280,41 @@ class Report:
         return result
 
 
-def load_mode_summary(dso: str, static: str) -> str:
-    """The load mode most components get from ``mca_base_component_dso/static``."""
+def load_mode_summary(dso: str, static: str, modes: Iterable[str] = ()) -> str:
+    """``static``, ``dso`` or ``mixed``: how the listed components load.
+
+    ``modes`` are the load modes of the components listed: when both occur
+    the answer is ``mixed``, whatever ``mca_base_component_dso/static`` ask
+    for (a component may force static loading). With no component listed,
+    the settings alone answer.
+    """
+    seen = set(modes)
+    if seen:
+        return seen.pop() if len(seen) == 1 else "mixed"
     if dso.strip() == "none" or static.strip() == "all":
         return "static"
     if dso.strip() == "all" and static.strip() == "none":
         return "dso"
-    return "mixed (per framework/component)"
+    return "mixed"
+
+
+def load_mode_counts(entries: Iterable[FrameworkEntry]) -> dict[str, int]:
+    """How many of the listed components load each way: ``{"static": n, "dso": m}``."""
+    counts = {"static": 0, "dso": 0}
+    for entry in entries:
+        for component in entry.components:
+            counts[component.load_mode] = counts.get(component.load_mode, 0) + 1
+    return counts
+
+
+def load_mode_fact(dso: str, static: str, entries: Iterable[FrameworkEntry]) -> Fact:
+    """``Component load mode``: ``mixed`` says, readably, how many load each way."""
+    counts = load_mode_counts(entries)
+    summary = load_mode_summary(dso, static, (mode for mode, n in counts.items() if n))
+    detail = ""
+    if summary == "mixed" and any(counts.values()):
+        detail = f"{counts['static']} static, {counts['dso']} dso components"
+    return Fact("Component load mode", "option:load-mode", summary, detail)
 
 
 def platform_name() -> str:
@@ -298,7 +326,7 @@ def platform_name() -> str:
     return "-".join(part.replace(" ", "_") for part in parts if part)
 
 
-def header(space: ParamSpace) -> list[Fact]:
+def header(space: ParamSpace, entries: Iterable[FrameworkEntry] = ()) -> list[Fact]:
     """The lines before the component list: versions, platform, load modes, files."""
     dso = space.get("mca_base_component_dso")
     static = space.get("mca_base_component_static")
@@ -314,11 +342,7 @@ def header(space: ParamSpace) -> list[Fact]:
         Fact("Configured architecture", "config:arch", f"{platform.machine()}-{sys.platform}"),
         *build_facts(),
         Fact("Prefix", "path:prefix", sys.prefix),
-        Fact(
-            "Component load mode",
-            "option:load-mode",
-            load_mode_summary(dso.value_string(), static.value_string()),
-        ),
+        load_mode_fact(dso.value_string(), static.value_string(), entries),
         Fact("Load as dso", "option:load-mode:dso", dso.value_string(), _source(dso)),
         Fact("Load statically", "option:load-mode:static", static.value_string(), _source(static)),
         Fact("MCA parameter files", "path:param-files", files),

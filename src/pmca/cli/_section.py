@@ -30,6 +30,8 @@ class Section:
     checks: list[Check] = Factory(list)
     lines: list[str] = Factory(list)
     data: dict[str, Any] = Factory(dict)
+    #: ``False`` for a section about third parties' components: reported, never the verdict.
+    judged: bool = True
 
     def add(self, status: Status, name: str, detail: str) -> None:
         self.checks.append(Check(status, name, detail))

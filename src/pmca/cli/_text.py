@@ -76,7 +76,7 @@ class Emitter(Protocol):
 def render(report: Report, view: View, space: ParamSpace, emitter: Emitter) -> None:
     """Walk the report in ``ompi_info``'s order: header, components, parameters."""
     if view.header:
-        for fact in header(space):
+        for fact in header(space, report.entries):
             emitter.fact(fact)
     for fact in view.facts:
         emitter.fact(fact)
@@ -93,7 +93,7 @@ def render(report: Report, view: View, space: ParamSpace, emitter: Emitter) -> N
                 failed.append(f"{failure.framework}/{failure.component}")
         for framework_failure in report.wanted_framework_failures(view.selectors):
             emitter.framework_failed(framework_failure, detail=view.failures)
-            failed.append(f"framework {framework_failure.name}")
+            failed.append(framework_failure.label)
     if view.params:
         for _section, group in report.param_groups(
             view.selectors, view.shown, selected_only=view.selected_only
@@ -175,9 +175,14 @@ class Readable:
             self._more(*failure.traceback.rstrip().splitlines())
 
     def framework_failed(self, failure: FrameworkFailure, *, detail: bool) -> None:
-        self._out(f"MCA {failure.name}", f"(framework failed to load) {one_line(failure.reason)}")
+        what = "(framework failed to load)"
+        if failure.clash is not None:
+            what = "(third-party framework ignored: name clash)"
+        self._out(f"MCA {failure.name}", f"{what} {one_line(failure.reason)}")
         if detail:
             self._more(f"location: {failure.location}")
+            if failure.distribution:
+                self._more(f"distribution: {failure.distribution}")
 
     def group(self, group: Group) -> None:
         self._out(group.label, SEPARATOR)
@@ -308,9 +313,14 @@ class Parsable:
                 self.out.append(plain(f"{key}:distribution", failure.distribution))
 
     def framework_failed(self, failure: FrameworkFailure, *, detail: bool) -> None:
-        self.out.append(plain(f"framework:{failure.name}:failed", failure.reason))
+        key = f"framework:{failure.name}"
+        self.out.append(plain(f"{key}:failed", failure.reason))
         if detail:
-            self.out.append(plain(f"framework:{failure.name}:location", failure.location))
+            self.out.append(plain(f"{key}:location", failure.location))
+            if failure.distribution:
+                self.out.append(plain(f"{key}:distribution", failure.distribution))
+            if failure.clash is not None:
+                self.out.append(plain(f"{key}:clashes-with", failure.clash))
 
     def group(self, group: Group) -> None:
         for param in group.params:

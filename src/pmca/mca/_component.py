@@ -6,11 +6,13 @@ from typing import Any, ClassVar
 
 from attrs import frozen
 
+from .._public import public
 from .._records import FrozenValue
 from ._errors import ComponentError
 from ._names import Version, check_component_name, check_framework_name
 
 
+@public
 @frozen(eq=False, repr=False)
 class Query(FrozenValue):
     """What a component's ``query`` hook returns when it wants to be selected.
@@ -24,6 +26,7 @@ class Query(FrozenValue):
     module: object
 
 
+@public
 class Component:
     """Base class of every pmca component.
 

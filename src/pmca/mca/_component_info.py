@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from .._public import public
 from .._records import FrozenValue
 from ._loader import LoadMode
 
 __all__ = ["ComponentInfo"]
 
 
+@public
 @frozen(eq=False, repr=False)
 class ComponentInfo(FrozenValue):
     """What :meth:`pmca.Session.components` reports for one component."""

@@ -6,6 +6,7 @@ import os
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._interrupts import deferred_interrupts
+from .._public import public
 from ._errors import SessionError
 from ._loader import (
     LoadMode,
@@ -55,10 +56,12 @@ class _GroupParams:
         return self._space.value(self.full_name(name))
 
 
+@public
 class ComponentParams(_GroupParams):
     """A component's parameter group, handed to its ``register`` hook."""
 
 
+@public
 class FrameworkParams(_GroupParams):
     """The ``<framework>_base_*`` group, handed to a framework base."""
 
@@ -66,6 +69,7 @@ class FrameworkParams(_GroupParams):
         super().__init__(space, framework, "base")
 
 
+@public
 class ComponentContext:
     """Handed to ``open``, ``query`` and ``close``; valid while the component is loaded.
 

@@ -11,39 +11,50 @@ import os
 import sys
 import warnings
 
+from .._public import public
 
+
+@public
 class PmcaError(Exception):
     """Base class of every error pmca raises on purpose."""
 
 
+@public
 class FrameworkError(PmcaError):
     """A framework could not be declared, found, opened or closed."""
 
 
+@public
 class SelectionError(PmcaError, ValueError):
     """A framework selection parameter is malformed or names no component."""
 
 
+@public
 class ComponentError(PmcaError):
     """A component is malformed: wrong type, name, framework or API version."""
 
 
+@public
 class NotAvailable(PmcaError):
     """Raised (or signalled by returning ``False``) from ``open``: drop me silently."""
 
 
+@public
 class SessionError(PmcaError):
     """A session handle was used in a state that does not allow it."""
 
 
+@public
 class StaleReferenceError(PmcaError):
     """A pmca module still refers to an object of a component that was closed."""
 
 
+@public
 class LibraryError(PmcaError):
     """A native library could not be loaded or unloaded through pmca's loader."""
 
 
+@public
 class ComponentWarning(UserWarning):
     """Something about the installed components deserves attention (a shadowed duplicate)."""
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from attrs import frozen
 
+from .._public import public
 from ._names import check_component_name, check_framework_name
 from ._pvars import PVarError
 
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 
+@public
 class Safety(enum.IntEnum):
     """Where a callback may run, least to most restrictive (MPI_T_cb_safety)."""
 
@@ -47,6 +49,7 @@ class Safety(enum.IntEnum):
     ASYNC_SIGNAL_SAFE = 2
 
 
+@public
 @frozen
 class EventType:
     name: str
@@ -59,6 +62,7 @@ class EventType:
 EventCallback = Callable[[str, Mapping[str, Any]], None]
 
 
+@public
 class EventRegistration:
     """One callback on one event type; :meth:`unregister` removes it."""
 

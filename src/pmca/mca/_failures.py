@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from .._public import public
 from .._records import FrozenValue
 
 
+@public
 @frozen(eq=False, repr=False)
 class ComponentFailure(FrozenValue):
     """One component that was skipped because something it did failed.

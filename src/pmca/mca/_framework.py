@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal
 
 from attrs import field, frozen
 
+from .._public import public
 from .._records import FrozenValue, Record
 from ._errors import FrameworkError
 from ._names import Version, check_component_name, check_framework_name
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 Policy = Literal["single", "multi"]
 
 
+@public
 @frozen(eq=False, repr=False)
 class ComponentRef(FrozenValue):
     """A built-in component in a framework's static table, not yet imported.
@@ -40,6 +42,7 @@ class ComponentRef(FrozenValue):
         return self.target.partition(":")[0]
 
 
+@public
 @frozen(eq=False, repr=False)
 class Alias(FrozenValue):
     """Another name for a component (Open MPI's ``vader`` for ``sm``)."""
@@ -68,12 +71,18 @@ def _to_aliases(value: Mapping[str, str | Alias]) -> Mapping[str, Alias]:
     return {k: v if isinstance(v, Alias) else Alias(v) for k, v in value.items()}
 
 
+@public
 class FrameworkBase:
     """A framework's base logic, instantiated once per framework open.
 
     All of its state lives on the instance, which pmca drops at the last
     close: nothing a framework base remembers can outlive the components it
     pointed at (Open MPI's ``opal_patcher`` global did, and crashed).
+
+    :attr:`framework` is the open framework: ``self.framework.modules()``
+    (the selected modules, best first), ``self.framework.module()`` and
+    ``self.framework.hook()`` (the framework's hooks, called in selection
+    order), the same calls as on ``Session.framework(name)``.
     """
 
     def __init__(self, framework: OpenFramework) -> None:
@@ -92,6 +101,7 @@ class FrameworkBase:
         """Another framework opened while this one is open (or was open before it)."""
 
 
+@public
 @frozen(eq=False, repr=False)
 class Framework(Record):
     """A named kind of plugin with one interface.
@@ -100,7 +110,10 @@ class Framework(Record):
     :param api_version: the interface version; components must match its
         major version.
     :param interface: a class of pluggy hook specifications for the
-        framework's own hooks, beyond the lifecycle.
+        framework's own hooks, beyond the lifecycle. They are called on the
+        selected components in selection order, highest priority first
+        (``firstresult`` hooks answer for the best component); see
+        :data:`pmca.hookspec`.
     :param policy: ``single`` keeps the highest-priority module, ``multi``
         keeps every available one ordered by priority.
     :param depends: frameworks opened before this one and closed after it.

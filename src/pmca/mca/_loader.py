@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from attrs import define, field
 
 from .._forksafe import short_lock
+from .._public import public
 from .._records import FrozenValue, Record
 from ._errors import LibraryError, SelectionError
 
@@ -193,6 +194,7 @@ def invalidate_import_caches() -> None:
             entry.invalidate_caches()
 
 
+@public
 @define(eq=False, repr=False)
 class NativeLibrary(Record):
     """A shared library opened through pmca's loader on behalf of a component."""

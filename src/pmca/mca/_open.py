@@ -19,6 +19,7 @@ import pluggy
 from attrs import define
 
 from .._forksafe import short_lock
+from .._public import public
 from .._records import Record
 from ._component import Component, Query, check_api, make_component
 from ._context import ComponentContext, FrameworkHost, FrameworkParams
@@ -31,6 +32,7 @@ from ._load_errors import show_load_errors_matches
 from ._loader import LoadMode, LoadModeSpec, choose_load_mode, purge_modules
 from ._logging import framework_logger
 from ._markers import PROJECT
+from ._module_list import ModuleList
 from ._plugins import ComponentManager
 from ._selection import (
     Selection,
@@ -122,6 +124,7 @@ class _ModulesMark:
         return added
 
 
+@public
 class OpenFramework:
     """The live state of one framework between its first open and last close."""
 
@@ -162,12 +165,17 @@ class OpenFramework:
         return [] if self.unsettled else list(self.loaded)
 
     @property
-    def modules(self) -> list[object]:
-        return [lc.module for lc in self.loaded if lc.module is not None]
+    def modules(self) -> ModuleList:
+        """``modules()``: the selected modules, best first (as ``FrameworkHandle.modules()``).
+
+        Reading it as a list without the call still works, with a
+        :class:`DeprecationWarning`.
+        """
+        return ModuleList(lc.module for lc in self.loaded if lc.module is not None)
 
     def module(self) -> object:
         """The selected module of a ``single`` framework."""
-        modules = self.modules
+        modules = self.modules()
         if not modules:
             raise FrameworkError(f"framework {self.name!r} has no selected module")
         return modules[0]
@@ -453,12 +461,11 @@ class OpenFramework:
         for loser in offers[len(keep) :]:
             self.log.debug("not selected", component=loser.component.name, priority=loser.priority)
             self._close_component(loser)
-        # Only now do the framework's hooks see a component, in the order of loading.
-        kept = set(keep)
-        for loaded in self.loaded:
-            if loaded in kept:
-                self.pm.attach(loaded.component)
-                component_selected(self.name, loaded.component.name, loaded.priority)
+        # Only now do the framework's hooks see a component: called in selection
+        # order, best first, as Open MPI calls its modules.
+        self.pm.attach_in_order([loaded.component for loaded in keep])
+        for loaded in keep:
+            component_selected(self.name, loaded.component.name, loaded.priority)
         self.loaded = keep
         self._report_declined()
 

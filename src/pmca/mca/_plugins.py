@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import weakref
+from collections.abc import Sequence
 from types import FunctionType, MethodType, ModuleType
 from typing import Any
 
@@ -120,7 +121,14 @@ class ComponentManager(pluggy.PluginManager):
         if registered is None:
             return None
         if markers is None:
-            callers = super().get_hookcallers(plugin) or []
+            # Scanned, as pluggy does (its get_hookcallers would ask this
+            # manager's get_name, which knows the plugin only once registered).
+            callers = [
+                caller
+                for caller in vars(self.hook).values()
+                if isinstance(caller, pluggy.HookCaller)
+                and any(impl.plugin is plugin for impl in caller.get_hookimpls())
+            ]
         else:
             hooks = dict.fromkeys(opts.get("specname") or attr for attr, opts in markers.items())
             callers = [getattr(self.hook, hook) for hook in hooks]
@@ -169,7 +177,10 @@ class ComponentManager(pluggy.PluginManager):
         self._detached_names.discard(self._detached.pop(id(plugin)))
 
     def attach(self, plugin: object) -> None:
-        """Put a plugin registered detached into its hooks' callers (pluggy's order: last first)."""
+        """Put a plugin registered detached into its hooks' callers (pluggy's order: last first).
+
+        See :meth:`attach_in_order` for attaching several in a chosen call order.
+        """
         entry = self._entry(plugin)
         if entry is None or id(plugin) not in self._detached:
             return
@@ -184,6 +195,30 @@ class ComponentManager(pluggy.PluginManager):
             hook._maybe_apply_history(impl)
             hook._add_hookimpl(impl)
             callers.append(hook)
+
+    def attach_in_order(self, plugins: Sequence[object]) -> None:
+        """Make ``plugins`` the hooks' implementations, called first to last as given.
+
+        pluggy calls the implementation registered last first (``tryfirst``
+        and ``trylast`` aside), so the plugins go into the callers in reverse:
+        the first of ``plugins`` ends up called first. A plugin registered
+        attached (one whose hooks pmca does not read from its class) already
+        sits in its callers in registration order: it is moved, so that the
+        order holds for it too.
+        """
+        for plugin in reversed(plugins):
+            entry = self._entry(plugin)
+            if entry is None:
+                continue
+            if id(plugin) in self._detached:
+                self.attach(plugin)
+                continue
+            _, _, callers, impls = entry
+            for caller in callers:
+                impl = impls.get(caller.name)
+                if impl is not None:
+                    caller._remove_plugin(plugin)
+                    caller._add_hookimpl(impl)
 
     def unregister(self, plugin: object | None = None, name: str | None = None) -> Any | None:
         if plugin is not None and self._entry(plugin) is not None and id(plugin) in self._detached:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._public import public
 from ._pvars import (
     ACCUMULATING,
     REGISTRY,
@@ -26,6 +27,7 @@ from ._pvars import (
 __all__ = ["PVarHandle", "PVarSession"]
 
 
+@public
 class PVarHandle:
     """One pvar (bound to ``obj``) as one session sees it.
 
@@ -144,6 +146,7 @@ class PVarHandle:
         return f"<PVarHandle {self.name}{bound} {state}>"
 
 
+@public
 class PVarSession:
     """A set of handles, independent of every other session (MPI_T_pvar_session)."""
 

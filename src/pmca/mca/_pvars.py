@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from attrs import frozen
 
+from .._public import public
 from ._errors import PmcaError
 from ._names import check_component_name, check_framework_name
 
@@ -41,10 +42,12 @@ __all__ = [
 _Owner = TypeVar("_Owner")
 
 
+@public
 class PVarError(PmcaError, ValueError):
     """A performance variable was registered, named or used wrongly."""
 
 
+@public
 class PVarClass(enum.Enum):
     """MPI_T's pvar classes: how values behave over time."""
 
@@ -66,6 +69,7 @@ ACCUMULATING = frozenset({PVarClass.COUNTER, PVarClass.AGGREGATE, PVarClass.TIME
 WATERMARKS = frozenset({PVarClass.HIGHWATERMARK, PVarClass.LOWWATERMARK})
 
 
+@public
 class Binding(enum.Enum):
     """What one value of a pvar belongs to."""
 
@@ -75,6 +79,7 @@ class Binding(enum.Enum):
     MODULE = "module"
 
 
+@public
 class PVarFlag(enum.Flag):
     """MPI_T's pvar flags."""
 
@@ -87,6 +92,7 @@ class PVarFlag(enum.Flag):
     ATOMIC = enum.auto()
 
 
+@public
 @frozen
 class PVar:
     """What ``s.pvars()`` lists about one performance variable."""
@@ -155,6 +161,7 @@ class _Entry:
 _LEVELS = range(1, 10)
 
 
+@public
 class PVarRegistry:
     """The process's performance variables, by name."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .._public import public
 from ..mca._context import FrameworkParams
 from ..mca._errors import PmcaError
 from ..mca._framework import FrameworkBase
@@ -19,10 +20,12 @@ ReleaseCallback = Callable[[int, int, str, bool], object]
 BatchCallback = Callable[["ReleaseBatch"], object]
 
 
+@public
 class MemoryHooksUnavailable(PmcaError):
     """Release callbacks were asked for where no memory hooks can be installed."""
 
 
+@public
 class ReleaseHandle:
     """Returned by ``register_release``; ``unregister()`` is idempotent."""
 
@@ -88,7 +91,7 @@ class MemoryBase(FrameworkBase):
 
     @property
     def module(self) -> MemoryModule | None:
-        modules = self.framework.modules
+        modules = self.framework.modules()
         return modules[0] if modules and isinstance(modules[0], MemoryModule) else None
 
     def opened(self) -> None:

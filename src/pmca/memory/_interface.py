@@ -5,7 +5,10 @@ from __future__ import annotations
 import enum
 from typing import Protocol, runtime_checkable
 
+from .._public import public
 
+
+@public
 class Support(enum.IntFlag):
     """What the memory hooks catch (Open MPI's ``OPAL_MEMORY_*_SUPPORT``)."""
 
@@ -18,6 +21,7 @@ class Support(enum.IntFlag):
     CHUNK = 0x4
 
 
+@public
 @runtime_checkable
 class MemoryModule(Protocol):
     """What a selected memory module does."""

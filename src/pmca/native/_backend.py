@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Final, cast
 
 import attrs
 
+from .._public import public
 from .._records import FrozenValue
 from . import _abi
 from ._abi import SYMBOLS, DrainResult, EventStruct, RingStats, SiteReport, State, Status
@@ -39,6 +40,7 @@ def _reason(report: SiteReport) -> str:
     return reason
 
 
+@public
 @attrs.frozen(eq=False, repr=False)
 class Pulled(FrozenValue):
     """Events taken from the ring by one :meth:`HookBackend.pull`.
@@ -58,6 +60,7 @@ class Pulled(FrozenValue):
     next_position: int
 
 
+@public
 @attrs.frozen(eq=False, repr=False)
 class RingState(FrozenValue):
     """Counters of the native ring (cumulative for the process)."""
@@ -76,6 +79,7 @@ class RingState(FrozenValue):
         return self.published - self.consumed
 
 
+@public
 class HookBackend:
     """Drives libpmca_hooks.so.  Get the process-wide instance with :func:`backend`.
 
@@ -333,6 +337,7 @@ _singleton_lock = threading.Lock()
 _singleton: HookBackend | None = None
 
 
+@public
 def backend() -> HookBackend:
     """The process-wide hook backend; raises :class:`NativeUnavailable` with the reason."""
     global _singleton
@@ -354,11 +359,13 @@ def _reset_after_fork() -> None:
 os.register_at_fork(after_in_child=_reset_after_fork)
 
 
+@public
 def available() -> bool:
     """Whether the native hook backend can be used in this process."""
     return unavailable_reason() is None
 
 
+@public
 def unavailable_reason() -> str | None:
     """Why the native hook backend cannot be used, or None when it can."""
     try:

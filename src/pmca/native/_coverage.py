@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from .._libc import MADV_DONTNEED, MREMAP_MAYMOVE, PAGE, Libc, libc
+from .._public import public
 from ._abi import probe_library_path
 from ._backend import backend
 from ._dispatch import dispatcher
@@ -28,6 +29,7 @@ class NotRunnable(Exception):
     """This path cannot be exercised on this machine (the message says why)."""
 
 
+@public
 @attrs.frozen(slots=True)
 class PathResult:
     """What happened when one release path was run with the hooks installed."""
@@ -53,6 +55,7 @@ class PathResult:
         return not (self.expected and self.caught is False)
 
 
+@public
 @attrs.frozen
 class Coverage:
     """Per release path, whether the native hooks saw it."""
@@ -362,6 +365,7 @@ def _attempt(
         return PathResult(name, description, expected, None, (), f"failed to run: {exc}")
 
 
+@public
 def coverage() -> Coverage:
     """Run each release path for real and report whether its event arrived.
 

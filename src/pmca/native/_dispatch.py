@@ -46,6 +46,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
+from .._public import public
 from ._backend import STALL_WAIT_NS, HookBackend, backend
 from ._subscription import (
     AnyCallback,
@@ -78,6 +79,7 @@ CHECK_PERIOD: Final = 0.1
 MAX_LAG: Final = 1.0
 
 
+@public
 class ReleaseDispatcher:
     """Delivers native release events to Python subscribers.
 
@@ -375,6 +377,7 @@ _dispatcher_lock = threading.Lock()
 _dispatcher: ReleaseDispatcher | None = None
 
 
+@public
 def dispatcher() -> ReleaseDispatcher:
     """The process-wide release dispatcher."""
     global _dispatcher

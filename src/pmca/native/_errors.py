@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from .._public import public
 
+
+@public
 class NativeUnavailable(RuntimeError):
     """The native hook backend cannot be used in this process; the message says why."""
 
 
+@public
 class PatchRefused(RuntimeError):
     """A libc function was not patched; names the symbol, address, bytes found and why."""
 

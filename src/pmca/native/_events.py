@@ -8,6 +8,7 @@ from typing import Final, Literal
 
 import attrs
 
+from .._public import public
 from .._records import FrozenValue
 
 ReleaseKind = Literal[
@@ -52,6 +53,7 @@ KIND_NAMES: Final[dict[int, str]] = _KindNames(
 )
 
 
+@public
 @attrs.frozen(eq=False, repr=False)
 class ReleaseEvent(FrozenValue):
     """Memory in ``[address, address + length)`` was released.
@@ -82,6 +84,7 @@ class ReleaseEvent(FrozenValue):
 OVERFLOW_EVENT = ReleaseEvent(0, END_OF_MEMORY, OVERFLOW_KIND, True)
 
 
+@public
 @attrs.frozen(eq=False, repr=False)
 class Drained(FrozenValue):
     """What one :meth:`HookBackend.drain` pulled out of the native ring.
@@ -96,6 +99,7 @@ class Drained(FrozenValue):
     dropped: int
 
 
+@public
 class ReleaseBatch:
     """Release records handed to a batch subscriber in one call.
 

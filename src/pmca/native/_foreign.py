@@ -15,6 +15,7 @@ import os
 
 import attrs
 
+from .._public import public
 from .._records import FrozenValue
 from ._backend import HookBackend
 
@@ -29,6 +30,7 @@ _OWNERS: tuple[tuple[str, str], ...] = (
 )
 
 
+@public
 @attrs.frozen(eq=False, repr=False)
 class ForeignPatch(FrozenValue):
     """A release function whose entry jumps somewhere pmca did not send it."""
@@ -119,6 +121,7 @@ def _follow(address: int, maps: _Maps) -> tuple[int | None, str | None]:
     return target, None
 
 
+@public
 def foreign_patches(
     hooks: HookBackend, symbols: tuple[str, ...] | None = None
 ) -> dict[str, ForeignPatch]:

@@ -7,6 +7,7 @@ from typing import Literal
 
 from .._interrupts import deferred_interrupts
 from .._libc import PAGE, Libc, libc
+from .._public import public
 from ._backend import HookBackend, backend
 from ._coverage import (
     NotRunnable,
@@ -100,6 +101,7 @@ def _probe(probe: Callable[[], bool], measure: Measure) -> bool:
     return False
 
 
+@public
 def self_test(
     symbols: Iterable[str] | None = None, *, source: Source = "patches"
 ) -> dict[str, bool]:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import attrs
 
+from .._public import public
 from .._records import FrozenValue
 from ._abi import SiteReport
 
 __all__ = ["PatchSite", "site_from"]
 
 
+@public
 @attrs.frozen(eq=False, repr=False)
 class PatchSite(FrozenValue):
     """One live redirection of a libc function to pmca's hook.

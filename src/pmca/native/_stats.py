@@ -6,10 +6,12 @@ from typing import Any
 
 import attrs
 
+from .._public import public
 from ._backend import backend
 from ._dispatch import dispatcher
 
 
+@public
 @attrs.frozen(slots=True)
 class DeliveryStats:
     """Cumulative counters of release-event delivery in this process.
@@ -50,6 +52,7 @@ class DeliveryStats:
         )
 
 
+@public
 def stats() -> DeliveryStats:
     """Counters of the native ring and the process-wide dispatcher."""
     ring = backend().ring_state()

@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Final, Protocol
 
+from .._public import public
 from ._events import END_OF_MEMORY, OVERFLOW_KIND, RECORD_SIZE, FastColumns, ReleaseBatch
 from ._events import decode_fast as _decode
 
@@ -123,6 +124,7 @@ def report_failure(callback: object, exc: BaseException, where: str = "release c
     )
 
 
+@public
 class Subscription:
     """A registered callback; :meth:`unregister` is idempotent.
 

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .._public import public
 from . import _abi
 from ._errors import NativeUnavailable
 
@@ -127,6 +128,7 @@ def find_libucs(explicit: str = "") -> str | None:
     return next((path for path in libucs_candidates(explicit) if os.path.isfile(path)), None)
 
 
+@public
 class UcmSource:
     """The process-wide ucm subscription, reference counted (use :func:`ucm_source`)."""
 
@@ -231,6 +233,7 @@ def _reset_after_fork() -> None:
 os.register_at_fork(after_in_child=_reset_after_fork)
 
 
+@public
 def ucm_source() -> UcmSource:
     """The process-wide ucm subscription."""
     return _source

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import attrs
 
+from .._public import public
 from .._records import FrozenValue
 
 __all__ = ["NOTHING_TO_LOAD", "UcmStatus"]
@@ -17,6 +18,7 @@ __all__ = ["NOTHING_TO_LOAD", "UcmStatus"]
 NOTHING_TO_LOAD = "not loaded, and no libucs found to load"
 
 
+@public
 @attrs.frozen(eq=False, repr=False)
 class UcmStatus(FrozenValue):
     """What pmca knows about UCX's ucm in this process."""

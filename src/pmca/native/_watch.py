@@ -20,6 +20,7 @@ from typing import Any
 
 import attrs
 
+from .._public import public
 from .._records import FrozenValue
 from . import _abi
 from ._abi import SYMBOLS
@@ -29,6 +30,7 @@ from ._foreign import ForeignPatch, foreign_patches
 _GUARD_BIT = 1 << len(SYMBOLS)
 
 
+@public
 @attrs.frozen(eq=False, repr=False)
 class Overwrite(FrozenValue):
     """What one check found changed."""
@@ -59,6 +61,7 @@ _watchers: list[Watcher] = []
 _detected = [0]
 
 
+@public
 def overwrites_detected() -> int:
     """How many times an overwrite of pmca's patches was noticed in this process."""
     return _detected[0]
@@ -97,6 +100,7 @@ def _resolved() -> _Native:
     return _native[0]
 
 
+@public
 def on_overwrite(watcher: Watcher) -> Callable[[], None]:
     """Call ``watcher(Overwrite)`` after every check that finds a change; returns a remover."""
     with _lock:
@@ -110,6 +114,7 @@ def on_overwrite(watcher: Watcher) -> Callable[[], None]:
     return remove
 
 
+@public
 def check_overwrites(*, wait: bool = False) -> Overwrite | None:
     """Compare the hooks' bytes with what they should be; report and react to changes.
 
@@ -132,6 +137,7 @@ def check_overwrites(*, wait: bool = False) -> Overwrite | None:
     return None
 
 
+@public
 def check_address() -> int:
     """Where the native check is (``uint32_t (*)(void)``), for native code that runs
     it on a hot path of its own; a nonzero result goes to :func:`overwrites_found`."""
@@ -141,6 +147,7 @@ def check_address() -> int:
     return address
 
 
+@public
 def overwrites_found(mask: int) -> Overwrite:
     """React to the change the native check reported as ``mask`` (run the watchers)."""
     native = _native[0] if _native else _resolved()

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import define
 
+from .._public import public
 from ..btl import BtlError, Endpoint, Flags, PeerFailed
 from ..btl.bml import Bml, BmlPeer, Route
 from . import _protocol as proto
@@ -84,6 +85,7 @@ class _Fragments:
     received: int = 0
 
 
+@public
 class P2p(Placing, Blocking, Probing):
     """``send``/``recv``/``isend``/``irecv``, probes and cancels of one session (``s.p2p``).
 

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from .._public import public
 from ..btl import PeerFailed
 from ._buffers import as_bytes
 from ._matching import ANY_SOURCE, Unexpected
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from ..btl.bml import Bml, BmlPeer
 
 
+@public
 class Message:
     """A message a matched probe took (MPI_Message): receive it with :meth:`recv`/:meth:`irecv`.
 

@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 from attrs import frozen
 
+from .._public import public
 from ..btl import BtlError
 
 
@@ -25,6 +26,7 @@ class Progress(Protocol):
     def cancel_receive(self, request: Request) -> bool: ...
 
 
+@public
 class TruncationError(BtlError):
     """A message was larger than the receive buffer (MPI_ERR_TRUNCATE)."""
 
@@ -37,6 +39,7 @@ def truncation(size: int, source: int, tag: int, capacity: int) -> TruncationErr
     )
 
 
+@public
 @frozen
 class Status:
     """What a finished receive (or a probe) learned about its message (MPI_Status).
@@ -54,6 +57,7 @@ class Status:
     cancelled: bool = False
 
 
+@public
 class Request:
     """A pending send or receive; ``wait()`` returns the bytes transferred.
 

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from .._public import public
+
 if TYPE_CHECKING:
     from ._requests import Progress, Request
 
@@ -49,6 +51,7 @@ def _wait(
             raise TimeoutError(f"none of {len(requests)} requests finished within {timeout:g} s")
 
 
+@public
 def test_any(requests: Sequence[Request]) -> int | None:
     """Make progress once; the index of a finished request (the first), or ``None``."""
     if not requests:
@@ -61,6 +64,7 @@ def test_any(requests: Sequence[Request]) -> int | None:
     return _first_done(requests)
 
 
+@public
 def test_all(requests: Sequence[Request]) -> bool:
     """Make progress once; ``True`` when every request has finished."""
     if all(request.done for request in requests):
@@ -70,6 +74,7 @@ def test_all(requests: Sequence[Request]) -> bool:
     return all(request.done for request in requests)
 
 
+@public
 def wait_any(requests: Sequence[Request], timeout: float | None = None) -> int:
     """Block until one request finishes; its index (the first finished).
 
@@ -85,6 +90,7 @@ def wait_any(requests: Sequence[Request], timeout: float | None = None) -> int:
     return index
 
 
+@public
 def wait_all(requests: Sequence[Request], timeout: float | None = None) -> list[int]:
     """Block until every request finishes; their sizes, in order.
 

@@ -16,7 +16,7 @@ def current() -> PatcherModule:
     from ..runtime import RUNTIME
 
     state = RUNTIME.frameworks.get(FRAMEWORK.name)
-    modules = state.modules if state is not None else []
+    modules = state.modules() if state is not None else []
     module = modules[0] if modules else None
     return module if isinstance(module, PatcherModule) else EMPTY_PATCHER
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from .._public import public
 from ..mca._framework import ComponentRef, Framework, FrameworkBase
 from ._interface import PatcherModule
 
 
+@public
 class PatcherBase(FrameworkBase):
     """Restores every patch at the last close, before any component closes.
 
@@ -15,7 +17,7 @@ class PatcherBase(FrameworkBase):
     """
 
     def closing(self) -> None:
-        for module in self.framework.modules:
+        for module in self.framework.modules():
             if isinstance(module, PatcherModule):
                 outcomes = module.restore_all()
                 kept = [o.record.symbol for o in outcomes if not o.restored]

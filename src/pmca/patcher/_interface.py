@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from .._public import public
+
 if TYPE_CHECKING:
     from ._patches import PatchRecord, RestoreOutcome
 
 
+@public
 @runtime_checkable
 class PatcherModule(Protocol):
     """What a selected patcher module does (Open MPI's ``mca_patcher_base_module_t``)."""
@@ -25,6 +28,7 @@ class PatcherModule(Protocol):
         ...
 
 
+@public
 class EmptyPatcher:
     """The patcher module when no patcher framework is open: patches nothing."""
 

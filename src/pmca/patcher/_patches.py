@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from .._public import public
 from .._records import FrozenValue
 
 __all__ = ["PatchRecord", "RestoreOutcome"]
 
 
+@public
 @frozen(eq=False, repr=False)
 class PatchRecord(FrozenValue):
     """One applied patch: which function, where, the bytes it replaced, and who asked."""
@@ -24,6 +26,7 @@ class PatchRecord(FrozenValue):
     owner: str
 
 
+@public
 @frozen(eq=False, repr=False)
 class RestoreOutcome(FrozenValue):
     """What restoring one patch did: ``restored`` is False when the bytes were no longer ours."""

@@ -82,7 +82,7 @@ def caches() -> list[RegistrationCache]:
         return []
     return [
         cache
-        for module in state.modules
+        for module in state.modules()
         if isinstance(module, RcacheModule)
         for cache in module.caches()
     ]

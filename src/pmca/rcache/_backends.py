@@ -6,9 +6,11 @@ import threading
 
 from attrs import frozen
 
+from .._public import public
 from .._records import FrozenValue
 
 
+@public
 @frozen(eq=False, repr=False)
 class UnpinnedHandle(FrozenValue):
     """The handle :class:`UnpinnedBackend` returns: just the range."""
@@ -17,6 +19,7 @@ class UnpinnedHandle(FrozenValue):
     size: int
 
 
+@public
 class UnpinnedBackend:
     """Registers nothing with anyone; counts what it was asked.
 

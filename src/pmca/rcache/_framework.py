@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from .._public import public
 from ..mca._framework import ComponentRef, Framework, FrameworkBase
 from ._interface import RcacheModule
 
 
+@public
 class RcacheBase(FrameworkBase):
     """Closes every cache before any rcache component closes.
 
@@ -15,7 +17,7 @@ class RcacheBase(FrameworkBase):
     """
 
     def closing(self) -> None:
-        for module in self.framework.modules:
+        for module in self.framework.modules():
             if isinstance(module, RcacheModule):
                 module.close_all()
 

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from .._public import public
 from ..mca._errors import PmcaError
 
 if TYPE_CHECKING:
     from ._registration import CacheStats, Registration
 
 
+@public
 class RcacheError(PmcaError):
     """A registration cache could not be created or used as asked."""
 
 
+@public
 @runtime_checkable
 class Backend(Protocol):
     """How a transport registers memory (Open MPI's ``register_mem``/``deregister_mem``).
@@ -43,6 +46,7 @@ class Backend(Protocol):
         ...
 
 
+@public
 @runtime_checkable
 class RegistrationCache(Protocol):
     """The cache operations a transport calls (Open MPI's ``mca_rcache_base_module_t``).
@@ -86,6 +90,7 @@ class RegistrationCache(Protocol):
         ...
 
 
+@public
 @runtime_checkable
 class RcacheModule(Protocol):
     """What an rcache component's ``query`` returns: a factory of caches."""

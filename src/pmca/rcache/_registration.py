@@ -10,11 +10,13 @@ from typing import Any
 
 from attrs import define, field, frozen
 
+from .._public import public
 from .._records import FrozenValue
 
 __all__ = ["CacheStats", "Registration"]
 
 
+@public
 @define(eq=False, repr=False)
 class Registration:
     """One registered range, shared by every request it covers.
@@ -54,6 +56,7 @@ class Registration:
         )
 
 
+@public
 @frozen(eq=False, repr=False)
 class CacheStats(FrozenValue):
     """Counters of one cache (``rc.stats()``).

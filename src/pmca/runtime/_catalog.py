@@ -36,10 +36,20 @@ BUILTIN_FRAMEWORKS: tuple[str, ...] = (
 )
 
 
-def _failure(name: str, location: str, reason: str) -> FrameworkFailure:
+def _failure(
+    name: str,
+    location: str,
+    reason: str,
+    distribution: str | None = None,
+    clash: str | None = None,
+) -> FrameworkFailure:
     from ._failures import FrameworkFailure
 
-    return FrameworkFailure(name, location, reason)
+    return FrameworkFailure(name, location, reason, distribution, clash)
+
+
+class _NameClash(FrameworkError):
+    """A third-party framework declares the name of a built-in one."""
 
 
 def builtin_name(target: str) -> str:
@@ -127,12 +137,26 @@ class Catalog(Value):
                         f"declares name {framework.name!r}, entry point says {entry_point.name!r}"
                     )
                 if framework.name in builtin:
-                    raise FrameworkError(
-                        f"name already taken by {catalog.locations[framework.name]}"
+                    who = f"distribution {dist}" if dist else "this entry point"
+                    raise _NameClash(
+                        f"{who} declares a framework named {framework.name!r}, the name of "
+                        f"pmca's built-in framework ({catalog.locations[framework.name]}): "
+                        f"the built-in {framework.name} is used, this declaration is ignored"
                     )
+            except _NameClash as exc:
+                catalog.failures.append(
+                    _failure(
+                        entry_point.name,
+                        location,
+                        f"FrameworkError: {exc}",
+                        dist,
+                        catalog.locations[entry_point.name],
+                    )
+                )
+                continue
             except Exception as exc:
                 catalog.failures.append(
-                    _failure(entry_point.name, location, f"{type(exc).__name__}: {exc}")
+                    _failure(entry_point.name, location, f"{type(exc).__name__}: {exc}", dist)
                 )
                 continue
             third_party.setdefault(framework.name, []).append((framework, location))
@@ -227,9 +251,13 @@ class Catalog(Value):
         check_installed_names(
             space,
             self.frameworks,
-            [failure.name for failure in self.failures],
+            self.disabled(),
             self.entry_points,
         )
+
+    def disabled(self) -> list[str]:
+        """Framework names nothing answers to (a name clash leaves the built-in one working)."""
+        return [failure.name for failure in self.failures if failure.clash is None]
 
     def _add(self, framework: Framework, location: str) -> None:
         self.frameworks[framework.name] = framework

@@ -189,6 +189,17 @@ def register_core_params(space: ParamSpace) -> None:
     space.register(
         "pmca",
         "base",
+        "pmi_version",
+        type=str,
+        default="auto",
+        help="The PMI version a PMI world speaks: 'auto' (PMI-2 where the launcher "
+        "offers it, else PMI-1), '1' or '2' (an error if the launcher does not offer it)",
+        level=6,
+        **one_of("auto", "1", "2"),
+    )
+    space.register(
+        "pmca",
+        "base",
         "live_view",
         type=str,
         default="auto",

@@ -6,11 +6,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._forksafe import short_lock
+from .._public import public
 
 if TYPE_CHECKING:
     from ._failures import CleanupFailure
 
 
+@public
 class FinalizeDomain:
     """Cleanups run in reverse order of registration, each isolated from the others."""
 

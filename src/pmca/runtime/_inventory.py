@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 from attrs import frozen
 
+from .._public import public
 from ..mca._errors import SessionError
 from ..mca._failures import ComponentFailure
 from ..mca._framework import Framework
@@ -15,6 +16,7 @@ from ..mca.params import Param
 from ._runtime import RUNTIME, Runtime
 
 
+@public
 @frozen
 class ComponentEntry:
     """One component as ``pmca info`` shows it."""
@@ -30,6 +32,7 @@ class ComponentEntry:
     params: tuple[Param, ...]
 
 
+@public
 @frozen
 class FrameworkEntry:
     """One framework as ``pmca info`` shows it."""
@@ -56,6 +59,7 @@ def _entry(state: OpenFramework, loaded: LoadedComponent, admitted: bool) -> Com
     )
 
 
+@public
 @contextmanager
 def inventory(
     names: Sequence[str] | None = None, *, runtime: Runtime = RUNTIME, isolate: bool = False

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._interrupts import deferred_interrupts
+from .._public import public
 from ..mca._discovery import EntryPointIndex
 from ..mca._errors import FrameworkError, SessionError, StaleReferenceError, warn_user
 from ..mca._loader import LoadModeSpec
@@ -46,6 +47,7 @@ TRANSITION_WAIT = 10.0
 UNKNOWN_WARNINGS = 20
 
 
+@public
 class Runtime:
     """Shared state of all live sessions in this process."""
 
@@ -242,21 +244,26 @@ class Runtime:
                 for dependency in reversed(state.framework.depends):
                     self.close_framework(dependency)
 
-    def warn_unknown_names(self) -> None:
-        """Warn once per epoch about given names no open framework has (typos)."""
+    def warn_unknown_names(self, also: Iterable[OpenFramework] = ()) -> None:
+        """Warn once per epoch about given names no open framework has (typos).
+
+        ``also``: frameworks registered for the check without being open
+        (see :func:`pmca.runtime._inventory.check_given_names`).
+        """
         with self.lock:
             space = self.params
+            states = {**self.frameworks, **{state.name: state for state in also}}
             namespaces = {
                 name: Namespace(
                     frozenset(p.full_name for p in space.params(name, "base")),
                     frozenset(state.found),
                     {c: frozenset(names) for c, names in state.registered.items()},
                 )
-                for name, state in self.frameworks.items()
+                for name, state in states.items()
             }
-            disabled = [f.name for f in self.catalog.failures]
-            disabled.extend(n for n in self.catalog.frameworks if n not in self.frameworks)
-            complete = set(self.catalog.frameworks) <= set(self.frameworks)
+            disabled = self.catalog.disabled()
+            disabled.extend(n for n in self.catalog.frameworks if n not in states)
+            complete = set(self.catalog.frameworks) <= set(states)
             messages = unknown_name_messages(space, namespaces, disabled, complete=complete)
             if self._warned_unknown[0] is not space:  # a new epoch: warn afresh
                 self._warned_unknown = (space, set())

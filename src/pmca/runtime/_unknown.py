@@ -14,12 +14,16 @@ session that opened them all).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from attrs import frozen
 
 from .._records import FrozenValue
 from ..mca._names import close_matches as _close
 from ..mca.params import Origin, ParamSpace
+
+if TYPE_CHECKING:
+    from ..mca._open import OpenFramework
 
 CORE = "mca"
 
@@ -123,3 +127,40 @@ def _text(name: str, origin: Origin, candidates: list[str], problem: str) -> str
     close = _close(name, candidates, n=3, cutoff=0.6) if candidates else []
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     return f"unknown MCA parameter {name!r} (from {origin}): {problem}, the value is ignored{hint}"
+
+
+def unregistered_reason(
+    name: str, frameworks: Mapping[str, OpenFramework], installed: Iterable[str]
+) -> str | None:
+    """Why ``name``, which may well exist (``pmca info`` lists it), is not registered now.
+
+    ``None`` when pmca cannot tell it exists: the name is then simply unknown.
+    """
+    framework, _, rest = name.partition("_")
+    state = frameworks.get(framework)
+    if state is None:
+        if framework in installed:
+            return (
+                f"framework {framework!r} is not open in this session; its parameters are "
+                f"registered while it is open (pmca info --param {framework} all lists them)"
+            )
+        return None
+    component = _component_of(rest, state.found)
+    if component is None:
+        return None
+    listing = f"pmca info --param {framework} {component} lists them"
+    names = state.registered.get(component)
+    if names is not None:
+        if name not in names:
+            return None
+        return (
+            f"component {framework}/{component} was not selected (it declined, failed or "
+            f"lost to a higher priority and was closed); its parameters are registered "
+            f"only while it is open ({listing})"
+        )
+    selection = state.host.params.get(framework)
+    return (
+        f"component {framework}/{component} is excluded by the selection "
+        f"{framework}={selection.value!r} (from {selection.origin}) and was never loaded; "
+        f"its parameters are registered only while it is open ({listing})"
+    )

@@ -6,9 +6,12 @@ from typing import Literal
 
 from attrs import frozen
 
+from .._public import public
+
 Outcome = Literal["reproduced", "detected", "prevented", "failed", "skipped"]
 
 
+@public
 @frozen
 class ScenarioResult:
     """One row of a scenario table.
@@ -34,6 +37,7 @@ class ScenarioResult:
         return self.outcome in ("reproduced", "detected", "prevented", "skipped")
 
 
+@public
 def format_table(results: list[ScenarioResult]) -> str:
     """A fixed-width table of results."""
     if not results:

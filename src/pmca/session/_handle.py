@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import pluggy
 
+from .._public import public
+
 if TYPE_CHECKING:
     from ..mca._component_info import ComponentInfo
     from ..mca._failures import ComponentFailure
@@ -14,6 +16,7 @@ if TYPE_CHECKING:
     from ..mca._open import OpenFramework
 
 
+@public
 class FrameworkHandle:
     """An open framework as its users see it, valid while the session is active.
 
@@ -21,7 +24,10 @@ class FrameworkHandle:
     hookspecs) on the selected components, with pluggy's calling
     conventions: ``session.framework("greet").hook.greeting_styles()``
     returns a list with one result per selected component that implements
-    the hook (components that were not selected are not called).
+    the hook, in selection order: the highest priority first, and a
+    ``firstresult`` hook answers for the best component that answers (pluggy's
+    ``tryfirst``/``trylast`` aside). Components that were not selected are
+    not called.
     """
 
     __slots__ = ("_check", "_state")
@@ -51,7 +57,7 @@ class FrameworkHandle:
 
     def modules(self) -> list[object]:
         """The selected modules, best first."""
-        return self._live().modules
+        return self._live().modules()
 
     def module(self) -> object:
         """The selected module of a ``single`` framework."""

@@ -13,13 +13,15 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .._interrupts import deferred_interrupts
+from .._public import public
 from ..mca._errors import FrameworkError, PmcaError, SessionError
 from ..mca._events import EVENTS, EventCallback, EventRegistration, EventType, Safety
 from ..mca._open import OpenFramework
 from ..mca._pvar_session import PVarSession
 from ..mca._pvars import REGISTRY, PVar, PVarClass, PVarFlag
-from ..mca.params import ParamError
+from ..mca.params import ParamError, UnknownParamError
 from ..runtime._domains import FinalizeDomain
+from ..runtime._given import check_given_names
 from ..runtime._runtime import RUNTIME, TRANSITION_WAIT, Runtime
 from ._handle import FrameworkHandle
 
@@ -100,6 +102,7 @@ class _State(enum.Enum):
     FINALIZED = "finalized"
 
 
+@public
 class Session:
     """A handle whose init opens frameworks and whose finalize closes them.
 
@@ -192,7 +195,7 @@ class Session:
                 for name in runtime.catalog.dependency_order(names):
                     runtime.open_framework(name, defer_selection=one_rank and name == "btl")
                     self._opened.append(name)
-                runtime.warn_unknown_names()
+                check_given_names(runtime)
                 self._attach_data_path()
             except BaseException:
                 self._interrupted = deferral.interrupted
@@ -219,6 +222,7 @@ class Session:
             timeout=float(params.value("pmca_base_modex_timeout")),
             verbose=int(params.value("pmca_base_world_verbose")),
             destination=str(params.value("mca_base_verbose")),
+            pmi_version=str(params.value("pmca_base_pmi_version")),
         )
         close = getattr(world, "close", None)
         if close is not None:
@@ -366,7 +370,7 @@ class Session:
         opened = self._framework(framework)
         if framework == "btl" and self._slot is not None and self._slot.built is None:
             self._data_path()
-        return opened.modules
+        return opened.modules()
 
     def module(self, framework: str) -> object:
         """The selected module of a ``single`` framework."""
@@ -414,7 +418,17 @@ class Session:
     def param(self, name: str) -> Param:
         """A parameter, with its value and where the value came from."""
         self._require_active()
-        return self._runtime.params.get(name)
+        runtime = self._runtime
+        try:
+            return runtime.params.get(name)
+        except UnknownParamError as exc:
+            from ..runtime._unknown import unregistered_reason
+
+            with runtime.lock:
+                reason = unregistered_reason(name, runtime.frameworks, runtime.catalog.frameworks)
+            if reason is None:
+                raise
+            raise UnknownParamError(name, exc.close_matches, reason) from None
 
     def set_param(self, name: str, value: Any) -> Param:
         """Change a settable parameter at run time (source ``set``)."""

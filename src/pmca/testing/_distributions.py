@@ -6,7 +6,10 @@ import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 
+from .._public import public
 
+
+@public
 def make_distribution(
     root: Path,
     name: str,

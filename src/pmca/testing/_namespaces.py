@@ -18,6 +18,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._public import public
+
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWNET = 0x40000000
 _MS_BIND = 4096
@@ -31,6 +33,7 @@ PREFIX = "pmca-"
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+@public
 class TestbedUnavailable(RuntimeError):
     """The simulated cluster cannot be built here (not root, no iproute2, ...)."""
 
@@ -43,7 +46,8 @@ def _check(result: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def requirements() -> str | None:
+@public
+def testbed_requirements() -> str | None:
     """Why the testbed cannot run here, or ``None`` if it can."""
     if os.geteuid() != 0:
         return (
@@ -54,6 +58,10 @@ def requirements() -> str | None:
     if missing:
         return f"the simulated cluster needs iproute2 ({', '.join(missing)} not found on PATH)"
     return None
+
+
+#: Its name inside the package (pmca.testing exports it as ``testbed_requirements``).
+requirements = testbed_requirements
 
 
 def run(*argv: str) -> None:

@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._public import public
 
+
+@public
 def run_pair(source: str, directory: Path, *, timeout: float = 120.0) -> tuple[Any, str]:
     """Run ``source``'s ``run(fd, rank)`` as rank 0 here and as rank 1 in a child.
 

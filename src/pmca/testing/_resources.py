@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 
+from .._public import public
 
+
+@public
 def open_sockets() -> set[str]:
     """The file descriptors of this process that are sockets."""
     found = set()
@@ -17,6 +20,7 @@ def open_sockets() -> set[str]:
     return found
 
 
+@public
 def mapped_files(containing: str) -> set[str]:
     """Paths mapped into this process whose path contains ``containing``."""
     with open("/proc/self/maps") as maps:

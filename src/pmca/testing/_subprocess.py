@@ -8,6 +8,8 @@ import sys
 import textwrap
 from collections.abc import Mapping
 
+from .._public import public
+
 #: Prepended to child code: a thread that has existed makes glibc take its
 #: arena locks, which is where allocator/hook deadlocks hide.
 FORCE_THREADED = (
@@ -15,6 +17,7 @@ FORCE_THREADED = (
 )
 
 
+@public
 def run_python(
     code: str,
     *,

@@ -35,6 +35,7 @@ from typing import Any
 
 from attrs import define, field
 
+from .._public import public
 from ._launch import Launcher
 from ._namespaces import (
     CLONE_NEWNET,
@@ -58,6 +59,7 @@ _IPV4_BASE = ipaddress.IPv4Network("198.18.0.0/15")
 _IPV6_BASE = ipaddress.IPv6Network("fd70:6d63:6100::/48")  # "pmca" in the ULA range
 
 
+@public
 @define(eq=False)
 class Host:
     """One simulated host: its namespaces and its address on each network."""
@@ -141,6 +143,7 @@ class Host:
         signal_all(self.processes(), signal.SIGKILL)
 
 
+@public
 class Testbed:
     """``hosts`` simulated hosts on ``networks`` networks; a context manager.
 

@@ -3,7 +3,7 @@
 A world gives a session ``rank``, ``size``, ``allgather(bytes)`` and
 ``barrier()``. :func:`single` is the default; :func:`from_mpi` wraps an
 mpi4py communicator; :func:`from_pmix` and :func:`from_pmi` ask the
-launcher itself (``mpirun``'s PMIx server, ``mpiexec``'s PMI), with no MPI
+launcher itself (``mpirun``'s PMIx server, ``mpiexec``'s PMI-2 or PMI-1), with no MPI
 initialized; :func:`from_launcher` picks whichever the environment offers.
 
 Each name is imported at first use: a session with the default world
@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from ._launcher import from_launcher
     from ._mpi import MpiWorld, from_mpi
     from ._pair import PairWorld
-    from ._pmi import PmiWorld, from_pmi
+    from ._pmi import Pmi1World, from_pmi
+    from ._pmi2 import Pmi2World
+    from ._pmi_base import PmiWorld
     from ._pmix import PmixWorld, from_pmix
     from ._single import SingleWorld, single
 
@@ -39,6 +41,8 @@ __all__ = [
     "MpiWorld",
     "PairWorld",
     "PeerNotice",
+    "Pmi1World",
+    "Pmi2World",
     "PmiWorld",
     "PmixWorld",
     "SingleWorld",
@@ -61,7 +65,9 @@ _TARGETS = {
     "Locality": "._interface:Locality",
     "PeerNotice": "._interface:PeerNotice",
     "from_launcher": "._launcher:from_launcher",
-    "PmiWorld": "._pmi:PmiWorld",
+    "PmiWorld": "._pmi_base:PmiWorld",
+    "Pmi1World": "._pmi:Pmi1World",
+    "Pmi2World": "._pmi2:Pmi2World",
     "from_pmi": "._pmi:from_pmi",
     "PmixWorld": "._pmix:PmixWorld",
     "from_pmix": "._pmix:from_pmix",

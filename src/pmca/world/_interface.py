@@ -4,17 +4,21 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol, runtime_checkable
 
+from .._public import public
 from ..mca._errors import PmcaError
 
 
+@public
 class WorldError(PmcaError):
     """A world operation failed or timed out; names the ranks concerned."""
 
 
+@public
 class LauncherError(WorldError):
     """The launcher's protocol (PMIx, PMI) failed: names the protocol and the step."""
 
 
+@public
 class WorldTimeout(WorldError):
     """Some peers never answered within the timeout. ``missing`` lists them."""
 
@@ -23,6 +27,7 @@ class WorldTimeout(WorldError):
         self.missing = missing
 
 
+@public
 @runtime_checkable
 class World(Protocol):
     """The processes of one job, as pmca sees them (ARCHITECTURE.md §7.1).
@@ -51,6 +56,7 @@ class World(Protocol):
         ...
 
 
+@public
 class Locality(NamedTuple):
     """Where the ranks run, as the launcher knows it (not guessed from the modex).
 
@@ -64,6 +70,7 @@ class Locality(NamedTuple):
     local: frozenset[int]
 
 
+@public
 class PeerNotice(NamedTuple):
     """The launcher reported that a rank failed."""
 
@@ -74,6 +81,7 @@ class PeerNotice(NamedTuple):
     when: float
 
 
+@public
 @runtime_checkable
 class LauncherWorld(World, Protocol):
     """A world served by the launcher itself (PMIx, PMI): everything a world

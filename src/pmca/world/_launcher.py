@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from .._public import public
 from ..mca._logging import framework_logger
 from ._interface import LauncherError, World
 
@@ -32,16 +33,24 @@ def detect(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
         )
     if "PMI_FD" in env:
         return "pmi", (
-            f"PMI_FD={env['PMI_FD']} is set (a PMI-1 server such as MPICH's mpiexec "
-            "started this process)"
+            f"PMI_FD={env['PMI_FD']} is set (a PMI server such as MPICH's mpiexec "
+            "or Slurm's --mpi=pmi2 started this process)"
         )
     return "single", "neither PMIX_NAMESPACE/PMIX_RANK nor PMI_FD is set"
 
 
 def build(
-    kind: str, *, timeout: float | None = None, verbose: int = 0, destination: str = "stderr"
+    kind: str,
+    *,
+    timeout: float | None = None,
+    verbose: int = 0,
+    destination: str = "stderr",
+    pmi_version: str = "auto",
 ) -> World:
-    """The world of ``kind`` (one of :data:`WORLD_KINDS`), as ``pmca_base_world`` names it."""
+    """The world of ``kind`` (one of :data:`WORLD_KINDS`), as ``pmca_base_world`` names it.
+
+    ``pmi_version`` (``pmca_base_pmi_version``) picks PMI-2 or PMI-1 for a PMI world.
+    """
     log = framework_logger("world", _INFO if verbose >= 1 else 0, destination)
     if kind == "launcher":
         kind, why = detect()
@@ -55,7 +64,9 @@ def build(
     elif kind == "pmi":
         from ._pmi import from_pmi
 
-        world = from_pmi(timeout=timeout)
+        pmi = from_pmi(timeout=timeout, version=pmi_version)
+        log.info("PMI version", protocol=pmi.protocol, why=pmi.why)
+        world = pmi
     else:
         from ._single import single
 
@@ -64,12 +75,17 @@ def build(
     return world
 
 
-def from_launcher(*, timeout: float | None = None, verbose: int = 0) -> World:
+@public
+def from_launcher(
+    *, timeout: float | None = None, verbose: int = 0, pmi_version: str = "auto"
+) -> World:
     """The world this process's launcher offers: PMIx, else PMI, else a single process.
 
     Every rank of the job must call it. ``timeout`` bounds each PMI answer;
-    ``verbose`` (0-100) at 1 or more logs which world was chosen and why.
+    ``verbose`` (0-100) at 1 or more logs which world was chosen and why
+    (and for PMI, which version); ``pmi_version`` is ``"auto"`` (PMI-2 where
+    the server offers it, else PMI-1), ``"1"`` or ``"2"``.
     A PMIx or PMI world should be closed (``world.close()``) when done; a
     session that built it itself (``Session(world="launcher")``) does.
     """
-    return build("launcher", timeout=timeout, verbose=verbose)
+    return build("launcher", timeout=timeout, verbose=verbose, pmi_version=pmi_version)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .._public import public
 from ._interface import WorldError, WorldTimeout
 
 _TAG = 0x504D  # "PM": private to the duplicated communicator anyway
@@ -25,6 +26,7 @@ def _library_name(mpi: Any) -> str:
     return text.split(",")[0]
 
 
+@public
 class MpiWorld:
     """``rank``/``size``/``allgather``/``barrier`` over an mpi4py communicator."""
 
@@ -110,6 +112,7 @@ class MpiWorld:
         return f"<MpiWorld {self.description} rank {self.rank} of {self.size}>"
 
 
+@public
 def from_mpi(comm: Any) -> MpiWorld:
     """A world over ``comm`` (an mpi4py communicator, usually ``MPI.COMM_WORLD``).
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 import socket
 import struct
 
+from .._public import public
 from ._interface import WorldError, WorldTimeout
 
 _LENGTH = struct.Struct("<Q")
 
 
+@public
 class PairWorld:
     """Rank ``rank`` of 2; the other process holds the other end of ``sock``."""
 

@@ -33,12 +33,14 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from .._public import public
 from . import _pmix_cdef as c
 from ._interface import LauncherError, Locality, PeerNotice, WorldTimeout
 from ._pmix_client import abandon, client
 from ._pmix_library import Library, load
 
 
+@public
 class PmixWorld:
     """``rank``/``size``/``allgather``/``barrier`` through the launcher's PMIx server."""
 
@@ -264,6 +266,7 @@ class PmixWorld:
         return f"<PmixWorld {self.description}>"
 
 
+@public
 def from_pmix(*, library: str | Path | None = None) -> PmixWorld:
     """A world from the launcher's PMIx server (``mpirun`` of Open MPI, PRRTE, Slurm).
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from attrs import define
 
+from .._public import public
 from .._records import Record
 
 
+@public
 @define(eq=False, repr=False)
 class SingleWorld(Record):
     """Rank 0 of 1: the modex is this process's own data."""
@@ -22,6 +24,7 @@ class SingleWorld(Record):
         return None
 
 
+@public
 def single() -> SingleWorld:
     """The world of this process alone (``rank`` 0, ``size`` 1)."""
     return SingleWorld()

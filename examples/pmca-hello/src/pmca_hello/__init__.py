@@ -10,7 +10,8 @@ import pmca
 
 
 class GreetSpec:
-    """The greet framework's own hook: every selected module may answer."""
+    """The greet framework's own hook: every selected component may answer, the
+    highest priority first (pmca calls a framework's hooks in selection order)."""
 
     @pmca.hookspec
     def greeting_styles(self) -> list[str]:  # type: ignore[empty-body]

@@ -214,7 +214,7 @@ class Ompi13021MemoryComponent(Component):
         # that fails). No select, no patch: that is patcher_open's work.
         patcher = ctx.open_framework("patcher")
         self._patcher_open = True
-        if not patcher.modules:
+        if not patcher.modules():
             ctx.log.info("no patcher module selected; declining")
             return None
         module = Ompi13021Memory(patcher, lambda: self._close_patcher(ctx), ctx.log)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from ..._public import public
 from ...mca._context import FrameworkParams
 from ...mca._framework import FrameworkBase
 from ...mca.params import MAX_TIMEOUT, within
 from .._interface import BtlModule
 
 
+@public
 class BtlBase(FrameworkBase):
     """Runs each module's ``finalize`` before the components close (``mca_btl_base_close``).
 
@@ -49,7 +51,7 @@ class BtlBase(FrameworkBase):
         """The selected modules, each followed by its further rails (a module per
         interface, as btl/tcp makes: ``module.rails``), so the bml stripes over them."""
         found: list[BtlModule] = []
-        for module in self.framework.modules:
+        for module in self.framework.modules():
             if isinstance(module, BtlModule):
                 found.append(module)
                 found.extend(r for r in getattr(module, "rails", ()) if isinstance(r, BtlModule))

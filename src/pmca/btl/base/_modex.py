@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from attrs import frozen
 
+from ..._public import public
 from ..._records import FrozenValue
 from .._interface import ModexError
 
@@ -27,6 +28,7 @@ _NAME = struct.Struct("<B")
 _ADDRESS = struct.Struct("<H")
 
 
+@public
 def host_id() -> str:
     """This host's identity: processes with equal ids can share memory.
 
@@ -48,11 +50,13 @@ def host_id() -> str:
     return f"{os.uname().nodename}/{boot}/{network}"
 
 
+@public
 def host_name(host: str) -> str:
     """The hostname part of a :func:`host_id` (for messages)."""
     return host.split("/", 1)[0]
 
 
+@public
 @frozen(eq=False, repr=False)
 class RankEntry(FrozenValue):
     """What one rank published."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..._public import public
 from .._interface import (
     TAG_MAX,
     BtlError,
@@ -34,6 +35,7 @@ def _check_tag(tag: int) -> None:
         raise ValueError(f"active-message tag {tag!r} is outside 0..{TAG_MAX}")
 
 
+@public
 class ModuleBase:
     """A starting point for btl modules (see :class:`pmca.btl.BtlModule`).
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..._public import public
 from ...mca._context import ComponentParams
 from ...mca.params import ParamValueError, Source, within
 from .._interface import Flags, Limits
@@ -39,6 +40,7 @@ _TYPES: dict[str, object] = {
 _LEAST = {"eager_limit": 1, "max_send_size": 1}
 
 
+@public
 def register_limits(
     params: ComponentParams, defaults: Limits, *, max_size: int = MAX_INT32
 ) -> None:
@@ -73,6 +75,7 @@ def register_limits(
         )
 
 
+@public
 def raise_param_error(params: ComponentParams, names: Sequence[str], reason: str) -> None:
     """Refuse the values of ``names`` together for ``reason`` (a :class:`ParamValueError`).
 
@@ -86,6 +89,7 @@ def raise_param_error(params: ComponentParams, names: Sequence[str], reason: str
     )
 
 
+@public
 def check_committed(
     params: ComponentParams, parts: Sequence[tuple[str, str, int]], most: int, what: str
 ) -> None:
@@ -107,6 +111,7 @@ def check_committed(
         )
 
 
+@public
 def read_limits(params: ComponentParams, defaults: Limits) -> Limits:
     """The limits in force: the registered parameters over ``defaults``.
 

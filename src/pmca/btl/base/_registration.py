@@ -17,12 +17,14 @@ from typing import Any, Protocol, cast
 
 from attrs import define
 
+from ..._public import public
 from ..._records import Record
 from .._interface import BtlError, MemoryHandle
 
 PAGE = mmap.PAGESIZE
 
 
+@public
 class Backend(Protocol):
     """Pins a page-aligned range with the transport (the rcache's backend protocol)."""
 
@@ -31,6 +33,7 @@ class Backend(Protocol):
     def deregister(self, handle: object) -> None: ...
 
 
+@public
 class NoPinBackend:
     """For transports that need no pinning: registration is bookkeeping only."""
 
@@ -50,6 +53,7 @@ class _Plain(Record):
     handle: object
 
 
+@public
 def page_range(base: int, size: int) -> tuple[int, int]:
     """``(first page, length)`` covering ``[base, base + size)``."""
     first = base - base % PAGE
@@ -58,6 +62,7 @@ def page_range(base: int, size: int) -> tuple[int, int]:
     return first, last - first
 
 
+@public
 def leave_pinned_wanted(params: Any) -> tuple[bool, str]:
     """Whether registrations may stay cached, and why (for the log)."""
     from ... import memory
@@ -74,6 +79,7 @@ def leave_pinned_wanted(params: Any) -> tuple[bool, str]:
     return True, f"mpi_leave_pinned={value}, memory hooks catch {support!r}"
 
 
+@public
 class Registrations:
     """Registered ranges of one module, by the key peers send back in put/get."""
 

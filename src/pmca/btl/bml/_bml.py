@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import define, evolve, field, frozen
 
+from ..._public import public
 from ...mca._events import EVENTS, Safety
 from .._interface import BtlModule, Endpoint, Flags, ModexError, PeerFailed, Proc
 from ..base import _modex
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from ...world import World
 
 
+@public
 @frozen
 class Route:
     """One module's way to one peer."""
@@ -39,6 +41,7 @@ class Route:
         return self.module.name
 
 
+@public
 @define(eq=False)
 class BmlPeer:
     """Everything the message layer needs to reach one rank."""
@@ -91,6 +94,7 @@ PEER_FAILED = EVENTS.declare(
 ).name
 
 
+@public
 class Bml:
     """Routes of one session to every rank of its world."""
 
@@ -302,6 +306,7 @@ def _pidfd(pid: int) -> int | None:
         return None
 
 
+@public
 def connect(
     world: World, modules: Sequence[BtlModule], log: FilteringBoundLogger, timeout: float
 ) -> Bml:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from attrs import frozen
 
+from ..._public import public
 from ..._records import FrozenValue
 from .._interface import (
     BtlError,
@@ -39,6 +40,7 @@ def _memory(address: int, size: int) -> memoryview:
     return memoryview((ctypes.c_char * size).from_address(address)).cast("B")
 
 
+@public
 class SelfModule(ModuleBase):
     """Loopback: only ever reaches this process."""
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from attrs import frozen
 
+from ..._public import public
 from ..._records import FrozenValue, Record
 from .._interface import (
     BtlError,
@@ -111,6 +112,7 @@ class _Queued(Record):
     callback: Completion | None
 
 
+@public
 class SmModule(ModuleBase):
     """Shared memory to every peer on this host."""
 

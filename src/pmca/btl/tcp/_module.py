@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from attrs import define, frozen
 
+from ..._public import public
 from ..._records import FrozenValue, Record
 from .._interface import (
     BtlError,
@@ -116,6 +117,7 @@ class RailGroup:
         return found
 
 
+@public
 class TcpModule(ModuleBase):
     def __init__(
         self,

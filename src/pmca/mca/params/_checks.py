@@ -10,21 +10,39 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..._public import public
 from ._values import InvalidValue
 
 
-def _options(valid: str, accepts: Any) -> dict[str, Any]:
+def _options(valid: str, problem: Any) -> dict[str, Any]:
+    """``check`` raising what ``problem(value)`` finds wrong (``None``: nothing), and ``valid``.
+
+    The error adds the valid values itself: the reason says only what is wrong.
+    A value the check cannot even compare (``int(inf)``) is refused, never raised.
+    """
+
     def check(value: Any) -> None:
         try:
-            accepted = accepts(value)
-        except (TypeError, ValueError, OverflowError):  # int(inf), a word for a number...
-            accepted = False
-        if not accepted:
-            raise InvalidValue(f"expected {valid}")
+            wrong = problem(value)
+        except (TypeError, ValueError, OverflowError):
+            wrong = f"{value!r} is not a number in range"
+        if wrong is not None:
+            raise InvalidValue(wrong)
 
     return {"check": check, "valid": valid}
 
 
+def _out_of(least: float, most: float | None, number: float) -> str | None:
+    if number != number:  # NaN compares false with everything
+        return "NaN is not a usable setting"
+    if number < least:
+        return f"{number} is below {least}"
+    if most is not None and number > most:
+        return f"{number} is above {most}"
+    return None
+
+
+@public
 def within(
     least: float,
     most: float | None = None,
@@ -45,29 +63,37 @@ def within(
     if or_zero:
         shown = f"0 or {shown}"
 
-    def accepts(value: Any) -> bool:
+    def problem(value: Any) -> str | None:
         if or_zero and value == 0:
-            return True
-        low_ok = least < value if above else least <= value
-        return bool(low_ok and (most is None or value <= most) and value == value)  # NaN != NaN
+            return None
+        if above and value == least:
+            return f"{value} is not more than {least}"
+        return _out_of(least, most, value)
 
-    return _options(f"{shown} {unit}".rstrip(), accepts)
+    return _options(f"{shown} {unit}".rstrip(), problem)
 
 
+@public
 def one_of(*words: str) -> dict[str, Any]:
     """One of ``words``, in any case."""
-    return _options(f"one of {', '.join(words)}", lambda value: str(value).lower() in words)
+    return _options(
+        f"one of {', '.join(words)}",
+        lambda value: None if str(value).lower() in words else "not one of the accepted words",
+    )
 
 
+@public
 def power_of_two(least: int, most: int | None = None) -> dict[str, Any]:
     """A power of two from ``least`` to ``most`` (no upper bound when ``None``)."""
     shown = f"from {least} to {most}" if most is not None else f">= {least}"
 
-    def accepts(value: Any) -> bool:
+    def problem(value: Any) -> str | None:
         number = int(value)
-        return least <= number and (most is None or number <= most) and not number & (number - 1)
+        if number & (number - 1) or number <= 0:
+            return f"{number} is not a power of two"
+        return _out_of(least, most, number)
 
-    return _options(f"a power of two {shown}", accepts)
+    return _options(f"a power of two {shown}", problem)
 
 
 #: The longest timeout, in seconds: a week, longer than any job waits and far
@@ -79,6 +105,7 @@ PATH_MAX = 4096
 NAME_MAX = 255
 
 
+@public
 def a_path(separator: str | None = None) -> dict[str, Any]:
     """A file or directory name (or a ``separator``-separated list of them).
 
@@ -92,19 +119,25 @@ def a_path(separator: str | None = None) -> dict[str, Any]:
             f"{PATH_MAX} bytes, each name at most {NAME_MAX}"
         )
 
-    def one(path: str) -> bool:
+    def one(path: str) -> str | None:
         encoded = os.fsencode(path)
-        return (
-            b"\0" not in encoded
-            and len(encoded) <= PATH_MAX
-            and all(len(name) <= NAME_MAX for name in encoded.split(b"/"))
-        )
+        if b"\0" in encoded:
+            return "a path contains a NUL byte"
+        if len(encoded) > PATH_MAX:
+            return f"a path of {len(encoded)} bytes is longer than {PATH_MAX}"
+        if any(len(name) > NAME_MAX for name in encoded.split(b"/")):
+            return f"a name in a path is longer than {NAME_MAX} bytes"
+        return None
 
-    def accepts(value: Any) -> bool:
+    def problem(value: Any) -> str | None:
         text = str(value)
-        return all(one(path) for path in (text.split(separator) if separator else [text]))
+        for path in text.split(separator) if separator else [text]:
+            wrong = one(path)
+            if wrong is not None:
+                return wrong
+        return None
 
-    return _options(valid, accepts)
+    return _options(valid, problem)
 
 
 __all__ = ["MAX_TIMEOUT", "NAME_MAX", "PATH_MAX", "a_path", "one_of", "power_of_two", "within"]

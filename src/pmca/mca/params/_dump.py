@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..._public import public
 from ._param import Param, Synonym
 from ._values import BOOL_ENUM, Enumeration, ParamType
 
@@ -22,6 +23,7 @@ def _enumerators(param: Param) -> Enumeration | None:
     return BOOL_ENUM if param.type is ParamType.BOOL else None
 
 
+@public
 def format_readable(param: Param, *, name: str | None = None) -> list[str]:
     """Open MPI's READABLE dump: the ``parameter "..." (...)`` line, the help, valid values.
 
@@ -50,6 +52,9 @@ def format_readable(param: Param, *, name: str | None = None) -> list[str]:
     if enumeration is not None:
         # Open MPI's form, which scrapers of ompi_info output parse.
         lines.append(f"Valid values: {enumeration.listing()}")
+    elif param.definition.valid is not None:
+        # What a ``check`` accepts, in the same form.
+        lines.append(f"Valid values: {param.definition.valid}")
     return lines
 
 
@@ -58,13 +63,16 @@ def _quote(value: str) -> str:
     return f'"{value}"' if ":" in value else value
 
 
+@public
 def format_parsable(param: Param, *, name: str | None = None) -> list[str]:
     """Open MPI's PARSABLE dump, ``mca:<fw>:<comp>:param:<name>:<field>:<value>`` lines.
 
     Fields, in Open MPI 5's order: ``value``, ``source``, ``status``, ``level``,
     ``help`` (when there is one), ``enumerator:value:<n>:<name>`` (bools and
-    enumerations), ``deprecated``, ``type``, ``synonym_of:name:`` or
-    ``synonym:name:``, ``disabled:false``. ``name`` selects a synonym's entry.
+    enumerations) or ``valid_values`` (what a ``check`` accepts, the ``valid=``
+    text of :meth:`ParamSpace.register`; pmca's own field), ``deprecated``,
+    ``type``, ``synonym_of:name:`` or ``synonym:name:``, ``disabled:false``.
+    ``name`` selects a synonym's entry.
     """
     shown, synonym = _view(param, name)
     framework, component = param.framework, param.component or "base"
@@ -85,6 +93,10 @@ def format_parsable(param: Param, *, name: str | None = None) -> list[str]:
         lines.extend(
             f"{prefix}enumerator:value:{value}:{label}" for label, value in enumeration.values
         )
+    elif param.definition.valid is not None:
+        # Open MPI has no field for a validator's text; this one follows its
+        # conventions: one field name, then the value, quoted if it has a ':'.
+        lines.append(f"{prefix}valid_values:{_quote(param.definition.valid)}")
     deprecated = synonym is not None and synonym.deprecated
     lines.append(f"{prefix}deprecated:{'yes' if deprecated else 'no'}")
     lines.append(f"{prefix}type:{param.type.type_name}")

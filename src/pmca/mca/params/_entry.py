@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import attrs
 
+from ..._public import public
 from ..._records import FrozenValue
 
 __all__ = ["Entry"]
 
 
+@public
 @attrs.frozen(eq=False, repr=False)
 class Entry(FrozenValue):
     """One ``key = value`` line of a parameter file."""

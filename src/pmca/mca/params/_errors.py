@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..._public import public
 from .._errors import PmcaError
 
 if TYPE_CHECKING:
     from ._values import Origin
 
 
+@public
 class ParamError(PmcaError, ValueError):
     """Base class of every error the parameter space raises on purpose.
 
@@ -22,6 +24,7 @@ class ParamError(PmcaError, ValueError):
     """
 
 
+@public
 class ParamValueError(ParamError):
     """A value has the wrong type or lies outside the parameter's valid values.
 
@@ -53,9 +56,12 @@ class ParamValueError(ParamError):
         if len(shown) > _SHOWN_MAX:  # a 5,000-character path would bury the message
             shown = f"{shown[: _SHOWN_MAX // 2]}...{shown[-20:]} ({len(str(value))} characters)"
         alias = f" (given as {given_as!r})" if given_as else ""
+        # A reason that already states what is valid (a check of one's own
+        # raising "expected 0 to 9") is not followed by the same words again.
+        valid = "" if valid_values and valid_values in reason else f"; valid values: {valid_values}"
         super().__init__(
             f"invalid value {shown} for MCA parameter {param_name!r}{alias} "
-            f"from {origin}: {reason}; valid values: {valid_values}"
+            f"from {origin}: {reason}{valid}"
         )
 
 
@@ -63,6 +69,7 @@ class ParamValueError(ParamError):
 _SHOWN_MAX = 200
 
 
+@public
 class ParamFileError(ParamError):
     """A parameter file is malformed, unreadable, or missing although named.
 
@@ -78,6 +85,7 @@ class ParamFileError(ParamError):
         super().__init__(f"{where}: {problem}")
 
 
+@public
 class ParamPermissionError(ParamError):
     """A parameter cannot be changed: read-only, locked, or set by the override file."""
 
@@ -92,20 +100,28 @@ class ParamPermissionError(ParamError):
         )
 
 
+@public
 class UnknownParamError(ParamError, LookupError):
     """No registered parameter (or synonym) has this name."""
 
-    def __init__(self, name: str, close_matches: list[str]) -> None:
+    def __init__(self, name: str, close_matches: list[str], reason: str | None = None) -> None:
         self.name = name
         self.close_matches = close_matches
+        #: Why a parameter that exists is not registered here (its component is not open).
+        self.reason = reason
+        if reason is not None:
+            super().__init__(f"MCA parameter {name!r} is not registered in this session: {reason}")
+            return
         hint = f"; did you mean: {', '.join(close_matches)}?" if close_matches else ""
         super().__init__(f"unknown MCA parameter {name!r}{hint}")
 
 
+@public
 class ParamRegistrationError(ParamError):
     """A registration conflicts with an existing parameter or is malformed."""
 
 
+@public
 class PmcaDeprecationWarning(DeprecationWarning):
     """A value was given under a deprecated parameter name.
 
@@ -115,5 +131,6 @@ class PmcaDeprecationWarning(DeprecationWarning):
     """
 
 
+@public
 class ParamWarning(UserWarning):
     """A value was given where it is ignored (for example a core parameter in a file)."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from ..._public import public
 from ..._records import FrozenValue
 from ._errors import ParamFileError, ParamWarning
 from ._param import Param
@@ -34,12 +35,14 @@ LOOKUP_ORDER = (Source.OVERRIDE, Source.API, Source.ENV, Source.FILE)
 _DISABLED = ("", "none")
 
 
+@public
 def default_param_files() -> str:
     """``~/.pmca/mca-params.conf,<sys.prefix>/etc/pmca-mca-params.conf``."""
     system = os.path.join(sys.prefix, "etc", "pmca-mca-params.conf")
     return f"~/.pmca/mca-params.conf,{system}"
 
 
+@public
 def default_override_file() -> str:
     """``<sys.prefix>/etc/pmca-mca-params-override.conf``."""
     return os.path.join(sys.prefix, "etc", "pmca-mca-params-override.conf")

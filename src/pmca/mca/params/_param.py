@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from ..._public import public
 from ..._records import FrozenValue
 from ._errors import ParamRegistrationError, ParamValueError
 from ._paramfile import KEY
@@ -31,6 +32,7 @@ _NAME = re.compile(r"[A-Za-z0-9_]+")
 _GROUP = re.compile(r"[a-z][a-z0-9]*(_[a-z][a-z0-9_]*)?")
 
 
+@public
 @attrs.frozen(eq=False, repr=False)
 class Synonym(FrozenValue):
     """Another name of a parameter; a value given under a deprecated one warns."""
@@ -67,6 +69,7 @@ class Definition(FrozenValue):
     informational: bool = False
 
 
+@public
 class Param:
     """A registered parameter [Open MPI: MCA variable].
 

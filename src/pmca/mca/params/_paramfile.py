@@ -40,6 +40,7 @@ import stat
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ..._public import public
 from ._errors import ParamFileError
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_FILE_SIZE = 1 << 20
 
 
+@public
 def parse_param_file(path: str | os.PathLike[str]) -> list[Entry]:
     """Read and parse one parameter file; raise :class:`ParamFileError` on any problem.
 
@@ -104,6 +106,7 @@ def _not_regular(mode: int) -> str | None:
     return next((what for test, what in kinds if test(mode)), "a special file")
 
 
+@public
 def parse_param_text(text: str, path: str) -> list[Entry]:
     """Parse the contents of a parameter file; ``path`` is only used in entries and errors."""
     from ._entry import Entry
@@ -134,6 +137,7 @@ def parse_param_text(text: str, path: str) -> list[Entry]:
 _TRAILING_COMMENT = re.compile(r"(?:^|\s)#.*\Z", re.DOTALL)
 
 
+@public
 def expand_home(path: str, environ: Mapping[str, str] | None = None) -> str:
     """Expand a leading ``~`` or ``~user``, using ``environ['HOME']`` when given."""
     if environ is not None and (path == "~" or path.startswith("~/")):

@@ -19,6 +19,7 @@ from collections.abc import Callable, Container, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ..._forksafe import fresh_after_fork
+from ..._public import public
 from .._names import close_matches
 from ._checks import a_path
 from ._errors import (
@@ -55,6 +56,7 @@ _ALL_SOURCES = frozenset(LOOKUP_ORDER)
 _CORE_SOURCES = frozenset({Source.API, Source.ENV})
 
 
+@public
 class ParamSpace:
     """The registry of parameters for one parameter-space lifetime.
 

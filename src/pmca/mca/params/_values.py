@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from ..._public import public
 from ..._records import FrozenValue
 
 _INT64_MIN = -(2**63)
@@ -38,6 +39,7 @@ _FLOAT = re.compile(
 _BLANKS = " \t\n\r\f\v"
 
 
+@public
 class InvalidValue(Exception):
     """A value failed to parse or check; the space adds name, origin and valid values.
 
@@ -46,6 +48,7 @@ class InvalidValue(Exception):
     """
 
 
+@public
 class ParamType(enum.Enum):
     """The value type of a parameter.
 
@@ -94,6 +97,7 @@ _TYPE_ALIASES: dict[object, ParamType] = {
 }
 
 
+@public
 class InfoLevel(enum.IntEnum):
     """Who a parameter is for, Open MPI's ``OPAL_INFO_LVL_1..9``."""
 
@@ -117,6 +121,7 @@ class InfoLevel(enum.IntEnum):
         return f"{int(self)} {self.label}"
 
 
+@public
 class Source(enum.IntEnum):
     """Where a value came from; a higher member beats a lower one."""
 
@@ -146,6 +151,7 @@ _SOURCE_LABELS = {
 }
 
 
+@public
 @attrs.frozen(eq=False, repr=False)
 class Origin(FrozenValue):
     """Where one value came from.
@@ -175,6 +181,7 @@ def _pairs(items: Mapping[str, int] | Iterable[tuple[str, int]]) -> tuple[tuple[
     return tuple((str(name), int(value)) for name, value in pairs)
 
 
+@public
 @attrs.frozen(eq=False, repr=False)
 class Enumeration(FrozenValue):
     """Named integer values, Open MPI's ``mca_base_var_enum_t``.

@@ -73,7 +73,7 @@ class PatcherMemoryComponent(Component):
     def query(self, ctx: ComponentContext) -> Query | None:
         patcher = ctx.open_framework("patcher")
         self._patcher_open = True
-        if not patcher.modules:
+        if not patcher.modules():
             ctx.log.info("no patcher module selected; declining")
             return None
         self._module = PatcherMemory(patcher, ctx.log, ring_size=ctx.params.param("ring_size"))

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..._forksafe import short_lock
+from ..._public import public
 from .._interface import Support
 from .._pvars import emit_overwrite, register_support_pvar
 from .._sources import UcmDelivery, describe_failures, support_from
@@ -26,6 +27,7 @@ DEFAULT_RING_CAPACITY = 1 << 18
 RING_LIMITS = (1 << 10, 1 << 26)
 
 
+@public
 class PatcherMemory:
     """Installs the hooks through the selected patcher; measures what they catch.
 

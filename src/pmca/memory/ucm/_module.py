@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..._public import public
 from .._interface import Support
 from .._sources import UcmDelivery
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from ...native import Overwrite
 
 
+@public
 class UcmMemory:
     """Subscribes to UCX's ucm at install; its support level comes from the self-test.
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..._forksafe import short_lock
 from ..._interrupts import deferred_interrupts
+from ..._public import public
 from ._table import PatchTable
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ def counted(key: str) -> Callable[[object], float]:
     return lambda _obj: COUNTS[key]
 
 
+@public
 class OverwriteModule:
     """Applies patches through the native backend and records them in its table."""
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
+from ..._public import public
 from ..._records import FrozenValue
 from ...native._subscription import delivering
 from .._interface import Backend, RcacheError
@@ -36,6 +37,7 @@ Counters = tuple[int, int]
 _RETRYABLE = (MemoryError, OSError)
 
 
+@public
 def page_range(address: int, size: int) -> tuple[int, int]:
     """``[base, bound)``: the pages ``[address, address + size)`` touches."""
     if address < 0 or size <= 0:
@@ -46,6 +48,7 @@ def page_range(address: int, size: int) -> tuple[int, int]:
     return address & ~_MASK, bound
 
 
+@public
 class GrdmaCache:
     """Registrations indexed by a native interval tree, kept coherent by release events.
 

@@ -7,6 +7,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from ..._public import public
 from .._interface import Backend, RcacheError
 from ._tree import IntervalTree
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 OPTIONS = ("leave_pinned", "cache_max_bytes", "pending_max")
 
 
+@public
 class GrdmaModule:
     """Creates :class:`GrdmaCache` objects over one loaded index library."""
 

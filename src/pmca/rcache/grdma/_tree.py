@@ -12,6 +12,8 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..._public import public
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -98,6 +100,7 @@ def _incref_address() -> int:
     return address
 
 
+@public
 class IntervalTree:
     """Half-open intervals ``[base, bound)`` with integer keys below 2**63, in native memory.
 

@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
+from ..._public import public
+
 LIBRARY_NAME = "libpmca_uring.so"
 
 _c_void_p = ctypes.c_void_p
@@ -67,6 +69,7 @@ def _check_length(length: int, what: str) -> None:
         )
 
 
+@public
 class Ring:
     """An io_uring whose registered-buffer table has ``table_size`` empty slots.
 
