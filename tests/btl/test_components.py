@@ -43,6 +43,11 @@ def test_contradictory_limits_are_refused_at_init_naming_them(pmca_env) -> None:
     assert "= 1048576 exceeds btl_tcp_max_send_size = 65536" in message, message
 
 
+_FIFO = "valid values: a power of two from 2 to 1048576"
+_SM_SIZE = "valid values: 1 to 1073741824 bytes"
+_SIZE = "valid values: 1 to 2147483647 bytes"
+
+
 @pytest.mark.parametrize(
     ("name", "value", "expected"),
     [
@@ -61,21 +66,25 @@ def test_contradictory_limits_are_refused_at_init_naming_them(pmca_env) -> None:
         ),
         ("btl_sm_eager_fragments", 0, "0 is below 1; valid values: 1 to 65536"),
         ("btl_vader_max_fragments", 0, "0 is below 1; valid values: 1 to 65536"),
-        ("btl_sm_fifo_size", 2**28, "valid values: a power of two from 2 to 1048576"),
+        ("btl_sm_fifo_size", 2**28, f"268435456 is above 1048576; {_FIFO}"),
         # Committed and touched up front: 2**31 entries were 32 GiB per rank.
         # 32-bit fields: once truncated to 64, or "cannot create the sm segment".
-        ("btl_sm_eager_fragments", 4294967360, "valid values: 1 to 65536"),
-        ("btl_sm_fifo_size", 2**32, "valid values: a power of two from 2 to 1048576"),
-        ("btl_sm_max_send_size", 2**32, "valid values: 1 to 1073741824 bytes"),
-        ("btl_tcp_max_send_size", 2**32, "valid values: 1 to 2147483647 bytes"),
-        ("btl_sm_max_fragments", 65536, "bytes for each process's shared-memory segment"),
+        (
+            "btl_sm_eager_fragments",
+            4294967360,
+            "4294967360 is above 65536; valid values: 1 to 65536",
+        ),
+        ("btl_sm_fifo_size", 2**32, f"4294967296 is above 1048576; {_FIFO}"),
+        ("btl_sm_max_send_size", 2**32, f"4294967296 is above 1073741824; {_SM_SIZE}"),
+        ("btl_tcp_max_send_size", 2**32, f"4294967296 is above 2147483647; {_SIZE}"),
+        ("btl_sm_max_fragments", 65536, "btl_sm_max_fragments); valid values: 1 to 65536"),
         # Once dropped at query, then "no btl reaches rank N".
         ("btl_self_exclusivity", -1, "-1 is below 0; valid values: 0 to 2147483647"),
         ("btl_sm_eager_limit", 0, "0 is below 1; valid values: 1 to 1073741824 bytes"),
-        ("btl_sm_eager_limit", 65536, "= 65536 exceeds btl_sm_max_send_size = 32768"),
-        ("btl_tcp_bulk_chunk", 1, "valid values: 0 or 1024 to 2147483647 bytes"),
+        ("btl_sm_eager_limit", 65536, f"= 65536 exceeds btl_sm_max_send_size = 32768; {_SM_SIZE}"),
+        ("btl_tcp_bulk_chunk", 1, "1 is below 1024; valid values: 0 or 1024 to 2147483647 bytes"),
         ("btl_base_wait_spin", "-inf", "-inf is below 0; valid values: 0 to 604800 s"),
-        ("btl_base_wait_spin", "\u0663", "not a floating-point number (ASCII digits)"),
+        ("btl_base_wait_spin", "\u0663", "(ASCII digits); valid values: 0 to 604800 s"),
         ("rcache_grdma_pending_max", 0, "0 is below 1; valid values: 1 to 2147483647"),
     ],
 )
