@@ -171,3 +171,28 @@ def test_large_messages_stripe_over_every_rail(
     # Striped by bandwidth: equal weights here (veth reports no speed), so each
     # rail carries about half; far more than nothing on either.
     assert sent["net0"] > total // 4 and sent["net1"] > total // 4, sender
+
+
+def test_launcher_world_locality_across_hosts(
+    launcher: Launcher, pmca_env, pmca_testbed: Callable[..., Testbed], tmp_path
+) -> None:
+    # No mpi4py: the world comes from mpirun's PMIx (or mpiexec's PMI), and
+    # its placement must match where each rank finds itself (hostname, netns).
+    # Host names unlike the launcher's names for them: PMIx must report what
+    # each host calls itself.
+    testbed = pmca_testbed(2, hostnames=["north", "south"])
+    kind = "pmix" if launcher.name == "openmpi" else "pmi"
+    result = tmp_path / "result"
+    argv = [program("launcher_world.py"), "--case", "hosts", "--expect", kind]
+    argv += ["--btl", BTL, "--result", str(result)]
+    child = testbed.run_mpi(launcher, 2, argv, timeout=300)
+    reported = result.read_text() if result.exists() else ""
+    output = f"--- result\n{reported}{_output(child)}"
+    assert child.returncode == 0, output
+    lines = ok_lines(reported)
+    assert len(lines) == 4, output
+    assert all("every pair checksummed" in line for line in lines), output
+    for host in testbed.hosts:
+        assert sum(f"on {host.hostname}:" in line for line in lines) == 2, output
+    if kind == "pmix":
+        assert all("hosts north,south,north,south " in line for line in lines), output
