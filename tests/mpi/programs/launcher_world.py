@@ -172,7 +172,9 @@ elif args.case == "hosts":
         world = check_world(s)
         me, size = world.rank, world.size
         here = (socket.gethostname(), os.readlink("/proc/self/ns/net"))
-        everyone = [tuple(x.decode().split("\0")) for x in world.allgather("\0".join(here).encode())]
+        everyone = [
+            tuple(x.decode().split("\0")) for x in world.allgather("\0".join(here).encode())
+        ]
         locality = world.locality()
         assert locality is not None, "the launcher gave no placement"
         assert len(locality.hosts) == size, locality
