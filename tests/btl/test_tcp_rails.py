@@ -6,9 +6,14 @@ import ipaddress
 
 import pytest
 
-from pmca.btl.tcp._interfaces import Interface, select_interfaces
+import pmca
+from pmca.btl.base._modex import RankEntry
+from pmca.btl.bml._bml import Route, _build_peer
+from pmca.btl.tcp._interfaces import Interface, interfaces, select_interfaces
+from pmca.btl.tcp._module import TcpEndpoint
 from pmca.btl.tcp._rails import pair
 from pmca.btl.tcp._wire import Listening
+from pmca.p2p._routes import stripes
 
 
 def _interface(name: str, cidr: str) -> Interface:
@@ -80,3 +85,47 @@ def test_interface_parameters_take_ipv6_cidrs_and_name_bad_items() -> None:
     assert all(i.network.version == 6 and i.loopback for i in chosen)
     with pytest.raises(ValueError, match="btl_tcp_if_include: 'fd00::zz'"):
         select_interfaces(["fd00::zz"], [])
+
+
+_TWO_LOOPBACK_RAILS = "127.0.0.1/8,::1/128"
+needs_ipv6_loopback = pytest.mark.skipif(
+    not any(i.network.version == 6 and i.loopback for i in interfaces()),
+    reason="needs the IPv6 loopback address ::1",
+)
+
+
+@needs_ipv6_loopback
+def test_configured_rail_bandwidths_weigh_the_bml_stripes() -> None:
+    mca = {
+        "btl": "self,tcp",
+        "btl_tcp_if_include": _TWO_LOOPBACK_RAILS,
+        # By CIDR: both rails are on the interface named lo.
+        "btl_tcp_if_bandwidth": "127.0.0.0/8:3000,::1/128:1000",
+        "btl_tcp_if_latency": "::1/128:7",
+    }
+    with pmca.Session(mca=mca, frameworks=["btl"]) as s:
+        first = next(m for m in s.modules("btl") if m.name == "tcp")
+        rails = {m.interface.address: m for m in (first, *first.rails)}
+        assert {a: (r.limits.bandwidth, r.limits.latency) for a, r in rails.items()} == {
+            "127.0.0.1": (3000, 100),
+            "::1": (1000, 7),
+        }
+        entry = RankEntry(1, 1, "elsewhere", {})
+        routes = [Route(rail, TcpEndpoint(1)) for rail in rails.values()]
+        peer = _build_peer(1, entry, routes)
+        # Latency orders the routes (the eager one first); bandwidth weighs the stripes.
+        assert [r.module.interface.address for r in peer.send] == ["::1", "127.0.0.1"]
+        size = 64 << 20
+        shares = {route.module.interface.address: 0 for route, _ in peer.rdma}
+        for route, _offset, length in stripes(peer.rdma, size):
+            shares[route.module.interface.address] += length
+        assert sum(shares.values()) == size
+        assert shares["127.0.0.1"] == pytest.approx(3 * shares["::1"], rel=0.01)
+
+
+def test_per_interface_values_name_a_bad_item() -> None:
+    mca = {"btl": "self,tcp", "btl_tcp_if_include": "lo", "btl_tcp_if_bandwidth": "lo=100"}
+    with pmca.Session(mca=mca, frameworks=["btl"]) as s:
+        assert [m.name for m in s.modules("btl")] == ["self"]
+        (failure,) = s.failures("btl")
+        assert "btl_tcp_if_bandwidth: 'lo=100' is not NAME:VALUE" in failure.message

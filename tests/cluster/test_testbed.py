@@ -159,3 +159,12 @@ def test_container_bridges_are_left_out_unless_named(
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert named.stdout.strip() == "['docker0']", named.stdout + named.stderr
+    info = subprocess.run(
+        [*inside, sys.executable, "-m", "pmca.cli", "info", "--tcp-interfaces"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (
+        "docker0 198.18.200.1/24: left out: a container/VM bridge (name it in "
+        "btl_tcp_if_include)" in info.stdout
+    ), info.stdout + info.stderr
+    assert "net0 " in info.stdout and "chosen: default" in info.stdout, info.stdout

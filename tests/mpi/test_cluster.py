@@ -155,11 +155,13 @@ def test_a_frozen_host_back_within_the_bound_loses_nothing(
 def test_large_messages_stripe_over_every_rail(
     launcher: Launcher, pmca_env, pmca_testbed: Callable[..., Testbed]
 ) -> None:
-    # Two networks; one rail rate limited: both carry their share, nothing is lost.
+    # Two networks; one rail rate limited and weighed so (veth reports no speed):
+    # each carries its share by the configured bandwidths, nothing is lost.
     testbed = pmca_testbed(2, networks=2)
     for host in testbed.hosts:
         host.limit("300mbit", network=1)
     argv = [program("rails.py"), "--btl", "self,tcp", "--size", str(16 << 20)]
+    argv += ["--if-bandwidth", "net0:900,net1:300"]
     child = testbed.run_mpi(launcher, 1, argv, timeout=300)
     assert child.returncode == 0, _output(child)
     lines = ok_lines(child.stdout)
@@ -167,7 +169,42 @@ def test_large_messages_stripe_over_every_rail(
     sender = next(line for line in lines if line.startswith("OK rank 0 "))
     assert "reach=tcp,tcp " in sender, sender
     sent = {name: int(count) for name, count in re.findall(r"'(net\d)': (\d+)", sender)}
-    total = 3 * (16 << 20)
-    # Striped by bandwidth: equal weights here (veth reports no speed), so each
-    # rail carries about half; far more than nothing on either.
-    assert sent["net0"] > total // 4 and sent["net1"] > total // 4, sender
+    # btl_tcp_if_bandwidth 900 and 300: the bml gives net0 3/4 of each message
+    # and net1 1/4 (equal weights would give each about half).
+    share = sent["net0"] / (sent["net0"] + sent["net1"])
+    assert 0.65 < share < 0.85, sender
+
+
+@pytest.mark.parametrize("pmi_version", ["auto", "1"])
+def test_launcher_world_locality_across_hosts(
+    launcher: Launcher,
+    pmca_env,
+    pmca_testbed: Callable[..., Testbed],
+    tmp_path,
+    pmi_version: str,
+) -> None:
+    # No mpi4py: the world comes from mpirun's PMIx (or mpiexec's PMI), and
+    # its placement must match where each rank finds itself (hostname, netns).
+    kind = "pmix" if launcher.name == "openmpi" else "pmi"
+    if kind == "pmix" and pmi_version != "auto":
+        pytest.skip("pmca_base_pmi_version is for MPICH's PMI; mpirun serves PMIx")
+    # Host names unlike the launcher's names for them: PMIx must report what
+    # each host calls itself (PMI's process mapping numbers the hosts instead).
+    testbed = pmca_testbed(2, hostnames=["north", "south"])
+    result = tmp_path / "result"
+    argv = [program("launcher_world.py"), "--case", "hosts", "--expect", kind]
+    argv += ["--btl", BTL, "--result", str(result)]
+    env = {"PMCA_MCA_pmca_base_pmi_version": pmi_version}
+    child = testbed.run_mpi(launcher, 2, argv, timeout=300, env=env)
+    reported = result.read_text() if result.exists() else ""
+    output = f"--- result\n{reported}{_output(child)}"
+    assert child.returncode == 0, output
+    lines = ok_lines(reported)
+    assert len(lines) == 4, output
+    assert all("every pair checksummed" in line for line in lines), output
+    for host in testbed.hosts:
+        assert sum(f"on {host.hostname}:" in line for line in lines) == 2, output
+    protocol = {"pmix": "PMIx", "pmi": "PMI-1" if pmi_version == "1" else "PMI-2"}[kind]
+    assert all(f": {protocol} " in line for line in lines), output
+    if kind == "pmix":
+        assert all("hosts north,south,north,south " in line for line in lines), output

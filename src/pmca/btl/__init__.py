@@ -1,7 +1,8 @@
 """The byte transfer layer: the btl framework, its components and the bml.
 
-See :mod:`pmca.btl._interface` for the module API every component
-implements, and :mod:`pmca.btl.base` for the helpers components build on.
+The module API every component implements (:class:`BtlModule`,
+:class:`Flags`, :class:`Endpoint`...) is exported here; :mod:`pmca.btl.base`
+has the helpers components build on.
 """
 
 from __future__ import annotations

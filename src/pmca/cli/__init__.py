@@ -1,4 +1,4 @@
-"""pmca's command line: ``pmca info`` (Open MPI's ``ompi_info``) and ``pmca doctor``.
+"""pmca's command line: ``pmca info`` (Open MPI's ``ompi_info``), ``pmca doctor``, ``pmca new``.
 
 Exit codes: 0 success; 2 bad input (options, ``--level``, ``--param``
 names, ``--mca`` values, parameter files); 1 anything else. Errors are one
@@ -69,7 +69,7 @@ def _run_doctor(args: argparse.Namespace) -> int:
 
 
 def build_parser(*, doctor_options: bool = True) -> argparse.ArgumentParser:
-    """The ``pmca`` parser with its ``info`` and ``doctor`` subcommands.
+    """The ``pmca`` parser with its ``info``, ``doctor`` and ``new`` subcommands.
 
     ``doctor_options=False`` leaves out the options of ``pmca doctor``, whose
     module (and the scenarios it runs) need not be imported for ``pmca info``.
@@ -108,6 +108,14 @@ def build_parser(*, doctor_options: bool = True) -> argparse.ArgumentParser:
     if callable(add_arguments):
         add_arguments(doctor)
     doctor.set_defaults(handler=_run_doctor, prog=doctor.prog, command_parser=doctor)
+
+    from . import _new
+
+    new = commands.add_parser(
+        "new", help="write a new component or framework distribution, with tests and tox"
+    )
+    _new.add_arguments(new)
+    new.set_defaults(handler=_new.run, prog=new.prog, command_parser=new)
     return parser
 
 

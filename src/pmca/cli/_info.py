@@ -17,6 +17,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import TextIO
 
+from attrs import evolve
+
 from ..mca.params import (
     OVERRIDE_FILE,
     PARAM_FILES,
@@ -24,6 +26,7 @@ from ..mca.params import (
     ParamSpace,
     ParamType,
     ParamWarning,
+    UnknownParamError,
     expand_home,
 )
 from ..runtime import RUNTIME, FrameworkEntry, inventory
@@ -64,6 +67,7 @@ examples:
   pmca info --json                   everything as JSON (schema "pmca-info" v1, README)
   pmca info -t bool -l 9             every boolean parameter
   pmca info --path all --arch        where pmca lives, what it runs on
+  pmca info --tcp-interfaces         the interfaces btl/tcp would use, and why
   pmca info --mca memory ^none --param memory all
   pmca info --pvars --json           every performance variable as JSON
 """
@@ -168,6 +172,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--hostname", action="store_true", help="show the host name")
     parser.add_argument(
+        "--tcp-interfaces",
+        action="store_true",
+        help="show which interfaces btl/tcp would use (with each one's bandwidth and "
+        "latency and where they come from) and why the others are left out",
+    )
+    parser.add_argument(
         "--pvars",
         action="store_true",
         help="list the performance variables (class, unit, level, binding) up to --level "
@@ -202,7 +212,9 @@ def _view(args: argparse.Namespace) -> View:
     everything = args.all or (args.json and not selectors)
     level = args.level if args.level is not None else (9 if args.all or args.json else 1)
     facts = _facts(args)
-    acted = bool(selectors) or args.all or args.show_failed or typed or bool(facts)
+    acted = (
+        bool(selectors) or args.all or args.show_failed or typed or bool(facts)
+    ) or args.tcp_interfaces
     return View(
         selectors=(Selector(ALL, ALL),) if everything or not selectors else selectors,
         shown=ParamFilter(level, args.internal, frozenset(args.type)),
@@ -268,10 +280,16 @@ def produce(args: argparse.Namespace, *, width: int | None = None) -> str:
         report.check(view.selectors)
         _warn_unknown(entries, space)
         recorder: Recorder | None = getattr(args, "info_cache", None)
+        if args.tcp_interfaces:
+            view = evolve(view, facts=(*view.facts, *_tcp_facts(space)))
         if recorder is not None:
+            # Interfaces come and go without a file changing: never cached.
+            recorder.clean = not args.tcp_interfaces
             # What failed to import is not among the modules the cache watches.
-            recorder.clean = not RUNTIME.catalog.failures and not any(
-                entry.failures for entry in entries
+            recorder.clean = (
+                recorder.clean
+                and not RUNTIME.catalog.failures
+                and not any(entry.failures for entry in entries)
             )
             recorder.depends_on(_input_files(space))
             recorder.note_modules()  # now: dso components leave sys.modules at unload
@@ -288,6 +306,24 @@ def produce(args: argparse.Namespace, *, width: int | None = None) -> str:
             render(report, view, space, readable)
             lines = readable.lines(width=width)
     return "".join(line + "\n" for line in lines)
+
+
+def _tcp_facts(space: ParamSpace) -> list[Fact]:
+    """btl/tcp's verdict on every interface, from the parameters as given."""
+    try:
+        space.get("btl_tcp_if_include")
+    except UnknownParamError:
+        raise UsageError("--tcp-interfaces: btl/tcp is not available (see --show-failed)") from None
+    from ..btl.tcp import interface_report
+
+    try:
+        verdicts = interface_report(lambda name: space.value(f"btl_tcp_{name}"))
+    except ValueError as exc:
+        raise UsageError(f"--tcp-interfaces: {exc}") from None
+    return [
+        Fact(f"btl tcp {what}", f"btl:tcp:interface:{what.replace(' ', ':')}", verdict)
+        for what, verdict in verdicts
+    ]
 
 
 def _input_files(space: ParamSpace) -> list[str]:

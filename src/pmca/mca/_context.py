@@ -46,7 +46,10 @@ class _GroupParams:
         return f"{self.framework}_{self.component}_{name}"
 
     def register(self, name: str, **options: Any) -> Param:
-        """Register ``<framework>_<component>_<name>``; see :meth:`ParamSpace.register`."""
+        """Register ``<framework>_<component>_<name>``.
+
+        Takes the options of :meth:`pmca.mca.params.ParamSpace.register`.
+        """
         return self._space.register(self.framework, self.component, name, **options)
 
     def param(self, name: str) -> Param:

@@ -86,13 +86,14 @@ class FrameworkBase:
     """
 
     def __init__(self, framework: OpenFramework) -> None:
+        #: The open framework: its selected modules, components and parameters.
         self.framework = framework
 
     def register_params(self, params: FrameworkParams) -> None:
         """Register ``<framework>_base_*`` parameters beyond the standard ones."""
 
     def opened(self) -> None:
-        """Run after selection, with :attr:`framework` fully populated."""
+        """Run after selection, with :attr:`~pmca.FrameworkBase.framework` fully populated."""
 
     def closing(self) -> None:
         """Run at the last close, before any component is closed."""

@@ -203,7 +203,7 @@ class ReleaseDispatcher:
 
     def add_check(self, check: HealthCheck) -> Callable[[], None]:
         """Run ``check()`` periodically: on every listener wake-up, and from
-        drain() at most every :data:`CHECK_PERIOD` seconds.
+        drain() at most every ``CHECK_PERIOD`` seconds.
 
         For event sources that must verify they are still in place (another
         library re-patching libc, for one).  A check may publish events or

@@ -113,7 +113,7 @@ def self_test(
     the events coming from UCX's ucm (pmca must be subscribed), except brk,
     which ucm's own test proves.  Events are observed through the
     dispatcher, so no subscriber loses any; other threads' releases cannot
-    make it fail (see :func:`_probe`).
+    make it fail (see ``_probe()``).
     """
     with deferred_interrupts():  # its probes create segments and subscriptions
         return _self_test(symbols, source)

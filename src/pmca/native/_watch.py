@@ -121,7 +121,7 @@ def check_overwrites(*, wait: bool = False) -> Overwrite | None:
     Returns what changed, or None.  The thread that finds a change runs the
     watchers; another thread asking meanwhile gets None at once, or with
     ``wait=True`` waits until the reaction is over (at most
-    :data:`REACTION_WAIT` seconds), so that what a ``support_level()`` reads
+    ``REACTION_WAIT`` seconds), so that what a ``support_level()`` reads
     next is the new state.  Re-entrant calls (a watcher that drains) return
     None at once.
     """

@@ -83,8 +83,8 @@ static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 /*
- * Every hook publishes its event *before* the system call (ARCHITECTURE.md
- * section 6, rule 2).  Once the kernel has released a range, another thread
+ * Every hook publishes its event *before* the system call (docs/architecture.md,
+ * section 4, rule 2).  Once the kernel has released a range, another thread
  * can map the same addresses and look them up in a registration cache; if the
  * event were published afterwards, that lookup could drain the ring before
  * the event exists and hand out a stale registration.  Published first, any

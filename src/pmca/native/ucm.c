@@ -7,9 +7,10 @@
  * ucm_set_event_handler(): UCM_EVENT_VM_UNMAPPED is dispatched *before* the
  * real call (ucm's handler that performs the call runs after every
  * VM_UNMAPPED handler), so an event published here is in the ring before the
- * memory goes away, as ARCHITECTURE rule 2 wants.  VM_UNMAPPED also carries
- * the releases Open MPI feeds into ucm from its own hooks (ucm_vm_munmap()
- * with the event declared external), which no native event would.
+ * memory goes away, as rule 2 of docs/architecture.md, section 4, wants.
+ * VM_UNMAPPED also carries the releases Open MPI feeds into ucm from its own
+ * hooks (ucm_vm_munmap() with the event declared external), which no native
+ * event would.
  *
  * ucm runs handlers under its read lock, from inside malloc and anywhere
  * else a release happens: the handler only pushes into the ring.  It is a

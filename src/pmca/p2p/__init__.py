@@ -1,5 +1,7 @@
 """Point-to-point messages between the ranks of a session's world.
 
+See docs/architecture.md, section 5.4.
+
 ``s.p2p.send(dest, tag, buf)``, ``s.p2p.recv(source, tag, buf)``,
 ``s.p2p.isend``/``irecv`` returning :class:`Request`; ``probe``/``iprobe``
 and the matched ``mprobe``/``improbe`` (a :class:`Message`);

@@ -115,7 +115,7 @@ class Runtime:
         )
 
     def departed(self, what: str, objects: list[object]) -> None:
-        """Note objects of a closed component; checked in one pass by :meth:`_check_departed`."""
+        """Note objects of a closed component; checked in one pass by ``_check_departed()``."""
         self._departed.extend((what, obj) for obj in objects)
         self._scan_packages_of(objects)
 
@@ -140,7 +140,7 @@ class Runtime:
         """Open ``name`` (after its dependencies) or take another reference.
 
         ``defer_selection`` loads and registers its components but leaves
-        opening and querying them to :meth:`OpenFramework.settle` (taking a
+        opening and querying them to :meth:`pmca.mca.OpenFramework.settle` (taking a
         reference without it settles a framework opened that way). When it
         raises (``KeyboardInterrupt`` included), no reference is taken.
         """

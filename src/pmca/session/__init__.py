@@ -1,6 +1,6 @@
 """Sessions: what composes the frameworks.
 
-A :class:`Session` opens frameworks on the shared runtime
+A :class:`pmca.Session` opens frameworks on the shared runtime
 (:mod:`pmca.runtime`, below every framework), builds its btl data path
 (modex, bml, p2p), takes an active-message tag, and at interpreter exit
 restores libc's patches. It sits above every framework and above

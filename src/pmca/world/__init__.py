@@ -1,4 +1,4 @@
-"""Worlds: who the peers are (ARCHITECTURE.md §7.1).
+"""Worlds: who the peers are (docs/architecture.md, section 5.1).
 
 A world gives a session ``rank``, ``size``, ``allgather(bytes)`` and
 ``barrier()``. :func:`single` is the default; :func:`from_mpi` wraps an

@@ -30,7 +30,7 @@ class WorldTimeout(WorldError):
 @public
 @runtime_checkable
 class World(Protocol):
-    """The processes of one job, as pmca sees them (ARCHITECTURE.md §7.1).
+    """The processes of one job, as pmca sees them (docs/architecture.md, section 5.1).
 
     pmca never launches processes: a launcher does, and a world wraps what
     it provides (an mpi4py communicator, or nothing at all for one process).

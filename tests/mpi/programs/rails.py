@@ -14,6 +14,7 @@ args = arguments(
         ("--size", {"type": int, "default": 64 << 20}),
         ("--repeats", {"type": int, "default": 3}),
         ("--if-include", {"default": ""}),
+        ("--if-bandwidth", {"default": ""}),
     ]
 )
 
@@ -29,6 +30,8 @@ def sent_bytes():
 
 
 mca = {"btl_tcp_if_include": args.if_include} if args.if_include else {}
+if args.if_bandwidth:
+    mca["btl_tcp_if_bandwidth"] = args.if_bandwidth
 with session(args.btl, **mca) as s:
     p = s.p2p
     me = p.rank

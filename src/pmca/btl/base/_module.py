@@ -66,8 +66,9 @@ class ModuleBase:
         self._receivers: list[RecvCallback | None] = [None] * (TAG_MAX + 1)
         self._error_callbacks: list[ErrorCallback] = []
         self._placers: dict[int, Placer] = {}
-        #: Per peer rank: ``[messages, bytes]`` of active messages sent and received.
+        #: Per peer rank: ``[messages, bytes]`` of active messages sent.
         self.sent: dict[int, list[int]] = {}
+        #: Per peer rank: ``[messages, bytes]`` of active messages received.
         self.received: dict[int, list[int]] = {}
         #: Ranks ``add_procs`` gave an endpoint for (the per-peer pvars' objects).
         self.reachable: set[int] = set()
@@ -89,7 +90,10 @@ class ModuleBase:
         self._placers.pop(tag, None)
 
     def register_placer(self, tag: int, place: Placer) -> None:
-        """Ask ``place`` where large active messages with ``tag`` go (see :data:`Placer`)."""
+        """Ask ``place`` where large active messages with ``tag`` go.
+
+        ``place`` is a :data:`pmca.btl.Placer`.
+        """
         _check_tag(tag)
         if self._receivers[tag] is None:
             raise BtlError(f"btl {self.name}: placer for tag {tag}, which has no receiver")

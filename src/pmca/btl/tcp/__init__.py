@@ -12,6 +12,10 @@ from .._interface import Flags, Limits
 from ..base import MAX_INT32, read_limits, register_limits
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from structlog.typing import FilteringBoundLogger
+
     from ._interfaces import Interface
     from ._module import TcpModule
 
@@ -42,6 +46,8 @@ class TcpComponent(Component):
 
     def __init__(self) -> None:
         self._interfaces: tuple[Interface, ...] = ()
+        self._per_interface: dict[str, list[tuple[str, int]]] = {}
+        self._report_log: FilteringBoundLogger | None = None
 
     @hookimpl
     def register(self, params: ComponentParams) -> None:
@@ -63,6 +69,17 @@ class TcpComponent(Component):
             help="Comma-separated interface names or IPv4/IPv6 CIDRs not to use; mutually "
             "exclusive with btl_tcp_if_include",
         )
+        for name, what in _PER_INTERFACE:
+            params.register(
+                f"if_{name}",
+                type=str,
+                default="",
+                level=5,
+                help=f"Comma-separated NAME:VALUE items: the {what} of the rail on the "
+                "interface NAME (a name or an IPv4/IPv6 CIDR), overriding "
+                f"btl_tcp_{name}"
+                + (" and the speed the kernel reports" if name == "bandwidth" else ""),
+            )
         params.register(
             "zerocopy",
             type=str,
@@ -99,7 +116,7 @@ class TcpComponent(Component):
     @hookimpl
     def open(self, ctx: ComponentContext) -> None:
         # Imported here (socket, ipaddress): a session of one rank may never open tcp.
-        from ._interfaces import select_interfaces
+        from ._interfaces import per_interface, select_interfaces
 
         params = ctx.params
         chosen, dropped = select_interfaces(
@@ -111,13 +128,16 @@ class TcpComponent(Component):
                 + (f" ({'; '.join(dropped)})" if dropped else "")
             )
         self._interfaces = tuple(chosen)
-        ctx.log.info(
+        self._per_interface = {
+            name: per_interface(_items(params[f"if_{name}"]), f"btl_tcp_if_{name}")
+            for name, _ in _PER_INTERFACE
+        }
+        self._report_log = choices_logger(ctx)
+        self._report_log.info(
             "interfaces",
-            chosen=[
-                f"{i.name} {i.network} ({f'{i.speed} Mb/s' if i.speed else 'speed not reported'})"
-                for i in chosen
+            verdicts=[
+                f"{what}: {verdict}" for what, verdict in interface_report(params.__getitem__)
             ],
-            left_out=dropped,
         )
 
     @hookimpl
@@ -125,7 +145,8 @@ class TcpComponent(Component):
         from attrs import evolve
 
         from ..base import leave_pinned_wanted
-        from ._module import TcpModule, TcpSettings
+        from ._interfaces import rail_bandwidth, rail_latency
+        from ._module import RailGroup, TcpModule, TcpSettings
 
         params = ctx.params
         keepalive = tuple(int(params[name]) for name, *_ in _KEEPALIVE)
@@ -153,17 +174,69 @@ class TcpComponent(Component):
         rails: list[TcpModule] = []
         networks = sum(1 for interface in self._interfaces if not interface.loopback)
         for interface in self._interfaces:
-            rail_limits = evolve(limits, bandwidth=interface.speed or limits.bandwidth)
+            rail_limits = evolve(
+                limits,
+                bandwidth=rail_bandwidth(interface, limits, self._per_interface["bandwidth"])[0],
+                latency=rail_latency(interface, limits, self._per_interface["latency"])[0],
+            )
             if networks > 1 and not interface.loopback:
                 # Several rails: a message above the rendezvous limit goes as a
                 # get, striped over every rail, instead of eagerly over one.
                 eager = min(limits.eager_limit, limits.rndv_eager_limit)
                 rail_limits = evolve(rail_limits, eager_limit=eager)
             log = ctx.log.bind(rail=interface.name)
-            group = rails[0].group if rails else None
+            group = rails[0].group if rails else RailGroup(self._report_log or log)
             rails.append(TcpModule(rail_limits, settings, log, interface, group))
         rails[0].rails = tuple(rails[1:])
         return Query(priority=limits.exclusivity, module=rails[0])
+
+
+#: Verbosity (Open MPI's 0-100 scale) at which a message is shown as info.
+_INFO = 40
+
+
+def choices_logger(ctx: ComponentContext) -> FilteringBoundLogger:
+    """btl/tcp's logger for its interface and rail choices: shown from
+    ``btl_base_verbose`` 1 up (as Open MPI's btl/tcp reports them), not only at 40."""
+    from ...mca._logging import framework_logger
+
+    space = ctx.host.params
+    verbose = space.get("btl_base_verbose")
+
+    def verbosity() -> int:
+        level = int(verbose.value)
+        return _INFO if level >= 1 else level
+
+    destination = str(space.value("mca_base_verbose"))
+    return framework_logger("btl", verbosity, destination).bind(component="tcp")
+
+
+def interface_report(value: Callable[[str], object]) -> list[tuple[str, str]]:
+    """Every interface with an address and what btl/tcp does with it (chosen, with its
+    bandwidth and latency and where they come from, or left out and why), given
+    ``value(name)`` of the ``btl_tcp_<name>`` parameters. ``pmca info --tcp-interfaces``."""
+    from attrs import evolve
+
+    from ._interfaces import per_interface, report
+
+    entries = {
+        name: per_interface(_items(value(f"if_{name}")), f"btl_tcp_if_{name}")
+        for name, _ in _PER_INTERFACE
+    }
+    limits = evolve(
+        DEFAULTS, bandwidth=int(str(value("bandwidth"))), latency=int(str(value("latency")))
+    )
+    return report(
+        _items(value("if_include")),
+        _items(value("if_exclude")),
+        entries["bandwidth"],
+        entries["latency"],
+        limits,
+    )
+
+
+#: Per-interface overrides of a rail's limits: ``btl_tcp_if_<name>``, what it sets.
+_PER_INTERFACE = (("bandwidth", "bandwidth in Mbit/s"), ("latency", "latency"))
 
 
 #: TCP keepalive, as UCX sets it on its tcp connections (``UCX_TCP_KEEP*``):
@@ -187,4 +260,4 @@ if not TYPE_CHECKING:  # the module class, imported at first use
     __getattr__, __dir__ = lazy_attributes(__name__, {"TcpModule": "._module:TcpModule"})
 
 
-__all__ = ["TcpComponent", "TcpModule"]
+__all__ = ["TcpComponent", "TcpModule", "interface_report"]

@@ -19,6 +19,7 @@ import struct
 from attrs import frozen
 
 from ..._records import FrozenValue
+from .._interface import Limits
 
 _SIOCGIFADDR = 0x8915
 _SIOCGIFNETMASK = 0x891B
@@ -107,30 +108,113 @@ def _matches(interface: Interface, item: str, parameter: str) -> bool:
     return interface.name == item
 
 
-def select_interfaces(include: list[str], exclude: list[str]) -> tuple[list[Interface], list[str]]:
-    """Open MPI's rules: include and exclude are exclusive; items are names or CIDRs.
+def per_interface(items: list[str], parameter: str) -> list[tuple[str, int]]:
+    """Parse ``NAME:VALUE`` items (NAME an interface name or a CIDR, VALUE >= 0)."""
+    parsed: list[tuple[str, int]] = []
+    for item in items:
+        where, colon, value = item.rpartition(":")
+        try:
+            number = int(value) if colon and where else -1
+        except ValueError:
+            number = -1
+        if number < 0:
+            raise ValueError(
+                f"{parameter}: {item!r} is not NAME:VALUE (an interface name or CIDR, a "
+                "colon, a whole number >= 0)"
+            )
+        if "/" in where or where[:1].isdigit() or ":" in where:
+            _matches(Interface("", ipaddress.ip_interface("0.0.0.0")), where, parameter)
+        parsed.append((where, number))
+    return parsed
 
-    Returns the chosen interfaces (loopback last) and why each other one was left out.
-    """
+
+def configured(interface: Interface, entries: list[tuple[str, int]], parameter: str) -> int | None:
+    """The value the first matching ``NAME:VALUE`` entry gives ``interface``, if any."""
+    for where, value in entries:
+        if _matches(interface, where, parameter):
+            return value
+    return None
+
+
+def rail_bandwidth(
+    interface: Interface, limits: Limits, entries: list[tuple[str, int]]
+) -> tuple[int, str]:
+    """A rail's bandwidth and where it came from: btl_tcp_if_bandwidth, the kernel's
+    link speed, else btl_tcp_bandwidth (veth and loopback report no speed)."""
+    value = configured(interface, entries, "btl_tcp_if_bandwidth")
+    if value is not None:
+        return value, "btl_tcp_if_bandwidth"
+    if interface.speed:
+        return interface.speed, "link speed"
+    return limits.bandwidth, "btl_tcp_bandwidth"
+
+
+def rail_latency(
+    interface: Interface, limits: Limits, entries: list[tuple[str, int]]
+) -> tuple[int, str]:
+    """A rail's latency and where it came from: btl_tcp_if_latency, else btl_tcp_latency."""
+    value = configured(interface, entries, "btl_tcp_if_latency")
+    if value is not None:
+        return value, "btl_tcp_if_latency"
+    return limits.latency, "btl_tcp_latency"
+
+
+def choose(include: list[str], exclude: list[str]) -> list[tuple[Interface, bool, str]]:
+    """Every interface with an address: whether tcp uses it, and why (Open MPI's rules:
+    include and exclude are exclusive; items are names or CIDRs)."""
     if include and exclude:
         raise ValueError(
             "btl_tcp_if_include and btl_tcp_if_exclude are mutually exclusive; set only one"
         )
-    chosen: list[Interface] = []
-    dropped: list[str] = []
+    verdicts: list[tuple[Interface, bool, str]] = []
     for interface in interfaces():
-        what = f"{interface.name} {interface.network}"
         if include:
-            if any(_matches(interface, x, "btl_tcp_if_include") for x in include):
-                chosen.append(interface)
-            else:
-                dropped.append(f"{what}: not in btl_tcp_if_include")
+            named = any(_matches(interface, x, "btl_tcp_if_include") for x in include)
+            why = "in btl_tcp_if_include" if named else "not in btl_tcp_if_include"
+            verdicts.append((interface, named, why))
         elif any(_matches(interface, x, "btl_tcp_if_exclude") for x in exclude):
-            dropped.append(f"{what}: in btl_tcp_if_exclude")
+            verdicts.append((interface, False, "in btl_tcp_if_exclude"))
         elif interface.name.startswith(BRIDGE_PREFIXES):
-            dropped.append(f"{what}: a container/VM bridge (name it in btl_tcp_if_include)")
+            why = "a container/VM bridge (name it in btl_tcp_if_include)"
+            verdicts.append((interface, False, why))
+        elif interface.loopback:
+            verdicts.append((interface, True, "loopback: peers on this host only"))
         else:
-            chosen.append(interface)
+            verdicts.append((interface, True, "default"))
+    return verdicts
+
+
+def select_interfaces(include: list[str], exclude: list[str]) -> tuple[list[Interface], list[str]]:
+    """The chosen interfaces (loopback last) and why each other one was left out."""
+    verdicts = choose(include, exclude)
+    chosen = [interface for interface, used, _ in verdicts if used]
+    dropped = [f"{i.name} {i.network}: {why}" for i, used, why in verdicts if not used]
     # Loopback last: a peer on another host cannot use it, one on this host prefers it.
     chosen.sort(key=lambda i: i.loopback)
     return chosen, dropped
+
+
+def report(
+    include: list[str],
+    exclude: list[str],
+    bandwidth: list[tuple[str, int]],
+    latency: list[tuple[str, int]],
+    limits: Limits,
+) -> list[tuple[str, str]]:
+    """``(interface, verdict)`` per interface: what ``pmca info`` and verbosity 1 show."""
+    lines: list[tuple[str, str]] = []
+    for interface, used, why in choose(include, exclude):
+        what = f"{interface.name} {interface.network}"
+        if not used:
+            lines.append((what, f"left out: {why}"))
+            continue
+        mbits, mbits_from = rail_bandwidth(interface, limits, bandwidth)
+        delay, delay_from = rail_latency(interface, limits, latency)
+        lines.append(
+            (
+                what,
+                f"chosen: {why}; bandwidth {mbits} Mb/s ({mbits_from}), "
+                f"latency {delay} ({delay_from})",
+            )
+        )
+    return lines

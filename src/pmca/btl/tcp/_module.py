@@ -239,12 +239,14 @@ class TcpModule(ModuleBase):
                 sock.close()
                 self.log.warning("rejected a connection", peer=peer, why=repr(exc))
                 continue
-            if magic != wire.HELLO_MAGIC or nonce != self._nonce or rank not in expected:
+            why = wire.refusal(magic, nonce, rank, self._nonce, expected)
+            if why:
                 sock.close()
                 self.log.warning(
                     "refused a connection: its handshake does not prove a rank of this job "
-                    "expected on this interface (wrong magic or modex nonce, or unexpected rank)",
-                    peer=peer,
+                    "expected on this interface",
+                    why=why,
+                    source=peer[0],
                     rank=rank,
                     interface=self.interface.name,
                 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from collections.abc import Container
 
 from attrs import frozen
 
@@ -85,3 +86,16 @@ def unpack_address(rank: int, blob: bytes) -> TcpAddress:
     if offset != len(blob) or count == 0:
         raise ModexError(f"{where} is malformed ({count} interfaces, {len(blob)} bytes)")
     return TcpAddress(nonce, tuple(entries))
+
+
+def refusal(
+    magic: bytes, nonce: bytes, rank: int, own_nonce: bytes, expected: Container[int]
+) -> str:
+    """Why a handshake does not prove an expected rank of this job ("" when it does)."""
+    if magic != HELLO_MAGIC:
+        return "not a pmca tcp handshake (wrong magic)"
+    if nonce != own_nonce:
+        return "wrong modex nonce: not a rank of this job"
+    if rank not in expected:
+        return f"rank {rank} is not expected on this interface"
+    return ""
