@@ -33,16 +33,19 @@ def test_limits_come_from_the_parameters(pmca_env) -> None:
         assert s.param("btl_tcp_eager_limit").value == 4096
 
 
-def test_contradictory_limits_isolate_the_component(pmca_env) -> None:
+def test_contradictory_limits_are_refused_at_init_naming_them(pmca_env) -> None:
+    # Once dropped at query with a log line ("no btl reaches rank N" later).
     mca = {"btl": "self,tcp", "btl_tcp_eager_limit": "1m", "btl_tcp_max_send_size": "64k"}
-    with pmca.Session(mca=mca, frameworks=["btl"]) as s:
-        assert [m.name for m in s.modules("btl")] == ["self"]
-        (failure,) = s.failures("btl")
-        assert (
-            failure.component == "tcp"
-            and "btl_tcp_eager_limit = 1048576 exceeds" in failure.message
-        )
-        assert s.reach(0) == ["self"]
+    with pytest.raises(ParamValueError) as refused:
+        pmca.Session(mca=mca, frameworks=["btl"]).init()
+    message = str(refused.value)
+    assert "'btl_tcp_eager_limit'" in message, message
+    assert "= 1048576 exceeds btl_tcp_max_send_size = 65536" in message, message
+
+
+_FIFO = "valid values: a power of two from 2 to 1048576"
+_SM_SIZE = "valid values: 1 to 1073741824 bytes"
+_SIZE = "valid values: 1 to 2147483647 bytes"
 
 
 @pytest.mark.parametrize(
@@ -59,10 +62,30 @@ def test_contradictory_limits_isolate_the_component(pmca_env) -> None:
         (
             "btl_sm_fifo_size",
             1000,
-            "1000 is not a power of two; valid values: a power of two >= 2",
+            "1000 is not a power of two; valid values: a power of two from 2 to 1048576",
         ),
-        ("btl_sm_eager_fragments", 0, "0 is below 1; valid values: at least 1"),
-        ("btl_vader_max_fragments", 0, "0 is below 1; valid values: at least 1"),
+        ("btl_sm_eager_fragments", 0, "0 is below 1; valid values: 1 to 65536"),
+        ("btl_vader_max_fragments", 0, "0 is below 1; valid values: 1 to 65536"),
+        ("btl_sm_fifo_size", 2**28, f"268435456 is above 1048576; {_FIFO}"),
+        # Committed and touched up front: 2**31 entries were 32 GiB per rank.
+        # 32-bit fields: once truncated to 64, or "cannot create the sm segment".
+        (
+            "btl_sm_eager_fragments",
+            4294967360,
+            "4294967360 is above 65536; valid values: 1 to 65536",
+        ),
+        ("btl_sm_fifo_size", 2**32, f"4294967296 is above 1048576; {_FIFO}"),
+        ("btl_sm_max_send_size", 2**32, f"4294967296 is above 1073741824; {_SM_SIZE}"),
+        ("btl_tcp_max_send_size", 2**32, f"4294967296 is above 2147483647; {_SIZE}"),
+        ("btl_sm_max_fragments", 65536, "btl_sm_max_fragments); valid values: 1 to 65536"),
+        # Once dropped at query, then "no btl reaches rank N".
+        ("btl_self_exclusivity", -1, "-1 is below 0; valid values: 0 to 2147483647"),
+        ("btl_sm_eager_limit", 0, "0 is below 1; valid values: 1 to 1073741824 bytes"),
+        ("btl_sm_eager_limit", 65536, f"= 65536 exceeds btl_sm_max_send_size = 32768; {_SM_SIZE}"),
+        ("btl_tcp_bulk_chunk", 1, "1 is below 1024; valid values: 0 or 1024 to 2147483647 bytes"),
+        ("btl_base_wait_spin", "-inf", "-inf is below 0; valid values: 0 to 604800 s"),
+        ("btl_base_wait_spin", "\u0663", "(ASCII digits); valid values: 0 to 604800 s"),
+        ("rcache_grdma_pending_max", 0, "0 is below 1; valid values: 1 to 2147483647"),
     ],
 )
 @pytest.mark.parametrize("ranks", [1, 2])

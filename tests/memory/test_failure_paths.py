@@ -79,3 +79,47 @@ def test_listener_works_with_descriptors_above_fd_setsize() -> None:
     )
     assert child.returncode == 0, child.stderr
     assert "delivered True" in child.stdout
+
+
+_ODD_MEMORY = """
+import pmca
+
+class OddMemory(pmca.Component):
+    framework = "memory"
+    name = "odd"
+    version = "1.0.0"
+    api_version = "1.0.0"
+
+    @pmca.hookimpl
+    def query(self, ctx):
+        return pmca.Query(priority=1000, module="not a module")
+"""
+
+
+def test_a_memory_component_returning_no_module_is_named(pmca_env, tmp_path) -> None:
+    # Once "no memory component is selected (selection: '')", naming nothing.
+    from pmca.testing._distributions import make_distribution
+
+    site = tmp_path / "site"
+    make_distribution(
+        site,
+        "pmca-odd-memory",
+        entry_points={"pmca.memory": {"odd": "odd_memory:OddMemory"}},
+        modules={"odd_memory": _ODD_MEMORY},
+    )
+    done = run_python(
+        """
+        import pmca
+        with pmca.Session():
+            try:
+                pmca.memory.register_release(lambda *args: None)
+            except pmca.memory.MemoryHooksUnavailable as exc:
+                print(exc)
+        """,
+        env={"PYTHONPATH": str(site)},
+    )
+    assert done.returncode == 0, done.stderr
+    message = done.stdout
+    assert "memory component 'odd'" in message, message
+    assert "distribution pmca-odd-memory 0.1.0" in message, message
+    assert "returned 'not a module' (str)" in message, message

@@ -173,3 +173,38 @@ def test_large_messages_stripe_over_every_rail(
     # and net1 1/4 (equal weights would give each about half).
     share = sent["net0"] / (sent["net0"] + sent["net1"])
     assert 0.65 < share < 0.85, sender
+
+
+@pytest.mark.parametrize("pmi_version", ["auto", "1"])
+def test_launcher_world_locality_across_hosts(
+    launcher: Launcher,
+    pmca_env,
+    pmca_testbed: Callable[..., Testbed],
+    tmp_path,
+    pmi_version: str,
+) -> None:
+    # No mpi4py: the world comes from mpirun's PMIx (or mpiexec's PMI), and
+    # its placement must match where each rank finds itself (hostname, netns).
+    kind = "pmix" if launcher.name == "openmpi" else "pmi"
+    if kind == "pmix" and pmi_version != "auto":
+        pytest.skip("pmca_base_pmi_version is for MPICH's PMI; mpirun serves PMIx")
+    # Host names unlike the launcher's names for them: PMIx must report what
+    # each host calls itself (PMI's process mapping numbers the hosts instead).
+    testbed = pmca_testbed(2, hostnames=["north", "south"])
+    result = tmp_path / "result"
+    argv = [program("launcher_world.py"), "--case", "hosts", "--expect", kind]
+    argv += ["--btl", BTL, "--result", str(result)]
+    env = {"PMCA_MCA_pmca_base_pmi_version": pmi_version}
+    child = testbed.run_mpi(launcher, 2, argv, timeout=300, env=env)
+    reported = result.read_text() if result.exists() else ""
+    output = f"--- result\n{reported}{_output(child)}"
+    assert child.returncode == 0, output
+    lines = ok_lines(reported)
+    assert len(lines) == 4, output
+    assert all("every pair checksummed" in line for line in lines), output
+    for host in testbed.hosts:
+        assert sum(f"on {host.hostname}:" in line for line in lines) == 2, output
+    protocol = {"pmix": "PMIx", "pmi": "PMI-1" if pmi_version == "1" else "PMI-2"}[kind]
+    assert all(f": {protocol} " in line for line in lines), output
+    if kind == "pmix":
+        assert all("hosts north,south,north,south " in line for line in lines), output

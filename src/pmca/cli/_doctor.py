@@ -41,6 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="skip the slow scenarios (ompi#13021, the madvise deadlock reproduction)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--isolate",
+        action="store_true",
+        help="import each third-party component in a child process first: one whose "
+        "import crashes is reported by name and distribution instead of crashing pmca doctor",
+    )
 
 
 # -- environment ---------------------------------------------------------------------------
@@ -118,13 +124,13 @@ def _child_session() -> None:
         emit({"frameworks": frameworks, "support": int(memory.support_level())})
 
 
-def _inventory_lines(section: Section) -> dict[str, Any]:
+def _inventory_lines(section: Section, isolate: bool = False) -> dict[str, Any]:
     """Every installed framework and component, registered but not opened."""
     from ..runtime import RUNTIME, inventory
     from ..session import Session
 
     registered: dict[str, Any] = {}
-    with Session(frameworks=[]), inventory() as entries:
+    with Session(frameworks=[]), inventory(isolate=isolate) as entries:
         for broken in RUNTIME.catalog.failures:
             # Reported, not failed: a third party's declaration, not pmca, is at fault.
             if broken.clash is None:
@@ -158,12 +164,12 @@ def _builtin_framework_names() -> set[str]:
     return {name.removeprefix("PMCA_MCA_") for name in builtin_selections()}
 
 
-def components_section() -> Section:
+def components_section(isolate: bool = False) -> Section:
     from ..mca._errors import PmcaError
 
     section = Section("Frameworks and components")
     try:
-        registered = _inventory_lines(section)
+        registered = _inventory_lines(section, isolate)
     except PmcaError as exc:  # a bad setting; the default session below says more
         section.add("fail", "discovery", f"{type(exc).__name__}: {exc}")
     else:
@@ -453,9 +459,10 @@ def run(args: argparse.Namespace) -> int:
     """Run ``pmca doctor``; 0 when everything that should hold holds."""
     quick = bool(getattr(args, "quick", False))
     as_json = bool(getattr(args, "json", False))
+    isolate = bool(getattr(args, "isolate", False))
     builders: list[tuple[str, Callable[[], Section | list[Section]]]] = [
         ("Environment", environment_section),
-        ("Frameworks and components", components_section),
+        ("Frameworks and components", lambda: components_section(isolate)),
         ("Native hook coverage", coverage_section),
         ("Native hook coverage with UCX loaded (inside an MPI job)", ucm_coverage_section),
         ("Patches restored byte-exact", patches_section),

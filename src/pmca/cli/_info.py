@@ -160,6 +160,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help=f"show a path pmca uses: {', '.join(PATHS)} or all",
     )
+    parser.add_argument(
+        "--isolate",
+        action="store_true",
+        help="import each third-party component in a child process first: one whose "
+        "import crashes is reported by name and distribution instead of crashing pmca info",
+    )
     parser.add_argument("--arch", action="store_true", help="show the architecture")
     parser.add_argument(
         "-c", "--config", action="store_true", help="show how pmca was built and what it runs on"
@@ -260,7 +266,8 @@ def produce(args: argparse.Namespace, *, width: int | None = None) -> str:
     """Take the inventory and return the text to print (readable: wrapped at ``width``)."""
     view = _view(args)
     given = _mca_values(args.mca)
-    with Session(mca=given, frameworks=[]), inventory() as entries:
+    isolate = bool(getattr(args, "isolate", False))
+    with Session(mca=given, frameworks=[]), inventory(isolate=isolate) as entries:
         if args.pvars:
             from ._info_pvars import listed, render_pvars
 

@@ -101,7 +101,9 @@ class _StreamLogger:
         self._stream_name = stream_name
 
     def msg(self, message: str) -> None:
-        stream = getattr(sys, self._stream_name)
+        stream = getattr(sys, self._stream_name, None)
+        if stream is None:  # sys.stderr = None (pythonw, a daemon): nowhere to write
+            return
         stream.write(message + "\n")
         stream.flush()
 
@@ -238,7 +240,7 @@ class _DeferredLogger:
     def _emit(self, method: str, event: str | None, args: tuple[Any, ...], kw: Any) -> Any:
         if _LEVELS.get(method, INFO) < self._threshold():
             return None
-        return getattr(self._real(), method)(event, *args, **kw)
+        return _contained(getattr(self._real(), method))(event, *args, **kw)
 
     def debug(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
         return self._emit("debug", event, args, kw)
@@ -272,10 +274,28 @@ class _DeferredLogger:
 
     def __getattr__(self, name: str) -> Any:
         # Anything rarer (async methods, log(level, ...)): the real logger's.
-        return getattr(self._real(), name)
+        found = getattr(self._real(), name)
+        return _contained(found) if callable(found) else found
 
     def __repr__(self) -> str:
         return f"<pmca logger {self._context!r}>"
+
+
+def _contained(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method``, unable to raise: a log line never aborts the work it reports.
+
+    Failure paths log before or after changing state; a closed stderr, a
+    broken pipe or a raising processor would otherwise escape from them
+    (``BrokenPipeError`` from a wait instead of the peer's failure).
+    """
+
+    def call(*args: Any, **kw: Any) -> Any:
+        try:
+            return method(*args, **kw)
+        except Exception:  # the line is lost; what it was about goes on
+            return None
+
+    return call
 
 
 _LEVELS = {

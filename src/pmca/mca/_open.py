@@ -233,15 +233,25 @@ class OpenFramework:
         self.base.opened()
         self.log.info("framework opened", selected=[lc.component.name for lc in self.loaded])
 
-    def register_all(self) -> dict[str, bool]:
+    def register_all(self, *, isolate: bool = False) -> dict[str, bool]:
         """``pmca info``'s view: register every component, open none.
 
         Returns, for each component name found, whether the selection
         parameter admits it (``ompi_info`` marks the others ``(-)``). Call
-        :meth:`unload_all` afterwards.
+        :meth:`unload_all` afterwards. ``isolate``: import each third-party
+        component in a child process first; one whose import kills it is a
+        failure naming it, and is not imported here.
         """
         selection, discovered = self._prepare()
+        crashed: dict[str, str] = {}
+        if isolate:
+            from ._isolate import ComponentCrashed, crashed_imports
+
+            crashed = crashed_imports(discovered.candidates.values())
         for candidate in discovered.candidates.values():
+            if candidate.name in crashed:
+                self._fail(candidate, "import", ComponentCrashed(crashed[candidate.name]))
+                continue
             self._load(candidate)
         return {name: selection.admits(name) for name in discovered.candidates}
 

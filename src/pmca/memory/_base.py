@@ -141,6 +141,15 @@ class MemoryBase(FrameworkBase):
     def activate_for_release(self) -> Support:
         """Install the hooks for a first release callback, if the matrix allows it."""
         module = self.module
+        odd = [lc for lc in self.framework.selected if not isinstance(lc.module, MemoryModule)]
+        if module is None and odd:
+            chosen = odd[0]
+            raise MemoryHooksUnavailable(
+                f"the selected memory component {chosen.candidate.name!r} from "
+                f"{chosen.candidate.location} returned {repr(chosen.module)[:80]} "
+                f"({type(chosen.module).__name__}) from its query, not a memory module; "
+                "release callbacks cannot be delivered"
+            )
         if module is None:
             raise MemoryHooksUnavailable(
                 "no memory component is selected (memory framework selection: "

@@ -24,13 +24,16 @@ from ..mca._loader import LOAD_LIST_VALID, LoadModeSpec, load_list_problem
 from ..mca._logging import DESTINATION_VALID, Destination
 from ..mca._names import close_matches
 from ..mca.params import (
+    MAX_TIMEOUT,
     Enumeration,
     InvalidValue,
     Param,
     ParamSpace,
     ParamValueError,
     ParamWarning,
+    a_path,
     one_of,
+    within,
 )
 
 LOAD_LISTS = ("mca_base_component_dso", "mca_base_component_static")
@@ -72,6 +75,7 @@ def register_core_params(space: ParamSpace) -> None:
         "(files or packages named pmca_<framework>_<component>)",
         level=9,
         deprecated_synonyms=("mca_component_path",),
+        **a_path(":"),
     )
     space.register(
         "mca",
@@ -165,8 +169,10 @@ def register_core_params(space: ParamSpace) -> None:
         type=float,
         default=60.0,
         help="Seconds a session init waits for every peer's modex entry (btl addresses) "
-        "before failing with an error naming the peers that never answered",
+        "before failing with an error naming the peers that never answered (more than "
+        "0, at most a week)",
         level=4,
+        **within(0, MAX_TIMEOUT, "s", above=True),
     )
     space.register(
         "pmca",

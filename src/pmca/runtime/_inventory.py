@@ -62,9 +62,12 @@ def _entry(state: OpenFramework, loaded: LoadedComponent, admitted: bool) -> Com
 @public
 @contextmanager
 def inventory(
-    names: Sequence[str] | None = None, *, runtime: Runtime = RUNTIME
+    names: Sequence[str] | None = None, *, runtime: Runtime = RUNTIME, isolate: bool = False
 ) -> Iterator[list[FrameworkEntry]]:
     """Register every component of ``names`` (all frameworks by default), open none.
+
+    ``isolate``: import each third-party component in a child process first
+    (see :meth:`OpenFramework.register_all`).
 
     Needs a live session for the parameter space, and frameworks that are not
     open: an inventory loads components outside their normal lifecycle.
@@ -83,7 +86,7 @@ def inventory(
                 states.append(state)
                 space = runtime.params
                 known = {p.full_name for p in space.params()}
-                admitted = state.register_all()
+                admitted = state.register_all(isolate=isolate)
                 components = {lc.candidate.name for lc in state.loaded}
                 # Framework-level: its own group plus what its base registered
                 # elsewhere (the memory base registers mpi_leave_pinned).

@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 TRANSITION_WAIT = 10.0
 
 
+#: Unknown parameter names warned about one by one; the rest in one warning.
+UNKNOWN_WARNINGS = 20
+
+
 @public
 class Runtime:
     """Shared state of all live sessions in this process."""
@@ -264,10 +268,18 @@ class Runtime:
             if self._warned_unknown[0] is not space:  # a new epoch: warn afresh
                 self._warned_unknown = (space, set())
             warned = self._warned_unknown[1]
-            for name, message in messages.items():
-                if name not in warned:
-                    warned.add(name)
-                    warn_user(ParamWarning(message))
+            fresh = [name for name in messages if name not in warned]
+            warned.update(fresh)
+            for name in fresh[:UNKNOWN_WARNINGS]:
+                warn_user(ParamWarning(messages[name]))
+            if len(fresh) > UNKNOWN_WARNINGS:  # one line for the rest, not thousands
+                rest = fresh[UNKNOWN_WARNINGS:]
+                warn_user(
+                    ParamWarning(
+                        f"{len(rest)} more unknown MCA parameters are ignored "
+                        f"({', '.join(repr(n) for n in rest[:3])}, ...)"
+                    )
+                )
 
     # -- session support -----------------------------------------------------
 

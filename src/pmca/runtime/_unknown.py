@@ -19,13 +19,18 @@ from typing import TYPE_CHECKING
 from attrs import frozen
 
 from .._records import FrozenValue
-from ..mca._names import close_matches
+from ..mca._names import close_matches as _close
 from ..mca.params import Origin, ParamSpace
 
 if TYPE_CHECKING:
     from ..mca._open import OpenFramework
 
 CORE = "mca"
+
+#: How many unknown names get a "did you mean" search (difflib against every
+#: registered name): past this, a file of thousands of unknown keys costs a
+#: dictionary lookup per key, not seconds.
+SUGGESTIONS = 32
 
 
 @frozen(eq=False, repr=False)
@@ -53,6 +58,18 @@ def unknown_name_messages(
     skip = set(disabled)
     messages: dict[str, str] = {}
     known = [p.full_name for p in space.params()]
+    searches = 0
+
+    def _message(name: str, origin: Origin, candidates: list[str], problem: str) -> str:
+        nonlocal searches
+        searches += 1
+        return _text(name, origin, candidates if searches <= SUGGESTIONS else [], problem)
+
+    def close_matches(name: str, candidates: list[str], *, n: int, cutoff: float) -> list[str]:
+        nonlocal searches
+        searches += 1
+        return _close(name, candidates, n=n, cutoff=cutoff) if searches <= SUGGESTIONS else []
+
     for name, origin in space.unknown_origins().items():
         framework, _, rest = name.partition("_")
         if framework in skip:
@@ -106,8 +123,8 @@ def _component_of(rest: str, found: Iterable[str]) -> str | None:
     return None
 
 
-def _message(name: str, origin: Origin, candidates: list[str], problem: str) -> str:
-    close = close_matches(name, candidates, n=3, cutoff=0.6)
+def _text(name: str, origin: Origin, candidates: list[str], problem: str) -> str:
+    close = _close(name, candidates, n=3, cutoff=0.6) if candidates else []
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     return f"unknown MCA parameter {name!r} (from {origin}): {problem}, the value is ignored{hint}"
 

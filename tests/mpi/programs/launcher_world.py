@@ -8,6 +8,7 @@ import argparse
 import hashlib
 import os
 import signal
+import socket
 import sys
 import time
 
@@ -164,5 +165,57 @@ elif args.case == "too-large":
     else:
         report(False, me, "a 4 MiB entry went through PMI")
     world.close()
+elif args.case == "hosts":
+    # Ranks on several (simulated) hosts: the launcher's placement agrees with
+    # where each rank finds itself, sm reaches exactly the ranks on its host.
+    with pmca.Session(world="launcher", mca={"btl": args.btl}) as s:
+        world = check_world(s)
+        me, size = world.rank, world.size
+        here = (socket.gethostname(), os.readlink("/proc/self/ns/net"))
+        everyone = [
+            tuple(x.decode().split("\0")) for x in world.allgather("\0".join(here).encode())
+        ]
+        locality = world.locality()
+        assert locality is not None, "the launcher gave no placement"
+        assert len(locality.hosts) == size, locality
+        same_host = frozenset(r for r in range(size) if everyone[r] == here)
+        assert locality.local == same_host, (locality, everyone)
+        for a in range(size):  # the launcher's hosts group the ranks as they find themselves
+            for b in range(size):
+                assert (locality.hosts[a] == locality.hosts[b]) == (everyone[a] == everyone[b]), (
+                    locality,
+                    everyone,
+                )
+        if args.expect == "pmix":  # PMIx names each rank's host (PMIX_HOSTNAME)
+            assert [h.split(".")[0] for h in locality.hosts] == [e[0] for e in everyone], (
+                locality,
+                everyone,
+            )
+        for rank in range(size):
+            if rank == me:
+                continue
+            reach = s.reach(rank)
+            if rank in same_host:
+                assert reach[0] == "sm", (rank, reach, everyone)
+            else:
+                assert "sm" not in reach and "tcp" in reach, (rank, reach, everyone)
+        p = s.p2p
+        for step in range(1, size):  # every pair, both ways, checksummed
+            right, left = (me + step) % size, (me - step) % size
+            for index, n in enumerate([0, 1, 4097, 1 << 20]):
+                out = bytearray(n)
+                request = p.irecv(left, index, out)
+                p.send(right, index, payload(me, right, n, size=n))
+                assert request.wait(timeout=120) == n
+                expected = hashlib.blake2b(payload(left, me, n, size=n)).hexdigest()
+                assert hashlib.blake2b(out).hexdigest() == expected, f"{n} B from {left} corrupted"
+        hosts = ",".join(locality.hosts)
+        local = sorted(locality.local)
+    report(
+        "mpi4py" not in sys.modules,
+        me,
+        f"on {here[0]}: {world.description} hosts {hosts} local {local} every pair checksummed",
+    )
+
 else:
     raise SystemExit(f"unknown case {args.case}")

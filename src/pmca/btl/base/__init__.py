@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..._lazy import lazy_attributes
 from ._framework_base import BtlBase
-from ._params import read_limits, register_limits
+from ._params import MAX_INT32, check_committed, raise_param_error, read_limits, register_limits
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
 if TYPE_CHECKING:
@@ -39,16 +39,19 @@ if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all
     __getattr__, __dir__ = lazy_attributes(__name__, _TARGETS)
 
 __all__ = [
+    "MAX_INT32",
     "Backend",
     "BtlBase",
     "ModuleBase",
     "NoPinBackend",
     "RankEntry",
     "Registrations",
+    "check_committed",
     "host_id",
     "host_name",
     "leave_pinned_wanted",
     "page_range",
+    "raise_param_error",
     "read_limits",
     "register_limits",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..._public import public
 from ...mca._context import FrameworkParams
 from ...mca._framework import FrameworkBase
+from ...mca.params import MAX_TIMEOUT, within
 from .._interface import BtlModule
 
 
@@ -26,6 +27,7 @@ class BtlBase(FrameworkBase):
             help="Seconds a blocking p2p wait keeps polling the btls before it sleeps on "
             "their file descriptors (Open MPI's ranks poll forever: lowest latency, one "
             "busy core per waiting rank; 0 sleeps at once, for oversubscribed hosts)",
+            **within(0, MAX_TIMEOUT, "s"),
         )
         from ...mca.params import AUTO_BOOL
 

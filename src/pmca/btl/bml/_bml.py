@@ -189,11 +189,11 @@ class Bml:
             if peer.failed is not None:
                 return
             peer.failed = error
+            for listener in list(self._failure_listeners):
+                listener(rank, error)
             self.log.error("peer failed", rank=rank, error=str(error))
             if EVENTS.wanted(PEER_FAILED):
                 EVENTS.emit(PEER_FAILED, Safety.NONE, {"rank": rank, "error": str(error)})
-            for listener in list(self._failure_listeners):
-                listener(rank, error)
 
     def progress(self) -> int:
         done = 0

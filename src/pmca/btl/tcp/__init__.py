@@ -9,7 +9,7 @@ from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
 from ...mca.params import one_of, within
 from .._interface import Flags, Limits
-from ..base import read_limits, register_limits
+from ..base import MAX_INT32, read_limits, register_limits
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -95,6 +95,7 @@ class TcpComponent(Component):
             default=256 * 1024,
             level=6,
             help="Smallest body sent with MSG_ZEROCOPY",
+            **within(0, MAX_INT32, "bytes"),
         )
         params.register(
             "bulk_chunk",
@@ -103,7 +104,9 @@ class TcpComponent(Component):
             level=5,
             help="Pacing of large bodies: written at most this many bytes per system call "
             "and, on loopback, read once this many bytes (or the rest) are waiting; 0 "
-            "writes and reads whatever the socket takes",
+            "writes and reads whatever the socket takes (else at least 1 KiB: one system "
+            "call per byte would crawl)",
+            **within(1024, MAX_INT32, "bytes", or_zero=True),
         )
         for name, default, (least, most), unit, what in _KEEPALIVE:
             params.register(

@@ -44,13 +44,14 @@ from ._values import (
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
 if TYPE_CHECKING:
-    from ._checks import one_of, power_of_two, within
+    from ._checks import MAX_TIMEOUT, a_path, one_of, power_of_two, within
     from ._entry import Entry
 
 __all__ = [
     "AUTO_BOOL",
     "BOOL_ENUM",
     "ENV_PREFIX",
+    "MAX_TIMEOUT",
     "OVERRIDE_FILE",
     "PARAM_FILES",
     "VERBOSITY",
@@ -72,6 +73,7 @@ __all__ = [
     "Source",
     "Synonym",
     "UnknownParamError",
+    "a_path",
     "default_override_file",
     "default_param_files",
     "expand_home",
@@ -87,6 +89,8 @@ __all__ = [
 # A parameter file's lines, built when a file is read: most sessions read none;
 # the ready-made checks, when a component registers a bounded parameter.
 _TARGETS = {
+    "MAX_TIMEOUT": "._checks:MAX_TIMEOUT",
+    "a_path": "._checks:a_path",
     "Entry": "._entry:Entry",
     "one_of": "._checks:one_of",
     "power_of_two": "._checks:power_of_two",

@@ -52,15 +52,21 @@ class ParamValueError(ParamError):
         self.valid_values = valid_values
         self.reason = reason
         self.given_as = given_as
-        shown = value if isinstance(value, str) else repr(value)
+        shown = repr(value if isinstance(value, str) else repr(value))
+        if len(shown) > _SHOWN_MAX:  # a 5,000-character path would bury the message
+            shown = f"{shown[: _SHOWN_MAX // 2]}...{shown[-20:]} ({len(str(value))} characters)"
         alias = f" (given as {given_as!r})" if given_as else ""
         # A reason that already states what is valid (a check of one's own
         # raising "expected 0 to 9") is not followed by the same words again.
         valid = "" if valid_values and valid_values in reason else f"; valid values: {valid_values}"
         super().__init__(
-            f"invalid value {shown!r} for MCA parameter {param_name!r}{alias} "
+            f"invalid value {shown} for MCA parameter {param_name!r}{alias} "
             f"from {origin}: {reason}{valid}"
         )
+
+
+#: The longest value an error message shows whole.
+_SHOWN_MAX = 200
 
 
 @public

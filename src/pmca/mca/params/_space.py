@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from ..._forksafe import fresh_after_fork
 from ..._public import public
 from .._names import close_matches
+from ._checks import a_path
 from ._errors import (
     ParamPermissionError,
     ParamRegistrationError,
@@ -111,6 +112,7 @@ class ParamSpace:
             level=InfoLevel.USER_DETAIL,
             deprecated_synonyms=("mca_param_files",),
             sources=_CORE_SOURCES,
+            **a_path(","),
         )
         self._register(
             "mca",
@@ -125,6 +127,7 @@ class ParamSpace:
             ),
             level=InfoLevel.USER_DETAIL,
             sources=_CORE_SOURCES,
+            **a_path(),
         )
 
     # -- registration -----------------------------------------------------------

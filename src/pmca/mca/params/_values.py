@@ -29,6 +29,14 @@ _UINT64_MAX = 2**64 - 1
 _INTEGER = re.compile(r"([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)([kKmMgG]?)")
 _SHIFT = {"": 0, "k": 10, "m": 20, "g": 30}
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
+#: A C ``strtod`` number in ASCII: Python's ``float()`` also takes other
+#: scripts' digits (ARABIC-INDIC THREE, FULLWIDTH ZERO) and ``_`` separators.
+_FLOAT = re.compile(
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)",
+    re.IGNORECASE,
+)
+#: The blanks stripped around a value: C's isspace(), not Unicode's.
+_BLANKS = " \t\n\r\f\v"
 
 
 @public
@@ -221,7 +229,7 @@ class Enumeration(FrozenValue):
 
     def parse(self, text: str) -> int:
         """Map a spelling or a number to its value; raise :class:`InvalidValue`."""
-        stripped = text.strip()
+        stripped = text.strip(_BLANKS)
         if _DECIMAL.fullmatch(stripped):
             return self.check(int(stripped, 10))
         key = stripped.casefold()
@@ -319,7 +327,7 @@ def resolve_type(spec: object) -> tuple[ParamType, Enumeration | None]:
 
 def parse_integer(text: str, *, unsigned: bool) -> int:
     """Parse like ``strtoull(text, &end, 0)`` plus a k/m/g suffix (x2^10/20/30)."""
-    match = _INTEGER.fullmatch(text.strip())
+    match = _INTEGER.fullmatch(text.strip(_BLANKS))
     if match is None:
         raise InvalidValue("not an integer")
     sign, digits, suffix = match.groups()
@@ -344,14 +352,11 @@ def check_integer(number: int, *, unsigned: bool) -> int:
 
 
 def parse_float(text: str) -> float:
-    """Parse a C-style floating-point number (no ``_`` separators, no NaN)."""
-    stripped = text.strip()
-    try:
-        if "_" in stripped:
-            raise ValueError(stripped)
-        number = float(stripped)
-    except ValueError:
-        raise InvalidValue("not a floating-point number") from None
+    """Parse a C-style floating-point number (ASCII digits, no ``_`` separators, no NaN)."""
+    stripped = text.strip(_BLANKS)
+    if not _FLOAT.fullmatch(stripped):
+        raise InvalidValue("not a floating-point number (ASCII digits)")
+    number = float(stripped)
     if math.isnan(number):
         raise InvalidValue("NaN is not a usable setting")
     return number
@@ -406,7 +411,10 @@ def _integer_converter(unsigned: bool) -> Any:
 
 def _to_float(raw: object) -> float:
     if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-        number = float(raw)
+        try:
+            number = float(raw)
+        except OverflowError:  # an int beyond any double
+            raise InvalidValue(f"{raw} is beyond a floating-point number") from None
         if math.isnan(number):
             raise InvalidValue("NaN is not a usable setting")
         return number

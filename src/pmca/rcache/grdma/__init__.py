@@ -11,6 +11,7 @@ from ..._lazy import lazy_attributes
 from ..._version import __version__
 from ...mca import Component, ComponentContext, Query, hookimpl
 from ...mca._context import ComponentParams
+from ...mca.params import within
 from ._module import OPTIONS, GrdmaModule
 from ._pvars import register_pvars
 from ._tree import LIBRARY_FILE, IntervalTree
@@ -48,7 +49,9 @@ class GrdmaComponent(Component):
             default=65536,
             level=9,
             help="Release events a cache records between two operations before it treats "
-            "them as lost and invalidates every registration",
+            "them as lost and invalidates every registration (at least 1: 0 would drop "
+            "every cached registration at each release)",
+            **within(1, 2**31 - 1),
         )
 
         params.register(
