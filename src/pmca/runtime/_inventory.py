@@ -67,7 +67,7 @@ def inventory(
     """Register every component of ``names`` (all frameworks by default), open none.
 
     ``isolate``: import each third-party component in a child process first
-    (see :meth:`OpenFramework.register_all`).
+    (see :meth:`pmca.mca.OpenFramework.register_all`).
 
     Needs a live session for the parameter space, and frameworks that are not
     open: an inventory loads components outside their normal lifecycle.
