@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+import pmca
 from pmca.cli._stats import StatsError, read_socket
 from pmca.testing import find_launcher
 
@@ -82,10 +86,31 @@ def test_stats_reads_a_running_process(cli, tmp_path) -> None:
     assert not list(Path(f"/tmp/pmca-{os.getuid()}").glob(f"*{info['pid']}.sock"))
 
 
+@contextmanager
+def _traversable_by_others(*paths: Path) -> Iterator[None]:
+    """Let another user reach ``paths`` (the interpreter's environment, the
+    script) for the test's duration: tox keeps its environments under a
+    private ``.tox``, and a process that gave up root imports from there."""
+    opened: list[tuple[Path, int]] = []
+    try:
+        for path in paths:
+            for folder in (path, *path.parents):
+                mode = folder.stat().st_mode
+                if not mode & stat.S_IXOTH:
+                    folder.chmod(mode | stat.S_IXOTH)
+                    opened.append((folder, mode))
+        yield
+    finally:
+        for folder, mode in reversed(opened):
+            folder.chmod(stat.S_IMODE(mode))
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a process as another user")
 def test_another_users_process_is_refused(cli, tmp_path) -> None:
     nobody = 65534
-    child, info = _start(tmp_path, str(nobody))
+    environment = Path(sys.prefix).resolve(), Path(pmca.__file__).resolve().parent, tmp_path
+    with _traversable_by_others(*environment):
+        child, info = _start(tmp_path, str(nobody))
     try:
         result = cli("stats", str(info["pid"]))
         # The process itself refuses a reader of another uid (SO_PEERCRED).
