@@ -30,6 +30,7 @@ from ._interface import (
     Placement,
     Placer,
     Proc,
+    QueuedSend,
     RecvCallback,
 )
 
@@ -56,5 +57,6 @@ __all__ = [
     "Placement",
     "Placer",
     "Proc",
+    "QueuedSend",
     "RecvCallback",
 ]

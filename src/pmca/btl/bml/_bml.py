@@ -19,7 +19,7 @@ from attrs import define, evolve, field, frozen
 
 from ..._public import public
 from ...mca._events import EVENTS, Safety
-from .._interface import BtlModule, Endpoint, Flags, ModexError, PeerFailed, Proc
+from .._interface import BtlModule, Endpoint, Flags, ModexError, PeerFailed, Proc, QueuedSend
 from ..base import _modex
 
 if TYPE_CHECKING:
@@ -194,6 +194,20 @@ class Bml:
             self.log.error("peer failed", rank=rank, error=str(error))
             if EVENTS.wanted(PEER_FAILED):
                 EVENTS.emit(PEER_FAILED, Safety.NONE, {"rank": rank, "error": str(error)})
+
+    def queued_sends(self, rank: int | None = None) -> list[QueuedSend]:
+        """What every module holds back to ``rank`` (or to anyone), module by module.
+
+        Modules without the optional ``queued_sends`` operation count as
+        holding nothing. Taken under :attr:`lock`.
+        """
+        found: list[QueuedSend] = []
+        with self.lock:
+            for module in self.modules:
+                queued = getattr(module, "queued_sends", None)
+                if queued is not None:
+                    found.extend(queued(rank))
+        return found
 
     def progress(self) -> int:
         done = 0
