@@ -71,8 +71,7 @@ _WHERE = {
     "improbe": "p2p mprobe",
 }
 
-#: (value, error, message) for a rank; ``None`` as error: refused only where
-#: wildcards are not allowed (-1 is ANY_SOURCE / ANY_TAG).
+#: (value, error, message) for a rank or a tag, wherever it goes.
 _HOSTILE = [
     (1.0, TypeError, "{what} 1.0 is a float, not an integer"),
     (None, TypeError, "{what} None is a NoneType, not an integer"),
@@ -81,41 +80,23 @@ _HOSTILE = [
     ("0", TypeError, "{what} '0' is a str, not an integer"),
     (_BIG, ValueError, "{what} 9223372036854775808 is outside"),
     (-2, ValueError, "{what} -2 is outside"),
-    (-1, None, "{what} -1 is outside"),
 ]
+#: -1 is ANY_SOURCE / ANY_TAG: refused only where a send needs a real peer and tag.
+_WILDCARD = (-1, ValueError, "{what} -1 is outside")
 
 
 def _rows() -> Iterator[Any]:
-    for entry in _ADDRESSED:
-        for value, error, text in _HOSTILE:
+    for entry, (wildcard, _) in _ADDRESSED.items():
+        for value, error, text in _HOSTILE if wildcard else [*_HOSTILE, _WILDCARD]:
             yield pytest.param(entry, value, error, text, id=f"{entry}-{value!r}")
 
 
-def _expected(entry: str, error: type[Exception] | None, text: str, what: str) -> Any:
-    wildcard, _ = _ADDRESSED[entry]
-    if error is None:
-        if wildcard:
-            return None
-        error = ValueError
-    return pytest.raises(error, match=f"^{_WHERE[entry]}: " + text.format(what=what))
-
-
 @pytest.mark.parametrize(("entry", "value", "error", "text"), list(_rows()))
-def test_a_hostile_rank_is_refused_naming_the_rank(p2p, entry, value, error, text) -> None:
-    raises = _expected(entry, error, text, "rank")
-    if raises is None:
-        return  # ANY_SOURCE: accepted, tested with the wildcards
-    with raises:
-        _ADDRESSED[entry][1](p2p, value, _TAG)
-
-
-@pytest.mark.parametrize(("entry", "value", "error", "text"), list(_rows()))
-def test_a_hostile_tag_is_refused_naming_the_tag(p2p, entry, value, error, text) -> None:
-    raises = _expected(entry, error, text, "tag")
-    if raises is None:
-        return  # ANY_TAG: accepted, tested with the wildcards
-    with raises:
-        _ADDRESSED[entry][1](p2p, 0, value)
+@pytest.mark.parametrize("what", ["rank", "tag"])
+def test_a_hostile_rank_or_tag_is_refused_naming_it(p2p, what, entry, value, error, text) -> None:
+    rank, tag = (value, _TAG) if what == "rank" else (0, value)
+    with pytest.raises(error, match=f"^{_WHERE[entry]}: " + text.format(what=what)):
+        _ADDRESSED[entry][1](p2p, rank, tag)
 
 
 def test_a_rank_outside_the_world_is_refused_by_reach_too(session) -> None:
