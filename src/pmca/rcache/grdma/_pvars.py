@@ -2,6 +2,9 @@
 
 Each read is one ``cache.stats()``: the cache's own lock, taken as any
 operation takes it, and the counters the hit and miss paths already keep.
+The lookup counts are the index's own, counted where its lookup branches
+to the full path (under the lock it holds anyway); the fast path adds
+nothing, its count is the total less the full ones.
 The pinned-bytes peak is updated on the miss path (after a transport
 registration), never on a hit.
 """
@@ -11,9 +14,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ...mca._events import EVENTS
 from ...mca._pvars import REGISTRY, Binding, PVarClass, PVarFlag
 
-__all__ = ["register_pvars"]
+__all__ = ["EVICTION", "register_pvars"]
+
+#: The eviction event: raised under the cache lock, so queued there and
+#: delivered later (see GrdmaCache.deliver_events).
+EVICTION = EVENTS.declare(
+    "rcache",
+    "grdma",
+    "eviction",
+    ("cache", "address", "length", "reason"),
+    level=5,
+    description="An unused cached registration was dropped: cache (the cache object, as "
+    "pmca.rcache.caches() lists it), address and length of the registered pages, reason "
+    "('limit': over rcache_grdma_cache_max_bytes; 'retry': a transport registration "
+    "failed and was retried after it). Delivered from the release drain or listener "
+    "thread (or, for a cache without memory hooks, after the operation that evicted), "
+    "never under the cache lock",
+).name
 
 _COUNTERS = (
     ("hits", "registrations", "Requests served by an existing registration"),
@@ -22,6 +42,22 @@ _COUNTERS = (
     ("invalidations", "registrations", "Registrations removed because their memory was released"),
     ("overflows", "events", "Times the cache invalidated everything after lost release events"),
 )
+
+
+#: The index's one-call lookup (``find``, and ``register``'s first try): answered
+#: by the index, or sent to the cache's full path.
+_LOOKUPS = (
+    ("fast_lookups", "Lookups the index answered in one native call"),
+    (
+        "full_lookups",
+        "Lookups sent to the full path: releases to apply first, every 4096th "
+        "lookup, an overwritten hook found",
+    ),
+)
+
+
+def _lookups(index: int) -> Callable[[Any], float]:
+    return lambda cache: cache.lookup_counts()[index]
 
 
 def _caches() -> list[Any]:
@@ -44,6 +80,20 @@ def register_pvars() -> None:
             _stat(name),
             unit=unit,
             level=4,
+            binding=Binding.CACHE,
+            objects=_caches,
+            flags=PVarFlag.CONTINUOUS,
+            description=f"{description} (obj: a cache from pmca.rcache.caches())",
+        )
+    for index, (name, description) in enumerate(_LOOKUPS):
+        REGISTRY.register(
+            "rcache",
+            "grdma",
+            name,
+            PVarClass.COUNTER,
+            _lookups(index),
+            unit="lookups",
+            level=5,
             binding=Binding.CACHE,
             objects=_caches,
             flags=PVarFlag.CONTINUOUS,
