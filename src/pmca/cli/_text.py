@@ -21,8 +21,8 @@ from typing import Protocol
 from attrs import frozen
 
 from .._version import __version__
-from ..mca._failures import ComponentFailure
 from ..mca._events import EventType
+from ..mca._failures import ComponentFailure
 from ..mca._pvars import PVar
 from ..mca.params import Param, ParamSpace, Synonym, format_parsable, format_readable
 from ..runtime import ComponentEntry, FrameworkEntry

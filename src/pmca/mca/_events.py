@@ -219,6 +219,7 @@ class DeferredEvents:
             self._events.emit(self.name, where, fields)
             delivered += 1
 
+
 SELECTED = EVENTS.declare(
     "mca",
     "base",
