@@ -35,30 +35,6 @@ EVICTION = EVENTS.declare(
     "never under the cache lock",
 ).name
 
-_COUNTERS = (
-    ("hits", "registrations", "Requests served by an existing registration"),
-    ("misses", "registrations", "Requests that needed a new transport registration"),
-    ("evictions", "registrations", "Unused registrations dropped to stay under the limit"),
-    ("invalidations", "registrations", "Registrations removed because their memory was released"),
-    ("overflows", "events", "Times the cache invalidated everything after lost release events"),
-)
-
-
-#: The index's one-call lookup (``find``, and ``register``'s first try): answered
-#: by the index, or sent to the cache's full path.
-_LOOKUPS = (
-    ("fast_lookups", "Lookups the index answered in one native call"),
-    (
-        "full_lookups",
-        "Lookups sent to the full path: releases to apply first, every 4096th "
-        "lookup, an overwritten hook found",
-    ),
-)
-
-
-def _lookups(index: int) -> Callable[[Any], float]:
-    return lambda cache: cache.lookup_counts()[index]
-
 
 def _caches() -> list[Any]:
     from .. import caches
@@ -70,30 +46,64 @@ def _stat(field: str) -> Callable[[Any], float]:
     return lambda cache: int(getattr(cache.stats(), field))
 
 
+def _lookups(index: int) -> Callable[[Any], float]:
+    return lambda cache: cache.lookup_counts()[index]
+
+
+#: (name, reader, unit, level, description) of each counter.
+_COUNTERS = (
+    ("hits", _stat("hits"), "registrations", 4, "Requests served by an existing registration"),
+    (
+        "misses",
+        _stat("misses"),
+        "registrations",
+        4,
+        "Requests that needed a new transport registration",
+    ),
+    (
+        "evictions",
+        _stat("evictions"),
+        "registrations",
+        4,
+        "Unused registrations dropped to stay under the limit",
+    ),
+    (
+        "invalidations",
+        _stat("invalidations"),
+        "registrations",
+        4,
+        "Registrations removed because their memory was released",
+    ),
+    (
+        "overflows",
+        _stat("overflows"),
+        "events",
+        4,
+        "Times the cache invalidated everything after lost release events",
+    ),
+    # The index's one-call lookup (``find``, and ``register``'s first try).
+    ("fast_lookups", _lookups(0), "lookups", 5, "Lookups the index answered in one native call"),
+    (
+        "full_lookups",
+        _lookups(1),
+        "lookups",
+        5,
+        "Lookups sent to the full path: releases to apply first, every 4096th lookup, "
+        "an overwritten hook found",
+    ),
+)
+
+
 def register_pvars() -> None:
-    for name, unit, description in _COUNTERS:
+    for name, read, unit, level, description in _COUNTERS:
         REGISTRY.register(
             "rcache",
             "grdma",
             name,
             PVarClass.COUNTER,
-            _stat(name),
+            read,
             unit=unit,
-            level=4,
-            binding=Binding.CACHE,
-            objects=_caches,
-            flags=PVarFlag.CONTINUOUS,
-            description=f"{description} (obj: a cache from pmca.rcache.caches())",
-        )
-    for index, (name, description) in enumerate(_LOOKUPS):
-        REGISTRY.register(
-            "rcache",
-            "grdma",
-            name,
-            PVarClass.COUNTER,
-            _lookups(index),
-            unit="lookups",
-            level=5,
+            level=level,
             binding=Binding.CACHE,
             objects=_caches,
             flags=PVarFlag.CONTINUOUS,
