@@ -1,5 +1,9 @@
 """The tcp module: a listening socket, one connection per peer, emulated put/get.
 
+Each module (a rail) listens on its interface's own address, never the
+wildcard; during init the listener takes only connections whose hello proves
+an expected rank, reading every connection at once (``_listener``).
+
 Get is a request frame answered by the owner of the memory, which streams
 the registered range back from where it lies (no staging copy); the
 requester receives it straight into its destination. Large responses use
@@ -19,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from attrs import define, frozen
+from attrs import define, field, frozen
 
 from ..._public import public
 from ..._records import FrozenValue, Record
@@ -38,9 +42,11 @@ from .._interface import (
 from ..base import ModuleBase, NoPinBackend, Registrations, host_name
 from . import _wire as wire
 from ._connection import STREAM_MIN, Connection, Outgoing
+from ._exhaustion import resource_error
 from ._group import RailGroup
-from ._handshake import accept, connect, keep_alive
+from ._handshake import connect, keep_alive
 from ._interfaces import Interface
+from ._listener import HelloRules, accept
 from ._rails import Pairing
 from ._silence import unacknowledged_silence
 from ._zerocopy import ZeroCopyStats
@@ -75,6 +81,8 @@ class TcpSettings(FrozenValue):
     leave_pinned: bool
     #: (idle, interval, probes) in seconds, seconds, probes; None: no keepalive.
     keepalive: tuple[int, ...] | None = None
+    #: How the listener treats connections until their hello arrives.
+    hello: HelloRules = field(factory=HelloRules)
 
 
 @public
@@ -95,10 +103,7 @@ class TcpModule(ModuleBase):
         #: The other rails of this process, for the framework (set on the first rail only).
         self.rails: tuple[TcpModule, ...] = ()
         self._nonce = self.group.nonce
-        self._listener = socket.socket(self.interface.family, socket.SOCK_STREAM)
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind((self.interface.address, 0))
-        self._listener.listen(256)
+        self._listener = _listen(self.interface)
         self.port = self._listener.getsockname()[1]
         self._connections: dict[int, Connection] = {}
         self._endpoints: dict[int, TcpEndpoint] = {}
@@ -133,9 +138,9 @@ class TcpModule(ModuleBase):
             for p in procs
             if not p.local and p.address is not None
         }
-        from ..base import host_id
-
-        here = host_id()
+        # The host this process published (as the bml placed it), not a fresh
+        # host_id(): that reads a file, which a process out of descriptors cannot.
+        here = me.host
         mine: dict[int, Pairing] = {}
         for rank, (proc, address) in peers.items():
             for pairing in self.group.pairings(proc, address, proc.host == here):
@@ -161,6 +166,7 @@ class TcpModule(ModuleBase):
             deadline,
             timeout,
             self.log,
+            self.settings.hello,
         ):
             self._adopt(rank, sock)
         endpoints: list[Endpoint | None] = []
@@ -171,6 +177,10 @@ class TcpModule(ModuleBase):
             else:
                 endpoints.append(None)
         return endpoints
+
+    def close_listener(self) -> None:
+        """Close the listener of a rail that will never be used (its query failed)."""
+        self._listener.close()
 
     def _adopt(self, rank: int, sock: socket.socket) -> None:
         loopback = ipaddress.ip_address(sock.getpeername()[0]).is_loopback
@@ -530,6 +540,24 @@ class TcpModule(ModuleBase):
             callback(failure)
         self._registrations.close()
         self._listener.close()
+
+
+def _listen(interface: Interface) -> socket.socket:
+    """A socket listening on ``interface``'s own address: only that address (IPv4 or
+    IPv6), never the wildcard, so an interface left out takes no connection."""
+    doing = f"btl tcp: cannot listen on {interface.name} {interface.address}"
+    try:
+        listener = socket.socket(interface.family, socket.SOCK_STREAM)
+    except OSError as exc:
+        raise resource_error(exc, doing) or BtlError(f"{doing}: {exc}") from None
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((interface.address, 0))
+        listener.listen(256)
+    except OSError as exc:
+        listener.close()
+        raise resource_error(exc, doing) or BtlError(f"{doing}: {exc}") from None
+    return listener
 
 
 __all__ = ["ModexError", "TcpEndpoint", "TcpModule", "TcpSettings"]
