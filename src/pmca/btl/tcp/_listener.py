@@ -287,7 +287,7 @@ def _proven(
             source=half.source,
             advertised=advertised,
         )
-    return rank
+    return int(rank)
 
 
 def _ranks(expected: dict[int, Pairing]) -> str:
