@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import pmca
+from pmca.testing import run_python
 
 from ._tcp_peer import hello_from, pretend_peer
 
@@ -183,3 +184,59 @@ def test_running_out_of_descriptors_names_the_limit(pmca_env, exhausted: int, ca
     assert "127.0.0.1" in message and f"rank {1 - exhausted}" in message, message
     assert "(EMFILE)" in message and "RLIMIT_NOFILE" in message, message
     assert f"soft {soft}, hard {hard}" in message and "ulimit -n" in message, message
+
+
+_EVICTION = """
+import os, resource, socket, sys, threading, time
+sys.path.insert(0, {here!r})
+import pmca
+from _tcp_peer import pretend_peer
+from pmca.btl.tcp import _wire as wire
+
+def descriptors():
+    return len(os.listdir("/proc/self/fd"))
+
+mca = {mca!r}
+with pmca.Session(mca=mca, frameworks=["btl"]) as s:
+    tcp, procs, nonce = pretend_peer(s)
+    result = {{}}
+    thread = threading.Thread(target=lambda: result.update(endpoints=tcp.add_procs(procs)))
+    thread.start()
+    stranger = socket.socket()
+    genuine = socket.socket()  # made now: no descriptor is left for it later
+    before = descriptors()
+    stranger.connect(("127.0.0.1", tcp.port))
+    deadline = time.monotonic() + 60
+    while descriptors() == before:  # until the listener holds the stranger
+        assert time.monotonic() < deadline, "the stranger was never accepted"
+        time.sleep(0.01)
+    highest = max(int(name) for name in os.listdir("/proc/self/fd"))
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1, hard))
+    taken = []
+    while True:
+        try:
+            taken.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError:
+            break
+    genuine.connect(("127.0.0.1", tcp.port))
+    genuine.sendall(wire.HELLO.pack(wire.HELLO_MAGIC, 1, nonce))
+    thread.join(60)
+    stranger.settimeout(30)
+    closed = stranger.recv(1) == b""
+    print("endpoint", result["endpoints"][1] is not None, "stranger closed", closed)
+    for fd in taken:
+        os.close(fd)
+    tcp.del_procs([result["endpoints"][1]])
+"""
+
+
+def test_out_of_descriptors_a_stranger_makes_room_for_a_rank(pmca_env) -> None:
+    """Every descriptor taken while a stranger waits for its hello: the rank's connection
+    is accepted in its place instead of failing init."""
+    mca = {**MCA, "btl_tcp_hello_timeout": 120}
+    code = _EVICTION.format(here=str(Path(__file__).parent), mca=mca)
+    done = run_python(code, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "endpoint True stranger closed True" in done.stdout, done.stdout + done.stderr
+    assert "its descriptor is needed" in done.stderr and "Too many open files" in done.stderr

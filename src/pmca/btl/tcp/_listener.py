@@ -176,12 +176,17 @@ class _Listening:
         """Accept what the kernel has queued (a bounded number per call); return those
         whose hello came with them, and keep the others half-open."""
         whole: list[_HalfOpen] = []
+        accepted = 0
         for _ in range(self.rules.half_open_max + 1):
             try:
                 sock, peer = self.listener.accept()
             except BlockingIOError:
                 break
             except OSError as exc:
+                if exc.errno in EXHAUSTED and accepted:
+                    # Linux takes the descriptor before it looks for a connection:
+                    # this says nothing about one waiting. The next poll does.
+                    break
                 if exc.errno in EXHAUSTED and self.half_open:
                     oldest = next(iter(self.half_open.values()))
                     self.drop(oldest, "descriptors", f"its descriptor is needed: {exc}")
@@ -189,6 +194,7 @@ class _Listening:
                 if exc.errno in _GONE:
                     continue
                 raise self._accept_error(exc, waiting_for) from None
+            accepted += 1
             half = _HalfOpen(sock, str(peer[0]), time.monotonic() + self.rules.timeout)
             sock.setblocking(False)
             if self.read(half):
