@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import ipaddress
 import itertools
 import select
 import socket
@@ -183,7 +182,9 @@ class TcpModule(ModuleBase):
         self._listener.close()
 
     def _adopt(self, rank: int, sock: socket.socket) -> None:
-        loopback = ipaddress.ip_address(sock.getpeername()[0]).is_loopback
+        # The rail's own address, not getpeername(): that fails (ENOTCONN) on a
+        # connection its peer already reset, which must become a PeerFailed later.
+        loopback = self.interface.loopback
         keep_alive(sock, self.settings.keepalive)
         wanted = self.settings.zerocopy == "true" or (
             self.settings.zerocopy == "auto" and not loopback
