@@ -268,7 +268,11 @@ class PVarRegistry:
 
     def read(self, name: str, obj: Any = None) -> float:
         """The process's value now: summed over sources, or their extreme for watermarks."""
-        entry = self._entry(name)
+        entry = self._entries.get(name) or self._entry(name)
+        sources = entry.sources
+        if len(sources) == 1 and sources[0].alive:
+            # One producer (the common case): its value is the combination.
+            return sources[0].read(obj)
         return self._combine(entry, [s.read(obj) for s in self._sources(entry, obj)])
 
     def peak(self, name: str, obj: Any = None) -> float | None:
@@ -279,6 +283,12 @@ class PVarRegistry:
 
     @staticmethod
     def _sources(entry: _Entry, obj: Any) -> list[PVarSource]:
+        sources = entry.sources
+        if len(sources) == 1:
+            # The common case (one producer per name): its reader answers for
+            # any obj (0 for one it never counted), so asking for its objects,
+            # a walk over its peers or caches, is not paid on every read.
+            return sources if sources[0].alive else []
         return [
             s
             for s in list(entry.sources)
