@@ -30,6 +30,7 @@ from ._names import check_component_name, check_framework_name
 __all__ = [
     "REGISTRY",
     "Binding",
+    "Entry",
     "PVar",
     "PVarClass",
     "PVarError",
@@ -116,7 +117,7 @@ Objects = Callable[[], Iterable[Any]]
 class PVarSource:
     """One producer's read callable for a pvar, alive as long as its owner."""
 
-    __slots__ = ("_owner", "objects", "peak", "read")
+    __slots__ = ("_owner", "objects", "ownerless", "peak", "read")
 
     def __init__(
         self, read: Reader, objects: Objects | None, owner: object | None, peak: Reader | None
@@ -125,6 +126,8 @@ class PVarSource:
         self.objects = objects
         self.peak = peak
         self._owner = None if owner is None else weakref.ref(owner)
+        #: Process-wide: always alive.
+        self.ownerless = owner is None
 
     @property
     def alive(self) -> bool:
@@ -150,7 +153,9 @@ def weak_reader(owner: _Owner, read: Callable[[_Owner, Any], float]) -> Reader:
     return weak
 
 
-class _Entry:
+class Entry:
+    """One pvar and its producers' sources (a handle keeps it to read without a lookup)."""
+
     __slots__ = ("pvar", "sources")
 
     def __init__(self, pvar: PVar) -> None:
@@ -166,7 +171,7 @@ class PVarRegistry:
     """The process's performance variables, by name."""
 
     def __init__(self) -> None:
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, Entry] = {}
         self._lock = threading.Lock()
 
     def register(
@@ -216,7 +221,7 @@ class PVarRegistry:
         with self._lock:
             entry = self._entries.get(full)
             if entry is None:
-                entry = self._entries[full] = _Entry(pvar)
+                entry = self._entries[full] = Entry(pvar)
             elif (entry.pvar.klass, entry.pvar.unit, entry.pvar.binding) != (klass, unit, binding):
                 raise PVarError(
                     f"pvar {full!r} registered again as {klass.value}/{unit}/{binding.value}; "
@@ -236,7 +241,11 @@ class PVarRegistry:
     def get(self, name: str) -> PVar:
         return self._entry(name).pvar
 
-    def _entry(self, name: str) -> _Entry:
+    def entry(self, name: str) -> Entry:
+        """The pvar ``name`` with its sources, as :meth:`read` finds them."""
+        return self._entry(name)
+
+    def _entry(self, name: str) -> Entry:
         entry = self._entries.get(name)
         if entry is None:
             close = [n for n in self._entries if n.startswith(name.split("_")[0] + "_")]
@@ -282,7 +291,7 @@ class PVarRegistry:
         return self._combine(entry, peaks) if peaks else None
 
     @staticmethod
-    def _sources(entry: _Entry, obj: Any) -> list[PVarSource]:
+    def _sources(entry: Entry, obj: Any) -> list[PVarSource]:
         sources = entry.sources
         if len(sources) == 1:
             # The common case (one producer per name): its reader answers for
@@ -296,7 +305,7 @@ class PVarRegistry:
         ]
 
     @staticmethod
-    def _combine(entry: _Entry, values: list[float]) -> float:
+    def _combine(entry: Entry, values: list[float]) -> float:
         klass = entry.pvar.klass
         if klass is PVarClass.HIGHWATERMARK:
             return max(values, default=0)
