@@ -25,7 +25,7 @@ MATCH = 24
 
 _HEAD = textwrap.dedent(
     """
-    import json, os, socket, sys, threading, time
+    import contextlib, json, os, socket, sys, threading, time
     import pmca
     from pmca.btl import TAG_USER, Placement
     from pmca.world import PairWorld
@@ -44,6 +44,12 @@ _HEAD = textwrap.dedent(
 
     def barrier(world):
         world.allgather(b"", timeout=60)
+
+    @contextlib.contextmanager
+    def session(fd, rank):
+        world = PairWorld(socket.socket(fileno=fd), rank)
+        with pmca.Session(mca=MCA, frameworks=["btl"], world=world) as s:
+            yield world, s, 1 - rank, s._data_path().bml
     """
 )
 
@@ -68,9 +74,7 @@ needs_sm = pytest.mark.skipif(not _has_sm(), reason="needs btl sm")
 
 _LANES = """
 def run(fd, rank):
-    world = PairWorld(socket.socket(fileno=fd), rank)
-    with pmca.Session(mca=MCA, frameworks=["btl"], world=world) as s:
-        peer = 1 - rank
+    with session(fd, rank) as (world, s, peer, bml):
         buffer = bytearray(B)
         # Warm-up round trip (lanes open at the first use), then a barrier.
         if rank == 0:
@@ -125,10 +129,7 @@ def test_sm_lane_traffic_is_counted_with_the_engine_s(pmca_env, tmp_path) -> Non
 
 _ENGINE = """
 def run(fd, rank):
-    world = PairWorld(socket.socket(fileno=fd), rank)
-    with pmca.Session(mca=MCA, frameworks=["btl"], world=world) as s:
-        peer = 1 - rank
-        bml = s._data_path().bml
+    with session(fd, rank) as (world, s, peer, bml):
         route = bml.peer(peer).send[0]
         module = route.module
         got = []
@@ -171,10 +172,8 @@ def test_sm_engine_sends_from_several_threads_are_counted_exactly(pmca_env, tmp_
 
 _THREADS_P2P = """
 def run(fd, rank):
-    world = PairWorld(socket.socket(fileno=fd), rank)
-    with pmca.Session(mca=MCA, frameworks=["btl"], world=world) as s:
-        peer = 1 - rank
-        btl = s._data_path().bml.peer(peer).send[0].name
+    with session(fd, rank) as (world, s, peer, bml):
+        btl = bml.peer(peer).send[0].name
         barrier(world)
         handles = read(s, btl, peer)
         if rank == 0:
@@ -217,10 +216,7 @@ _STREAMS = """
 PLACED, STAGED, L = 5, 3, 100_000
 
 def run(fd, rank):
-    world = PairWorld(socket.socket(fileno=fd), rank)
-    with pmca.Session(mca=MCA, frameworks=["btl"], world=world) as s:
-        peer = 1 - rank
-        bml = s._data_path().bml
+    with session(fd, rank) as (world, s, peer, bml):
         route = bml.peer(peer).send[0]
         module = route.module
         staged, placed = [], []
@@ -266,10 +262,7 @@ def test_tcp_counts_large_messages_placed_and_staged(pmca_env, tmp_path) -> None
 
 _FAILURE = """
 def run(fd, rank):
-    world = PairWorld(socket.socket(fileno=fd), rank)
-    with pmca.Session(mca=MCA, frameworks=["btl"], world=world) as s:
-        peer = 1 - rank
-        bml = s._data_path().bml
+    with session(fd, rank) as (world, s, peer, bml):
         handles = read(s, "tcp", peer, ("peer_failures",))
         barrier(world)
         if rank == 1:
