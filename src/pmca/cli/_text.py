@@ -20,6 +20,7 @@ from typing import Protocol
 from attrs import frozen
 
 from .._version import __version__
+from ..mca._events import EventType
 from ..mca._pvars import PVar
 from ..mca.params import Param, ParamSpace, Synonym, format_parsable, format_readable
 from ..runtime import ComponentEntry, FrameworkEntry
@@ -212,6 +213,10 @@ class Readable:
         self._out(f"pvar {pvar.name}", pvar_summary(pvar))
         self._more(pvar.description)
 
+    def event(self, event: EventType) -> None:
+        self._out(f"event {event.name}", f"fields {', '.join(event.fields)}; level {event.level}")
+        self._more(event.description)
+
     def lines(self, width: int | None = None) -> list[str]:
         """The rows laid out; values wrapped at ``width`` columns if given (a terminal)."""
         center = max([CENTER, *(len(label) for label, _ in self.rows)])
@@ -339,6 +344,15 @@ class Parsable:
     def pvar(self, pvar: PVar) -> None:
         key = f"pvar:{pvar.name}"
         self.out.extend(plain(f"{key}:{field}", value) for field, value in pvar_fields(pvar))
+
+    def event(self, event: EventType) -> None:
+        key = f"event:{event.name}"
+        fields = (
+            ("fields", ",".join(event.fields)),
+            ("level", str(event.level)),
+            ("description", event.description),
+        )
+        self.out.extend(plain(f"{key}:{field}", value) for field, value in fields)
 
     def lines(self) -> list[str]:
         return list(self.out)

@@ -79,6 +79,7 @@ class PVarHandle:
             raise PVarError(f"pvar {self.name!r} is continuous: it is always started")
         if not self._running:
             self._restart()
+            self._registry.notify(self.name, True)
             self._running = True
 
     def stop(self) -> None:
@@ -90,6 +91,13 @@ class PVarHandle:
             if self.pvar.klass in ACCUMULATING:
                 self._accumulated += now - self._base
             self._running = False
+            self._registry.notify(self.name, False)
+
+    def _free(self) -> None:
+        if self._running and not self._continuous:
+            self._registry.notify(self.name, False)
+        self._running = False
+        self._freed = True
 
     def _value(self, now: float) -> float:
         klass = self.pvar.klass
@@ -172,7 +180,7 @@ class PVarSession:
     def free(self) -> None:
         """Free the session and every handle it made."""
         for handle in self._handles:
-            handle._freed = True
+            handle._free()
         self._handles.clear()
         self._freed = True
 

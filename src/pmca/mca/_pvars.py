@@ -111,19 +111,28 @@ class PVar:
 Reader = Callable[[Any], float]
 #: The objects a bound source has values for (peer ranks, cache names...).
 Objects = Callable[[], Iterable[Any]]
+#: ``notify(started)``: a handle on the pvar was started (True) or stopped or
+#: freed (False), for a producer that counts only while someone looks.
+Notify = Callable[[bool], None]
 
 
 class PVarSource:
     """One producer's read callable for a pvar, alive as long as its owner."""
 
-    __slots__ = ("_owner", "objects", "peak", "read")
+    __slots__ = ("_owner", "notify", "objects", "peak", "read")
 
     def __init__(
-        self, read: Reader, objects: Objects | None, owner: object | None, peak: Reader | None
+        self,
+        read: Reader,
+        objects: Objects | None,
+        owner: object | None,
+        peak: Reader | None,
+        notify: Notify | None = None,
     ) -> None:
         self.read = read
         self.objects = objects
         self.peak = peak
+        self.notify = notify
         self._owner = None if owner is None else weakref.ref(owner)
 
     @property
@@ -186,6 +195,7 @@ class PVarRegistry:
         objects: Objects | None = None,
         owner: object | None = None,
         peak: Reader | None = None,
+        notify: Notify | None = None,
     ) -> PVar:
         """Add a source for ``<framework>_<component>_<name>`` (declaring it first time).
 
@@ -196,7 +206,13 @@ class PVarRegistry:
         A watermark's ``read`` gives the level now; ``peak``, if the producer
         keeps one, the extreme it ever reached (a handle then sees a peak
         reached between two of its reads).
+        ``notify(started)`` is called as handles on a pvar that is not
+        continuous start (True) and stop or are freed (False), so that a
+        producer whose counting costs something counts only while some
+        handle is started (MPI_T's start/stop notification).
         """
+        if notify is not None and flags & PVarFlag.CONTINUOUS:
+            raise PVarError(f"pvar {name!r}: a continuous pvar is never started or stopped")
         check_framework_name(framework)
         check_component_name(component)
         check_component_name(name)
@@ -225,7 +241,7 @@ class PVarRegistry:
             # One source per owner; an ownerless (process-wide) source replaces
             # the last one (a component module imported afresh registers again).
             entry.sources = [s for s in entry.sources if s.alive and not s.same_owner(owner)]
-            entry.sources.append(PVarSource(read, objects, owner, peak))
+            entry.sources.append(PVarSource(read, objects, owner, peak, notify))
         return entry.pvar
 
     def pvars(self) -> list[PVar]:
@@ -243,6 +259,12 @@ class PVarRegistry:
             hint = f" (pvars of that framework: {', '.join(sorted(close)[:8])})" if close else ""
             raise PVarError(f"no performance variable named {name!r}{hint}")
         return entry
+
+    def notify(self, name: str, started: bool) -> None:
+        """Tell the producers of ``name`` that a handle started or stopped."""
+        for source in list(self._entry(name).sources):
+            if source.alive and source.notify is not None:
+                source.notify(started)
 
     def objects(self, name: str) -> list[Any]:
         """The objects a bound pvar has values for now."""

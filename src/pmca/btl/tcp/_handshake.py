@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from ..._sockets import recv_exactly
 from .._interface import BtlError
 from . import _wire as wire
 from ._interfaces import Interface
@@ -75,7 +76,7 @@ def accept(
         sock, peer = listener.accept()
         try:
             sock.settimeout(max(0.1, deadline - time.monotonic()))
-            hello = _recv_exactly(sock, wire.HELLO.size)
+            hello = recv_exactly(sock, wire.HELLO.size, "the hello")
             magic, rank, their_nonce = wire.HELLO.unpack(hello)
         except (OSError, struct.error) as exc:
             sock.close()
@@ -117,16 +118,6 @@ def keep_alive(sock: socket.socket, keepalive: tuple[int, ...] | None) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, idle)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, interval)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, probes)
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionResetError("peer closed during the hello")
-        data += chunk
-    return bytes(data)
 
 
 __all__ = ["accept", "connect", "keep_alive"]
