@@ -17,7 +17,7 @@ import socket
 import struct
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from attrs import define, frozen
 
@@ -85,12 +85,12 @@ class TcpModule(ModuleBase):
         settings: TcpSettings,
         log: FilteringBoundLogger,
         interface: Interface | None = None,
-        group: RailGroup[TcpModule] | None = None,
+        group: RailGroup | None = None,
     ) -> None:
         super().__init__("tcp", limits, log)
         self.settings = settings
         self.interface = interface if interface is not None else settings.interfaces[0]
-        self.group: RailGroup[TcpModule] = group if group is not None else RailGroup(log)
+        self.group: RailGroup = group if group is not None else RailGroup(log)
         self.group.rails.append(self)
         #: The other rails of this process, for the framework (set on the first rail only).
         self.rails: tuple[TcpModule, ...] = ()
@@ -474,10 +474,14 @@ class TcpModule(ModuleBase):
     def streams_staged(self, value: int) -> None:
         self.group.streams_staged = value
 
+    def _group_rails(self) -> list[TcpModule]:
+        # Every rail of a group is a TcpModule; the group itself needs only the Rail protocol.
+        return cast("list[TcpModule]", self.group.rails)
+
     def connections(self) -> dict[int, Connection]:
         """The open connection to each peer rank, over every rail (for tools and tests)."""
         found: dict[int, Connection] = {}
-        for rail in self.group.rails:
+        for rail in self._group_rails():
             found.update(rail._connections)
         return found
 
@@ -489,7 +493,7 @@ class TcpModule(ModuleBase):
     def zerocopy_stats(self) -> ZeroCopyStats:
         """Zero-copy sends, their completions and the kernel's copies, over all connections."""
         total = ZeroCopyStats()
-        for rail in self.group.rails:
+        for rail in self._group_rails():
             total.add(rail._closed_zerocopy)
             for connection in rail._connections.values():
                 total.add(connection.zerocopy.stats)
