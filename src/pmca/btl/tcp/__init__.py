@@ -10,6 +10,7 @@ from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Q
 from ...mca.params import one_of, within
 from .._interface import Flags, Limits
 from ..base import MAX_INT32, read_limits, register_limits
+from ..base._pvars import Counter, declare_counters
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -38,6 +39,21 @@ def _items(value: object) -> list[str]:
     return [item.strip() for item in str(value or "").split(",") if item.strip()]
 
 
+#: Large active messages (above the placement head) by where they were received.
+STREAM_COUNTERS: tuple[Counter, ...] = (
+    (
+        "streams_placed",
+        "messages",
+        "Large messages from the peer received in place, where their receiver named",
+    ),
+    (
+        "streams_staged",
+        "messages",
+        "Large messages from the peer received into a buffer of their own, then delivered",
+    ),
+)
+
+
 class TcpComponent(Component):
     framework = "btl"
     name = "tcp"
@@ -52,6 +68,7 @@ class TcpComponent(Component):
     @hookimpl
     def register(self, params: ComponentParams) -> None:
         register_limits(params, DEFAULTS)
+        declare_counters("tcp", STREAM_COUNTERS)
         params.register(
             "if_include",
             type=str,

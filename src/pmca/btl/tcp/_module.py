@@ -36,6 +36,7 @@ from .._interface import (
     Proc,
 )
 from ..base import ModuleBase, NoPinBackend, Registrations, host_name
+from ..base._pvars import BYTES_RECEIVED, BYTES_SENT, MESSAGES_RECEIVED, MESSAGES_SENT
 from . import _wire as wire
 from ._connection import STREAM_MIN, Connection, Outgoing
 from ._group import RailGroup
@@ -79,6 +80,10 @@ class TcpSettings(FrozenValue):
 
 @public
 class TcpModule(ModuleBase):
+    #: Active messages are counted on the connection's list of the peer's
+    #: counters, where send/sendi and dispatch already hold the connection.
+    counts_own_sends = True
+
     def __init__(
         self,
         limits: Limits,
@@ -187,6 +192,7 @@ class TcpModule(ModuleBase):
             zerocopy_adaptive=self.settings.zerocopy == "auto",
             bulk_chunk=self.settings.bulk_chunk,
             pace_reads=loopback,
+            traffic=self.peer_traffic(rank),
         )
 
     def del_procs(self, endpoints: Sequence[Endpoint]) -> None:
@@ -212,6 +218,9 @@ class TcpModule(ModuleBase):
         if total > STREAM_MIN:
             return False  # a large body goes out with send(), from where it lies
         header = memoryview(wire.FRAME.pack(wire.AM, tag, total, 0))
+        counts = connection.traffic
+        counts[MESSAGES_SENT] += 1
+        counts[BYTES_SENT] += total
         if connection.queue:
             connection.push(Outgoing([header, memoryview(b"".join(views))], None))
             return True
@@ -235,6 +244,9 @@ class TcpModule(ModuleBase):
         if total > self.limits.max_send_size:
             raise BtlError(f"btl tcp: send of {total} bytes exceeds btl_tcp_max_send_size")
         header = memoryview(wire.FRAME.pack(wire.AM, tag, total, 0))
+        counts = connection.traffic
+        counts[MESSAGES_SENT] += 1
+        counts[BYTES_SENT] += total
         connection.push(Outgoing([header, *views], callback))
 
     # -- registration and RDMA ---------------------------------------------
@@ -275,6 +287,7 @@ class TcpModule(ModuleBase):
         request = next(self._ids)
         target = local.cast("B")
         self._gets[request] = _PendingGet(target, callback)
+        self.count_rdma(endpoint, target.nbytes)
         body = wire.GET_REQUEST.pack(key, remote_address, target.nbytes)
         frame = wire.FRAME.pack(wire.GET_REQ, 0, len(body), request)
         connection.push(Outgoing([memoryview(frame + body)], None))
@@ -295,6 +308,7 @@ class TcpModule(ModuleBase):
             raise BtlError("btl tcp: a single put is limited to 4 GiB (btl_tcp put_limit)")
         request = next(self._ids)
         self._puts[request] = callback
+        self.count_rdma(endpoint, data.nbytes)
         head = wire.PUT_HEAD.pack(key, remote_address, request)
         frame = wire.FRAME.pack(wire.PUT, 0, len(head) + data.nbytes, 0)
         connection.push(Outgoing([memoryview(frame + head), data], None, self._zerocopy(data)))
@@ -317,7 +331,10 @@ class TcpModule(ModuleBase):
         self, connection: Connection, kind: int, tag: int, aux: int, body: memoryview
     ) -> None:
         if kind == wire.AM:
-            self.deliver(self._endpoints[connection.rank], tag, body)
+            counts = connection.traffic
+            counts[MESSAGES_RECEIVED] += 1
+            counts[BYTES_RECEIVED] += body.nbytes
+            self.hand_over(self._endpoints[connection.rank], tag, body)
         elif kind == wire.GET_REQ:
             self._serve_get(connection, aux, body)
         elif kind in (wire.GET_ERROR, wire.PUT_ERROR):
