@@ -33,6 +33,7 @@ from attrs import define
 
 from ..._records import Record
 from .._interface import PLACEMENT_HEAD, BtlError, Completion, PeerFailed
+from ..base._pvars import SLOTS, STREAMS_PLACED, STREAMS_STAGED
 from . import _wire as wire
 from ._zerocopy import MSG_ZEROCOPY, ZeroCopy
 
@@ -109,8 +110,13 @@ class Connection:
         zerocopy_adaptive: bool = False,
         bulk_chunk: int = 0,
         pace_reads: bool = False,
+        traffic: list[int] | None = None,
     ) -> None:
         self.module = module
+        #: The peer's counters (the module's list for this rank, see
+        #: ``pmca.btl.base._pvars``): the module counts on it where it sends
+        #: and dispatches, this connection where it places or stages.
+        self.traffic = [0] * SLOTS if traffic is None else traffic
         self.rank = rank
         self.host = host
         self.sock = sock
@@ -353,11 +359,13 @@ class Connection:
         placement = self.module.place(self, tag, head, length)
         if placement is not None:
             self.module.streams_placed += 1
+            self.traffic[STREAMS_PLACED] += 1
             self._start += placement.skip
             finished = placement.finished
             self._sink = Sink(placement.target, 0, lambda: finished(None), finished)
         else:
             self.module.streams_staged += 1
+            self.traffic[STREAMS_STAGED] += 1
             body = bytearray(length)
 
             def arrived() -> None:
