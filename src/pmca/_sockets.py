@@ -1,4 +1,4 @@
-"""Socket helpers shared by pmca's own protocols (tcp hellos, scenario channels)."""
+"""Socket helpers shared by pmca's own protocols (the pair world, scenario channels)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,12 @@ import re
 EXPECTED = {
     "btl_tcp_bytes_sent": ("counter", "bytes", "peer"),
     "btl_self_messages_received": ("counter", "messages", "peer"),
+    "btl_self_peer_failures": ("counter", "failures", "peer"),
+    "btl_tcp_rdma_bytes": ("counter", "bytes", "peer"),
+    "btl_tcp_streams_placed": ("counter", "messages", "peer"),
+    "btl_tcp_streams_staged": ("counter", "messages", "peer"),
+    "btl_sm_lane_messages_sent": ("counter", "messages", "peer"),
+    "btl_sm_lane_messages_received": ("counter", "messages", "peer"),
     "memory_patcher_events_delivered": ("counter", "events", "none"),
     "rcache_grdma_pinned_bytes": ("highwatermark", "bytes", "cache"),
     "rcache_grdma_hits": ("counter", "registrations", "cache"),

@@ -33,6 +33,7 @@ from ..runtime import RUNTIME, FrameworkEntry, inventory
 from ..runtime._unknown import Namespace, unknown_name_messages
 from ..session import Session
 from ._errors import UsageError
+from ._help import RawDescriptionHelpFormatter
 from ._info_cache import Recorder
 from ._model import (
     ALL,
@@ -89,7 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``pmca info``, named as ``ompi_info`` names them."""
     parser.description = DESCRIPTION
     parser.epilog = EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.formatter_class = RawDescriptionHelpFormatter
     parser.add_argument(
         "--param",
         "--params",

@@ -14,7 +14,6 @@ One walk over the report (:func:`render`) drives one of two emitters, as
 from __future__ import annotations
 
 import re
-import textwrap
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -22,12 +21,15 @@ from attrs import frozen
 
 from .._version import __version__
 from ..mca._events import EventType
-from ..mca._failures import ComponentFailure
 from ..mca._pvars import PVar
 from ..mca.params import Param, ParamSpace, Synonym, format_parsable, format_readable
 from ..runtime import ComponentEntry, FrameworkEntry
-from ..runtime._failures import FrameworkFailure
 from ._model import BASE, Fact, Group, ParamFilter, Report, Selector, header
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
+if TYPE_CHECKING:  # annotations only: the failure records are built at the first failure
+    from ..mca._failures import ComponentFailure
+    from ..runtime._failures import FrameworkFailure
 
 #: ``ompi_info``'s centerpoint: the column labels are right-aligned to.
 CENTER = 24
@@ -225,6 +227,8 @@ class Readable:
             pieces = [value]
             if width is not None and len(indent) + len(value) > width:
                 # Like ompi_info on a terminal: break at spaces, never inside a word.
+                import textwrap  # on a terminal only, like the wrapping
+
                 pieces = textwrap.wrap(
                     value,
                     width=max(20, width - len(indent)),

@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from ..._records import FrozenValue
+from ..._records import FrozenValue, Record
 from ._defaults import LIBRARY_NAME, library_path
 
 ABI = 2
@@ -133,6 +133,20 @@ class _Stats(ctypes.Structure):
     _fields_ = tuple((name, ctypes.c_uint64) for name in _STAT_NAMES)
 
 
+#: The per-peer counters the C side keeps (sm.h's SM_* order), by pvar name.
+COUNTS = (
+    "messages_sent",
+    "bytes_sent",
+    "messages_received",
+    "bytes_received",
+    "lane_messages_sent",
+    "lane_messages_received",
+    "rdma_operations",
+    "rdma_bytes",
+)
+COUNT_INDEX = {name: index for index, name in enumerate(COUNTS)}
+
+
 _u32, _u64, _i32, _i64 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32, ctypes.c_int64
 _ptr = ctypes.c_void_p
 _int = ctypes.c_int
@@ -167,6 +181,8 @@ _PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...], bool]] = {
     "pmca_sm_wait": (_int, (_ptr, _i64, _u32), False),
     "pmca_sm_interrupt": (None, (_ptr,), True),
     "pmca_sm_stats": (None, (_ptr, _ptr), True),
+    "pmca_sm_set_counts": (None, (_ptr, _ptr, _u32), True),
+    "pmca_sm_count_kinds": (_u32, (), True),
     "pmca_sm_cma": (_i64, (_i32, _int, _u64, _u64, _u64), False),
     # The lanes' hot calls take no argtypes: every argument is a C int, a
     # bytes object or a prebuilt ctypes object (see lane.c and _lane.py).
@@ -174,6 +190,8 @@ _PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...], bool]] = {
     "pmca_sm_lane_receive": (_int, (), True),
     # may read a whole rendezvous payload with CMA: without the GIL
     "pmca_sm_lane_receive_into": (_i64, (_ptr, _ptr, _u32, _u32, _u32, _u32, _ptr, _u64), False),
+    # a blocking rendezvous send polls for its FIN as long as a CMA read may take
+    "pmca_sm_lane_await_fin": (_int, (_ptr, _ptr, _u32, _u64), False),
     "pmca_sm_set_lane_cma": (None, (_ptr, _int), True),
     "pmca_sm_lane_send_rget": (_int, (_ptr, _u32, _u32, _i64, _u64, _u64, _u64, _ptr, _u32), True),
     "pmca_sm_lane": (_u32, (_u32, _u32), True),
@@ -270,6 +288,22 @@ def buffer_address(data: Any) -> tuple[int, int, Any]:
     return int(address or 0), size, pointer
 
 
+@attrs.frozen(eq=False, repr=False)
+class LaneCalls(Record):
+    """What :meth:`Transport.lane_calls` hands a lane: the context, the lane's
+    number and lane.c's entry points (called with ``context`` and ``lane`` first,
+    see ``_lane.py``), and the landing buffer of its receives."""
+
+    context: Any
+    lane: int
+    send: Any
+    send_rget: Any
+    receive: Any
+    receive_into: Any
+    await_fin: Any
+    landing: memoryview
+
+
 class Transport:
     """This process's segment and its mappings of the peers' segments.
 
@@ -303,6 +337,14 @@ class Transport:
         self._sizes: dict[int, int] = {}
         self._views: dict[int, memoryview] = {}
         self._magic = bytes(self._view(self._base, self._size)[:8])
+        if self._fn.count_kinds() != len(COUNTS):
+            raise TransportError(
+                errno.EPROTO, f"{LIBRARY_NAME}'s per-peer counters do not match this pmca version"
+            )
+        #: Per peer id, ``len(COUNTS)`` counters the C side adds to (see
+        #: :meth:`count`): owned here, so they outlive the context, and read
+        #: in place without a call.
+        self._counts: ctypes.Array[ctypes.c_uint64] = (ctypes.c_uint64 * 0)()
         self.max_payload = self.config.max_size
         self._on_close: list[Callable[[], None]] = []
         if self._fn.match_header_size() != MATCH_HEADER_BYTES:
@@ -320,6 +362,8 @@ class Transport:
         if status != 0:
             raise _error(-status, f"cannot bind the sm segment as {ident} of {slots}")
         self.ident = ident
+        self._counts = (ctypes.c_uint64 * (slots * len(COUNTS)))()
+        self._fn.set_counts(self._ctx, ctypes.addressof(self._counts), slots)
         self._sizes = {ident: self._size}
         self._views = {ident: self._view(self._base, self._size)}
 
@@ -429,11 +473,9 @@ class Transport:
         """Peer ``ident``'s mapped segment (``None`` once detached)."""
         return self._views.get(ident)
 
-    def lane_calls(
-        self, ident: int, am_tag: int
-    ) -> tuple[Any, int, Any, Any, Any, Any, memoryview]:
-        """``(context, lane, lane_send, lane_send_rget, lane_receive, lane_receive_into,
-        landing)``: lane.c's entry points for a lane, and the landing buffer of its receives.
+    def lane_calls(self, ident: int, am_tag: int) -> LaneCalls:
+        """lane.c's entry points for peer ``ident``'s lane for ``am_tag``, and the
+        landing buffer of its receives.
 
         The context (a prebuilt ``c_void_p``) and the landing buffer are
         freed at :meth:`close`: whoever holds these must stop using them
@@ -448,13 +490,15 @@ class Transport:
         landing = self._fn.landing(self._ctx, ctypes.byref(size))
         if not landing:
             raise _error(errno.ENOMEM, "cannot allocate the sm lanes' landing buffer")
-        return (
+        fn = self._fn
+        return LaneCalls(
             ctypes.c_void_p(self._ctx),
             lane,
-            self._fn.lane_send,
-            self._fn.lane_send_rget,
-            self._fn.lane_receive,
-            self._fn.lane_receive_into,
+            fn.lane_send,
+            fn.lane_send_rget,
+            fn.lane_receive,
+            fn.lane_receive_into,
+            fn.lane_await_fin,
             self._view(int(landing), size.value),
         )
 
@@ -498,6 +542,17 @@ class Transport:
     def interrupt(self) -> None:
         self._fn.interrupt(self._ctx)
 
+    def count(self, ident: int, name: str) -> int:
+        """Peer ``ident``'s counter ``name`` (one of :data:`COUNTS`), read in place.
+
+        The C side adds to it under the lock that serialises the context;
+        this reads one aligned word, so it is never torn, whichever thread
+        reads, and stays readable after :meth:`close`.
+        """
+        index = ident * len(COUNTS) + COUNT_INDEX[name]
+        counts = self._counts
+        return int(counts[index]) if 0 <= index < len(counts) else 0
+
     def stats(self) -> dict[str, int]:
         raw = _Stats()
         self._fn.stats(self._ctx, ctypes.byref(raw))
@@ -527,7 +582,10 @@ class Transport:
 
 
 __all__ = [
+    "COUNTS",
+    "COUNT_INDEX",
     "LIBRARY_NAME",
+    "LaneCalls",
     "PeerFault",
     "SegmentAddress",
     "Transport",
