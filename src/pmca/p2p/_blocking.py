@@ -80,6 +80,8 @@ class Blocking:
     _stash: list[dict[int, tuple[int, bytes]]]
     _posted: Posted[Request]
     _unexpected: Unexpected[Any]
+    #: Peers that finalized (:mod:`._leaving`).
+    gone: dict[int, Any]
 
     def isend(self, dest: int, tag: int, buf: Any) -> Request:
         raise NotImplementedError
@@ -103,7 +105,11 @@ class Blocking:
                 lock = self._bml.lock
                 lock.acquire()
                 try:
-                    if not self._closed and self._peers[dest].failed is None:
+                    if (
+                        not self._closed
+                        and self._peers[dest].failed is None
+                        and dest not in self.gone
+                    ):
                         sequence = self._seq_out[dest]
                         if lane.send(sequence, tag & _LOW, tag >> 32, data, len(data)) == 0:
                             self._seq_out[dest] = (sequence + 1) & _LOW
@@ -165,6 +171,7 @@ class Blocking:
                 others = 0
                 while not (
                     self._closed
+                    or source in self.gone
                     or (unexpected and key in unexpected)
                     or (streams and key in streams)
                     or (wild and posted.waiting(source, tag))
