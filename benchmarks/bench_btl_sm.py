@@ -101,12 +101,16 @@ def _per_call(rank: int, send: Any, recv: Any, barrier: Any, quick: bool) -> dic
 
 
 def _measure(
-    rank: int, send: Any, recv: Any, quick: bool, barrier: Any, wild_recv: Any
+    rank: int, send: Any, recv: Any, quick: bool, barrier: Any, wild_recv: Any = None
 ) -> dict[str, Any]:
     small = bytearray(LATENCY_BYTES)
     latency = _pingpong(rank, send, recv, small, bytearray(LATENCY_BYTES), 300 if quick else 1000)
-    # the same ping-pong, every receive from ANY_SOURCE with ANY_TAG
-    wild = _pingpong(rank, send, wild_recv, small, bytearray(LATENCY_BYTES), 300 if quick else 1000)
+    wild = None
+    if wild_recv is not None:
+        # the same ping-pong, every receive from ANY_SOURCE with ANY_TAG
+        wild = _pingpong(
+            rank, send, wild_recv, small, bytearray(LATENCY_BYTES), 300 if quick else 1000
+        )
     per_call = _per_call(rank, send, recv, barrier, quick)
     bandwidth = {}
     for size in SIZES:
@@ -116,7 +120,7 @@ def _measure(
         bandwidth[str(size)] = size / half / 1e6  # MB/s
     return {
         "latency_us": latency * 1e6,
-        "wild_latency_us": wild * 1e6,
+        "wild_latency_us": None if wild is None else wild * 1e6,
         "bandwidth": bandwidth,
         "per_call": per_call,
     }
