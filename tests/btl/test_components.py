@@ -83,6 +83,16 @@ _SIZE = "valid values: 1 to 2147483647 bytes"
         ("btl_sm_eager_limit", 0, "0 is below 1; valid values: 1 to 1073741824 bytes"),
         ("btl_sm_eager_limit", 65536, f"= 65536 exceeds btl_sm_max_send_size = 32768; {_SM_SIZE}"),
         ("btl_tcp_bulk_chunk", 1, "1 is below 1024; valid values: 0 or 1024 to 2147483647 bytes"),
+        (
+            "btl_tcp_send_queue_limit",
+            -1,
+            "-1 is out of range [0, 18446744073709551615]; valid values: 0 to 2147483647 bytes",
+        ),
+        (
+            "btl_tcp_send_queue_limit",
+            2**32,
+            "4294967296 is above 2147483647; valid values: 0 to 2147483647 bytes",
+        ),
         ("btl_base_wait_spin", "-inf", "-inf is below 0; valid values: 0 to 604800 s"),
         ("btl_base_wait_spin", "\u0663", "(ASCII digits); valid values: 0 to 604800 s"),
         ("rcache_grdma_pending_max", 0, "0 is below 1; valid values: 1 to 2147483647"),

@@ -31,6 +31,7 @@ from ._interface import (
     Placement,
     Placer,
     Proc,
+    QueuedSend,
     RecvCallback,
 )
 
@@ -58,5 +59,6 @@ __all__ = [
     "Placement",
     "Placer",
     "Proc",
+    "QueuedSend",
     "RecvCallback",
 ]

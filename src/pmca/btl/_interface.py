@@ -211,6 +211,29 @@ Placer = Callable[["Endpoint", int, memoryview, int], "Placement | None"]
 
 
 @public
+class QueuedSend(NamedTuple):
+    """An active message a module accepted and has not handed to its transport yet.
+
+    What the optional ``queued_sends`` operation answers (see
+    :class:`BtlModule`): at finalize, what would be lost if the module closed
+    now.
+    """
+
+    #: The peer it goes to.
+    rank: int
+    #: Its active-message tag.
+    tag: int
+    #: Its size (every part, as given to ``sendi``/``send``).
+    nbytes: int
+    #: Its first bytes (at most :data:`PLACEMENT_HEAD`): the message layer's header.
+    head: bytes
+    #: ``True`` when its sender was told it is sent (``sendi`` accepted it, or
+    #: ``send`` had no callback): the module holds it and nobody waits for it.
+    #: ``False`` when the ``send`` callback has yet to run.
+    completed: bool
+
+
+@public
 class BtlError(PmcaError):
     """A byte transfer failed; the message names the module and the peer."""
 
@@ -257,6 +280,23 @@ class BtlModule(Protocol):
     asks the tag's placer where the rest goes; the message layer registers
     one wherever the module has the method (:class:`~pmca.btl.base.ModuleBase`
     does), so a module without it works unchanged.
+
+    Another is ``queued_sends(rank=None) -> list[QueuedSend]``: the active
+    messages accepted and not yet handed to the transport, to ``rank`` or to
+    every peer, oldest first per peer (see :class:`QueuedSend`); btl ``self``,
+    ``sm`` and ``tcp`` have it. Finalize uses it to say what could not be
+    delivered; a module without it is taken to hold nothing back.
+
+    Back-pressure: a send completes (``sendi`` answers ``True``, or the
+    ``send`` callback runs) once the module owns the bytes, and the module
+    then delivers them or reports the peer's failure. A module keeps what it
+    owns bounded: when its queue to a peer is full, ``sendi`` answers
+    ``False`` and ``send`` keeps the caller's buffers until the transport
+    takes them, running the callback only then, so the message layer's
+    blocking send waits (progressing) and ``isend`` returns a request that
+    completes later. btl ``tcp`` bounds its copies by
+    ``btl_tcp_send_queue_limit``; ``sm`` by its FIFO; ``ofi`` by the
+    provider's transmit queue.
     """
 
     #: The component name (``"tcp"``); used in messages and in ``s.reach()``.
@@ -436,5 +476,6 @@ __all__ = [
     "Placement",
     "Placer",
     "Proc",
+    "QueuedSend",
     "RecvCallback",
 ]

@@ -19,7 +19,7 @@ from attrs import define, evolve, field, frozen
 
 from ..._public import public
 from ...mca._events import EVENTS, Safety
-from .._interface import BtlModule, Endpoint, Flags, ModexError, PeerFailed, Proc
+from .._interface import BtlModule, Endpoint, Flags, ModexError, PeerFailed, Proc, QueuedSend
 from ..base import _modex
 
 if TYPE_CHECKING:
@@ -208,6 +208,20 @@ class Bml:
                     EVENTS.emit(PEER_FAILED, Safety.NONE, {"rank": rank, "error": str(error)})
                 except Exception as exc:
                     self.log.error("peer_failed event callback raised", error=repr(exc))
+
+    def queued_sends(self, rank: int | None = None) -> list[QueuedSend]:
+        """What every module holds back to ``rank`` (or to anyone), module by module.
+
+        Modules without the optional ``queued_sends`` operation count as
+        holding nothing. Taken under :attr:`lock`.
+        """
+        found: list[QueuedSend] = []
+        with self.lock:
+            for module in self.modules:
+                queued = getattr(module, "queued_sends", None)
+                if queued is not None:
+                    found.extend(queued(rank))
+        return found
 
     def progress(self) -> int:
         done = 0

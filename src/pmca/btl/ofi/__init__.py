@@ -44,7 +44,7 @@ DEFAULTS = Limits(
     eager_limit=64 * 1024,
     rndv_eager_limit=64 * 1024,
     max_send_size=64 * 1024,
-    flags=Flags.SEND | Flags.RDMA | Flags.REGISTRATION_REQUIRED,
+    flags=Flags.SEND | Flags.SEND_INPLACE | Flags.RDMA | Flags.REGISTRATION_REQUIRED,
     put_limit=1 << 40,
     get_limit=1 << 40,
 )

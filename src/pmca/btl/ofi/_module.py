@@ -24,6 +24,7 @@ import attrs
 from attrs import define, frozen
 
 from .._interface import (
+    PLACEMENT_HEAD,
     BtlError,
     Buffer,
     Completion,
@@ -33,6 +34,7 @@ from .._interface import (
     ModexError,
     PeerFailed,
     Proc,
+    QueuedSend,
 )
 from ..base import ModuleBase, Registrations
 from . import _cdef as c
@@ -82,6 +84,16 @@ class _Operation:
     context: Any
     buffer: Any = None
     on_done: Callable[[BaseException | None], None] | None = None
+
+
+@define(eq=False)
+class _Backlogged:
+    """A send the provider refused for now (``-FI_EAGAIN``): its parts, not a copy."""
+
+    endpoint: Endpoint
+    tag: int
+    parts: Sequence[Buffer]
+    callback: Completion | None
 
 
 @define(eq=False)
@@ -157,6 +169,9 @@ class OfiModule(ModuleBase):
         self._uncleared = self.ffi.new_allocator(should_clear_after_alloc=False)
         self._error = self.ffi.new("struct fi_cq_err_entry *")
         self._operations: dict[int, _Operation] = {}
+        #: Sends waiting for room in the provider's transmit queue, oldest first.
+        self._backlog: deque[_Backlogged] = deque()
+        self._posting = False
         self._endpoints: dict[int, OfiEndpoint] = {}
         self._by_rank: dict[int, OfiEndpoint] = {}
         self._me = -1
@@ -317,6 +332,8 @@ class OfiModule(ModuleBase):
         )
 
     def sendi(self, endpoint: Endpoint, tag: int, parts: Sequence[Buffer]) -> bool:
+        if self._backlog:
+            return False  # keep order behind what waits for the provider
         return self._send(endpoint, tag, parts, None)
 
     def send(
@@ -326,8 +343,51 @@ class OfiModule(ModuleBase):
         parts: Sequence[Buffer],
         callback: Completion | None = None,
     ) -> None:
-        while not self._send(endpoint, tag, parts, callback):
-            self.progress()
+        # The provider's transmit queue is the bound: what it refuses waits here,
+        # in place (the callback runs only after its copy completes), and
+        # progress posts it once the provider has room.
+        if self._backlog or not self._send(endpoint, tag, parts, callback):
+            self._endpoint(endpoint)
+            self._backlog.append(_Backlogged(endpoint, tag, parts, callback))
+
+    def queued_sends(self, rank: int | None = None) -> list[QueuedSend]:
+        """Active messages the provider has not taken yet (to ``rank``, or all)."""
+        found: list[QueuedSend] = []
+        for item in self._backlog:
+            if rank is None or item.endpoint.rank == rank:
+                data = b"".join(memoryview(p).cast("B") for p in item.parts)
+                found.append(
+                    QueuedSend(
+                        item.endpoint.rank,
+                        item.tag,
+                        len(data),
+                        data[:PLACEMENT_HEAD],
+                        item.callback is None,
+                    )
+                )
+        return found
+
+    def _post_backlog(self) -> int:
+        """Post what waits for the provider, in order, while it takes them."""
+        backlog = self._backlog
+        posted = 0
+        self._posting = True
+        try:
+            while backlog:
+                item = backlog[0]
+                try:
+                    if not self._send(item.endpoint, item.tag, item.parts, item.callback):
+                        break
+                except BtlError as exc:  # the peer went away meanwhile
+                    backlog.popleft()
+                    if item.callback is not None:
+                        item.callback(exc)
+                    continue
+                backlog.popleft()
+                posted += 1
+        finally:
+            self._posting = False
+        return posted
 
     # -- registration and RMA ------------------------------------------------------
 
@@ -435,6 +495,8 @@ class OfiModule(ModuleBase):
                 completed += 1
             count = self.cq.ops.read(self.cq, entries, batch)
             if count == -c.FI_EAGAIN:
+                if self._backlog and not self._posting:
+                    completed += self._post_backlog()
                 return completed
             if count == -c.FI_EAVAIL:
                 self._read_error()
@@ -498,7 +560,9 @@ class OfiModule(ModuleBase):
         """Progress until no send or RMA is in flight, for :data:`FLUSH_SECONDS` at most."""
         deadline = time.monotonic() + FLUSH_SECONDS
         while True:
-            in_flight = sum(op.kind != "recv" for op in self._operations.values())
+            in_flight = len(self._backlog) + sum(
+                op.kind != "recv" for op in self._operations.values()
+            )
             if not in_flight:
                 return
             if time.monotonic() > deadline:
@@ -526,6 +590,10 @@ class OfiModule(ModuleBase):
                 operation.on_done(BtlError(f"btl ofi ({self.provider}): finalized"))
         self._operations.clear()
         self._completions.clear()
+        backlog, self._backlog = self._backlog, deque()
+        for item in backlog:
+            if item.callback is not None:
+                item.callback(BtlError(f"btl ofi ({self.provider}): finalized"))
         for failure in self.fabric.close():
             self.log.warning("close failed", failure=failure)
 

@@ -13,6 +13,7 @@ from attrs import frozen
 from ..._public import public
 from ..._records import FrozenValue
 from .._interface import (
+    PLACEMENT_HEAD,
     BtlError,
     Buffer,
     Completion,
@@ -21,6 +22,7 @@ from .._interface import (
     MemoryHandle,
     ModexError,
     Proc,
+    QueuedSend,
 )
 from ..base import ModuleBase, NoPinBackend, Registrations
 
@@ -123,6 +125,14 @@ class SelfModule(ModuleBase):
         self._check(endpoint)
         local.cast("B")[:] = self._remote(remote_address, remote_handle, local.nbytes)
         self._completions.append(callback)
+
+    def queued_sends(self, rank: int | None = None) -> list[QueuedSend]:
+        """Messages to this process not yet delivered (the next progress delivers them)."""
+        return [
+            QueuedSend(endpoint.rank, tag, len(data), data[:PLACEMENT_HEAD], callback is None)
+            for endpoint, tag, data, callback in self._queue
+            if rank is None or rank == endpoint.rank
+        ]
 
     def progress(self) -> int:
         done = 0

@@ -36,6 +36,7 @@ from attrs import frozen
 from ..._public import public
 from ..._records import FrozenValue, Record
 from .._interface import (
+    PLACEMENT_HEAD,
     BtlError,
     Buffer,
     Completion,
@@ -46,6 +47,7 @@ from .._interface import (
     ModexError,
     PeerFailed,
     Proc,
+    QueuedSend,
 )
 from ..base import ModuleBase, NoPinBackend, Registrations, host_id
 from ._defaults import DEFAULTS, MECHANISMS
@@ -348,6 +350,22 @@ class SmModule(ModuleBase):
         if done:
             self._queue_changed()
         return done
+
+    def queued_sends(self, rank: int | None = None) -> list[QueuedSend]:
+        """Active messages waiting for FIFO room (to ``rank``, or all), oldest first."""
+        with self.lock:
+            ranks = list(self._queues) if rank is None else [rank]
+            found: list[QueuedSend] = []
+            for peer in ranks:
+                queue = self._queues.get(peer, deque())
+                for item in queue:
+                    if item.tag in INTERNAL_TAGS:
+                        continue  # put/get emulation: not an active message of the caller
+                    body = memoryview(item.body).cast("B")
+                    head = (item.head + bytes(body[:PLACEMENT_HEAD]))[:PLACEMENT_HEAD]
+                    size = len(item.head) + body.nbytes
+                    found.append(QueuedSend(peer, item.tag, size, head, item.callback is None))
+            return found
 
     # -- put / get ------------------------------------------------------------
 

@@ -34,6 +34,11 @@ DEFAULTS = Limits(
 )
 
 
+#: btl_tcp_send_queue_limit's default: a few hundred messages of a few KiB, or
+#: a thousand tiny ones, per peer on top of what the kernel buffers.
+SEND_QUEUE_LIMIT = 1 << 20
+
+
 def _items(value: object) -> list[str]:
     return [item.strip() for item in str(value or "").split(",") if item.strip()]
 
@@ -108,6 +113,19 @@ class TcpComponent(Component):
             "call per byte would crawl)",
             **within(1024, MAX_INT32, "bytes", or_zero=True),
         )
+        params.register(
+            "send_queue_limit",
+            type="size",
+            default=SEND_QUEUE_LIMIT,
+            level=5,
+            help="Bytes of sends to one peer that btl/tcp copies and holds while the peer's "
+            "socket takes no more (each message counts its size plus 1 KiB of "
+            "bookkeeping). A send that does not fit is not copied: a blocking send waits, "
+            "progressing, and an isend's request stays pending until the socket takes its "
+            "bytes, so a peer that stops reading holds its senders back instead of growing "
+            "their memory; 0 copies nothing",
+            **within(0, MAX_INT32, "bytes"),
+        )
         for name, default, (least, most), unit, what in _KEEPALIVE:
             params.register(
                 name, type=int, default=default, level=5, help=what, **within(least, most, unit)
@@ -168,6 +186,7 @@ class TcpComponent(Component):
             bulk_chunk=int(params["bulk_chunk"]),
             keepalive=keepalive if keepalive[0] else None,
             leave_pinned=leave_pinned,
+            send_queue_limit=int(params["send_queue_limit"]),
         )
         limits = read_limits(params, DEFAULTS)
         # One module (a rail) per interface, weighed by the link's speed where the

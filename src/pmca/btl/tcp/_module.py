@@ -24,6 +24,7 @@ from attrs import define, frozen
 from ..._public import public
 from ..._records import FrozenValue, Record
 from .._interface import (
+    PLACEMENT_HEAD,
     BtlError,
     Buffer,
     Completion,
@@ -34,10 +35,11 @@ from .._interface import (
     PeerFailed,
     Placement,
     Proc,
+    QueuedSend,
 )
 from ..base import ModuleBase, NoPinBackend, Registrations, host_name
 from . import _wire as wire
-from ._connection import STREAM_MIN, Connection, Outgoing
+from ._connection import QUEUED_COST, STREAM_MIN, Connection, Outgoing
 from ._group import RailGroup
 from ._handshake import accept, connect, keep_alive
 from ._interfaces import Interface
@@ -75,6 +77,8 @@ class TcpSettings(FrozenValue):
     leave_pinned: bool
     #: (idle, interval, probes) in seconds, seconds, probes; None: no keepalive.
     keepalive: tuple[int, ...] | None = None
+    #: ``btl_tcp_send_queue_limit``: what copied sends may hold per peer.
+    send_queue_limit: int = 0
 
 
 @public
@@ -187,6 +191,7 @@ class TcpModule(ModuleBase):
             zerocopy_adaptive=self.settings.zerocopy == "auto",
             bulk_chunk=self.settings.bulk_chunk,
             pace_reads=loopback,
+            queue_limit=self.settings.send_queue_limit,
         )
 
     def del_procs(self, endpoints: Sequence[Endpoint]) -> None:
@@ -211,15 +216,25 @@ class TcpModule(ModuleBase):
         total = sum(v.nbytes for v in views)
         if total > STREAM_MIN:
             return False  # a large body goes out with send(), from where it lies
+        cost = total + QUEUED_COST
+        if connection.owned + cost > connection.queue_limit:
+            # Back-pressure: no more copies for this peer; the caller sends in
+            # place and its send completes once the socket takes the bytes.
+            return False
         header = memoryview(wire.FRAME.pack(wire.AM, tag, total, 0))
         if connection.queue:
-            connection.push(Outgoing([header, memoryview(b"".join(views))], None))
+            copy = memoryview(b"".join(views))
+            connection.push(Outgoing([header, copy], None, False, tag, total, copy, cost))
+            connection.owned += cost
             return True
-        outgoing = Outgoing([header, *views], None)
+        outgoing = Outgoing([header, *views], None, False, tag, total)
         connection.push(outgoing)
         if connection.queue and connection.queue[-1] is outgoing:
             # Not all of it went out: keep a private copy of the rest.
             outgoing.buffers = [memoryview(b"".join(outgoing.buffers))]
+            outgoing.head = bytes(views[0][:PLACEMENT_HEAD]) if views else b""
+            outgoing.owned = cost
+            connection.owned += cost
         return True
 
     def send(
@@ -235,7 +250,17 @@ class TcpModule(ModuleBase):
         if total > self.limits.max_send_size:
             raise BtlError(f"btl tcp: send of {total} bytes exceeds btl_tcp_max_send_size")
         header = memoryview(wire.FRAME.pack(wire.AM, tag, total, 0))
-        connection.push(Outgoing([header, *views], callback))
+        head = views[0] if views else b""
+        connection.push(Outgoing([header, *views], callback, False, tag, total, head))
+
+    def queued_sends(self, rank: int | None = None) -> list[QueuedSend]:
+        """Active messages accepted and not yet written to the socket (to ``rank``, or all)."""
+        if rank is None:
+            chosen = list(self._connections.values())
+        else:
+            connection = self._connections.get(rank)
+            chosen = [connection] if connection is not None else []
+        return [queued for connection in chosen for queued in connection.queued_sends()]
 
     # -- registration and RDMA ---------------------------------------------
 
