@@ -16,6 +16,7 @@ for a loaded machine.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -118,6 +119,55 @@ def test_completed_sends_reach_a_receiver_that_starts_late(pmca_env, tmp_path, b
         assert "not delivered" not in side["stderr"], side["stderr"]
         assert "never received" not in side["stderr"], side["stderr"]
         assert "did not acknowledge" not in side["stderr"], side["stderr"]
+
+
+_STALLED_RECEIVER = """
+COUNT = 100_000
+MCA.update(pmca_base_finalize_timeout=2, pmca_base_modex_timeout=30)
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 0:
+        requests = [s.p2p.isend(1, 5, i.to_bytes(4, "little") + bytes(1020)) for i in range(COUNT)]
+        left = time.monotonic()
+    else:
+        time.sleep(12.0)  # reads nothing while rank 0 finalizes
+        buffer = bytearray(1024)
+        received = 0
+        try:
+            while True:
+                s.p2p.recv(0, 5, buffer, timeout=60)
+                assert int.from_bytes(buffer[:4], "little") == received, received
+                received += 1
+        except PeerFailed as exc:
+            out(received=received, error=str(exc))
+if RANK == 0:
+    out(
+        finalize=time.monotonic() - left,
+        failed=sum(r.error is not None for r in requests),
+        completed=sum(r.done and r.error is None for r in requests),
+    )
+"""
+
+
+def test_finalize_gives_up_within_its_bound_naming_exactly_what_was_not_delivered(
+    pmca_env, tmp_path
+) -> None:
+    """100,000 isends over tcp to a rank that reads nothing while the sender finalizes.
+
+    The sender's finalize returns within ``pmca_base_finalize_timeout`` (2 s,
+    plus a margin for a loaded machine; its peer-wait bound is 30 s) and names
+    what it could not deliver: the pending sends, which fail, and the
+    completed ones btl/tcp still queued. The receiver, reading later, gets
+    exactly the rest, in order.
+    """
+    sender, receiver = _pair(tmp_path, _STALLED_RECEIVER, "self,tcp")
+    assert sender["finalize"] < 2.0 + 8.0, sender
+    assert sender["failed"] + sender["completed"] == 100_000, sender
+    stderr = sender["stderr"]
+    failed = re.search(r"(\d+) sends? not delivered \(not delivered within 2 s", stderr)
+    assert failed and int(failed[1]) == sender["failed"] > 0, stderr
+    held = re.search(r"(\d+) messages? not delivered \(completed, still queued in a btl\)", stderr)
+    queued = int(held[1]) if held else 0
+    assert receiver["received"] == 100_000 - sender["failed"] - queued, (receiver, sender, stderr)
 
 
 _RAISES = """

@@ -98,6 +98,8 @@ class Leaving:
         #: Peers this rank told it leaves, and those that acknowledged.
         self._told: set[int] = set()
         self._acked: set[int] = set()
+        #: Peers given up on: this rank's data did not reach them within the bound.
+        self._abandoned: set[int] = set()
         #: Per peer: LEAVE and LEAVE_ACK messages not yet handed to the transport.
         self._unhanded: dict[int, int] = {}
         #: What finalize could not deliver or saw never received, said once at the end.
@@ -189,15 +191,35 @@ class Leaving:
         self._wait(self._drained, drain)
         with self._bml.lock:
             if not self._drained():
+                # Peers that did not take this rank's data within the bound are not
+                # waited for any longer: finalize returns within it for them.
+                self._abandoned = {
+                    rank
+                    for rank in self._stuck()
+                    if rank in self._told and not self._peer_done(rank)
+                }
                 self._give_up(
                     lambda r: True,
                     f"not delivered within {drain:g} s (pmca_base_finalize_timeout)",
                 )
         bound = drain if after_error else barrier
-        if not self._wait(self._settled, max(0.0, started + bound - time.monotonic())):
+        settled = self._wait(self._settled, max(0.0, started + bound - time.monotonic()))
+        if self._abandoned:
+            self._report_unacknowledged(
+                self._abandoned, f"{drain:g} s (pmca_base_finalize_timeout)"
+            )
+        if not settled:
             setting = "pmca_base_finalize_timeout" if after_error else "pmca_base_modex_timeout"
-            self._report_unacknowledged(f"{bound:g} s ({setting})")
+            with self._bml.lock:
+                silent = {r for r in self._told if not self._peer_done(r)}
+            self._report_unacknowledged(silent, f"{bound:g} s ({setting})")
         self._report_unreceived()
+
+    def _stuck(self) -> set[int]:
+        """Live peers this rank still has sends pending to, or a LEAVE queued for."""
+        peers = self._peers
+        pending = {r.peer for r in self._pending.values() if r.kind == "send" and not r.done}
+        return {r for r in pending | set(self._unhanded) if peers[r].failed is None}
 
     def _wait(self, condition: Callable[[], bool], timeout: float) -> bool:
         """Progress until ``condition()``; ``False`` when ``timeout`` passed first."""
@@ -222,7 +244,9 @@ class Leaving:
             )
 
     def _peer_done(self, rank: int) -> bool:
-        return self._peers[rank].failed is not None or rank in self._acked
+        return (
+            self._peers[rank].failed is not None or rank in self._acked or rank in self._abandoned
+        )
 
     def _settled(self) -> bool:
         """Every peer told acknowledged (with all it sent before), or failed."""
@@ -232,7 +256,10 @@ class Leaving:
 
     def _waiting_transport(self) -> bool:
         """A LEAVE or LEAVE_ACK to a live peer is still queued in a btl (behind data)."""
-        return any(self._peers[rank].failed is None for rank in self._unhanded)
+        return any(
+            self._peers[rank].failed is None and rank not in self._abandoned
+            for rank in self._unhanded
+        )
 
     def _give_up(self, which: Callable[[Request], bool], why: str) -> None:
         """Fail the sends ``which`` selects, and say once what they were."""
@@ -249,22 +276,22 @@ class Leaving:
             self._finish(request, 0, error)
         self._reports.append(f"{counted(len(dropped), 'send')} not delivered ({why}): {sends}")
 
-    def _report_unacknowledged(self, waited: str) -> None:
+    def _report_unacknowledged(self, ranks: set[int], waited: str) -> None:
         """Say once which peers never confirmed they have all of this rank's data, and
         what the btls still held for them (where a btl can tell, ``queued_sends``)."""
         with self._bml.lock:
-            silent = sorted(r for r in self._told if not self._peer_done(r))
+            silent = sorted(ranks)
             held = [q for q in self._transport_backlog() if q[0] in silent]
             unsent = sorted(r for r in silent if r in self._unhanded)
         queued = (
-            f"{counted(len(held), 'message')} not delivered (still queued in a btl): "
+            f"{counted(len(held), 'message')} not delivered (completed, still queued in a btl): "
             f"{summary(held, 'to')}"
             if held
             else "no btl that can tell holds messages for them"
         )
         if unsent:
-            ranks = ", ".join(map(str, unsent))
-            queued += f"; this rank's LEAVE to rank(s) {ranks} is still queued behind data"
+            behind = ", ".join(map(str, unsent))
+            queued += f"; this rank's LEAVE to rank(s) {behind} is still queued behind data"
         self._reports.append(
             f"rank(s) {', '.join(map(str, silent))} did not acknowledge that this rank left "
             f"within {waited}: what it sent them last may not have arrived, and what they "
@@ -272,8 +299,8 @@ class Leaving:
         )
 
     def _transport_backlog(self) -> list[tuple[int, int, int]]:
-        """(rank, tag, bytes) of the p2p messages btls accepted and have not handed to
-        their transport, from the optional btl operation ``queued_sends``."""
+        """(rank, tag, bytes) of the p2p messages btls accepted, completed and have not
+        handed to their transport, from the optional btl operation ``queued_sends``."""
         found: list[tuple[int, int, int]] = []
         for module in self._bml.modules:
             queued_sends = getattr(module, "queued_sends", None)
@@ -283,6 +310,8 @@ class Leaving:
                 head = bytes(queued.head)
                 if queued.tag != self._tag or len(head) < _MATCH_SIZE:
                     continue
+                if not getattr(queued, "completed", True):
+                    continue  # its request is pending: named among the sends not delivered
                 kind, _flags, _seq, tag, size = proto.MATCH.unpack_from(head)
                 if kind in _MATCHING:
                     found.append((queued.rank, tag, size))
