@@ -120,6 +120,19 @@ def test_parameter_page_lists_every_parameter_of_pmca_and_no_third_party_one():
     assert shown == []
 
 
+def test_pvar_page_lists_every_pvar_and_event_type():
+    params = load_extension("pmca_params")
+    info = params.pmca_info("--pvars")
+    page = params.render_pvars(info)
+    pvars = [p["name"] for p in info["pvars"]]
+    events = [e["name"] for e in info["events"]]
+    assert len(pvars) > 30 and "rcache_grdma_eviction" in events
+    missing = [name for name in [*pvars, *events] if f"| {params._code(name)} |" not in page]
+    assert missing == []
+    eviction = next(e for e in info["events"] if e["name"] == "rcache_grdma_eviction")
+    assert ", ".join(f"`{f}`" for f in eviction["fields"]) in page
+
+
 def test_parameter_page_escapes_what_markdown_would_swallow():
     params = load_extension("pmca_params")
     row = params.render(

@@ -1,10 +1,12 @@
-"""Generate the reference page of pmca's own MCA parameters at build time.
+"""Generate the reference pages of pmca's own MCA parameters, pvars and events at build time.
 
-The page is written from ``pmca info --json --all --internal``, run in a
-fresh interpreter with no ``PMCA_MCA_*`` variable and no parameter file, so
-it shows every parameter of pmca's built-in frameworks and components with
-its default, the way Open MPI's documentation lists its MCA variables.
-Third-party frameworks and components installed next to pmca are left out.
+The parameter page is written from ``pmca info --json --all --internal``,
+run in a fresh interpreter with no ``PMCA_MCA_*`` variable and no parameter
+file, so it shows every parameter of pmca's built-in frameworks and
+components with its default, the way Open MPI's documentation lists its MCA
+variables. Third-party frameworks and components installed next to pmca are
+left out. The performance variable page is written the same way from
+``pmca info --pvars --all --json``: every pvar, then every event type.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sphinx.application import Sphinx
 
-#: Where the page goes, relative to the documentation's source directory.
+#: Where the pages go, relative to the documentation's source directory.
 PAGE = Path("reference") / "parameters.md"
+PVARS_PAGE = Path("reference") / "pvars.md"
 
 #: Markdown characters that would change the meaning of help text.
 _SPECIAL = "\\`*_[]<>|{}#"
@@ -44,11 +47,13 @@ def _code(text: str) -> str:
     return "`" + text.replace("|", "\\|") + "`"
 
 
-def pmca_info() -> dict[str, Any]:
+def pmca_info(*options: str) -> dict[str, Any]:
+    """``pmca info --json --all`` and ``options`` (default ``--internal``), run afresh."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("PMCA_")}
     env["PMCA_MCA_mca_base_param_files"] = ""
     env["PMCA_INFO_CACHE"] = "none"
-    command = [sys.executable, "-m", "pmca.cli", "info", "--json", "--all", "--internal"]
+    command = [sys.executable, "-m", "pmca.cli", "info", "--json", "--all"]
+    command += list(options or ("--internal",))
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command[1:])} failed ({done.returncode}): {done.stderr}")
@@ -132,12 +137,62 @@ def render(info: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _generate(app: Sphinx) -> None:
-    page = Path(app.srcdir) / PAGE
-    text = render(pmca_info())
+def _sentence(text: str) -> str:
+    text = text.rstrip()
+    return _escape(text if text.endswith((".", ")")) else f"{text}.")
+
+
+def render_pvars(info: dict[str, Any]) -> str:
+    """The Markdown page for one ``pmca info --pvars --all --json`` document."""
+    out = [
+        "# Performance variables and events",
+        "",
+        "Every performance variable and event type pmca declares (generated from",
+        "`pmca info --pvars --all --json` while the documentation was built;",
+        "`pmca info --pvars --all` shows the same on any installation, with the",
+        "pvars of installed third-party components too). Names are",
+        "`<framework>_<component>_<name>`; a pvar bound per peer, cache or module",
+        "takes the object as `obj` in `ps.handle(name, obj)`.",
+        "",
+        "## Performance variables",
+        "",
+        "| pvar | class | unit | level | binding | flags | description |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for pvar in info["pvars"]:
+        out.append(
+            f"| {_code(pvar['name'])} | {pvar['class']} | {_escape(pvar['unit']) or '-'} "
+            f"| {pvar['level']} | {pvar['binding']} | {', '.join(pvar['flags']) or '-'} "
+            f"| {_sentence(pvar['description'])} |"
+        )
+    out += [
+        "",
+        "## Events",
+        "",
+        "`s.register_event(name, callback, safety)` calls `callback(name, fields)`",
+        "with these fields.",
+        "",
+        "| event | fields | level | description |",
+        "|---|---|---|---|",
+    ]
+    for event in info.get("events", []):
+        fields = ", ".join(_code(field) for field in event["fields"])
+        out.append(
+            f"| {_code(event['name'])} | {fields} | {event['level']} "
+            f"| {_sentence(event['description'])} |"
+        )
+    return "\n".join([*out, ""])
+
+
+def _write(page: Path, text: str) -> None:
     # Rewritten only when it changes, so an incremental build stays incremental.
     if not page.exists() or page.read_text() != text:
         page.write_text(text)
+
+
+def _generate(app: Sphinx) -> None:
+    _write(Path(app.srcdir) / PAGE, render(pmca_info()))
+    _write(Path(app.srcdir) / PVARS_PAGE, render_pvars(pmca_info("--pvars")))
 
 
 def setup(app: Sphinx) -> dict[str, Any]:

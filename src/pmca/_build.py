@@ -11,15 +11,20 @@ files installed, whoever built them.
 from __future__ import annotations
 
 import json
+import os
 import struct
-from pathlib import Path
 
 from attrs import frozen
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
+if TYPE_CHECKING:
+    from pathlib import Path
+
 __all__ = ["BuildInfo", "build_info", "glibc_needed", "native_libraries"]
 
-_PACKAGE = Path(__file__).resolve().parent
-_RECORD = _PACKAGE / "_build_info.json"
+#: ``str`` paths: ``pmca info`` shows the build without importing pathlib.
+_PACKAGE = os.path.dirname(os.path.realpath(__file__))
+_RECORD = os.path.join(_PACKAGE, "_build_info.json")
 
 _SHT_GNU_VERNEED = 0x6FFFFFFE
 
@@ -47,20 +52,32 @@ class BuildInfo:
         return built
 
 
-def native_libraries() -> list[Path]:
-    """The package's ``lib*.so`` files: those the build recorded, else every one found."""
+def _library_files() -> list[str]:
     recorded = _recorded().get("libraries")
     if isinstance(recorded, list):
-        return [_PACKAGE / str(name) for name in recorded if (_PACKAGE / str(name)).is_file()]
-    return sorted(_PACKAGE.rglob("lib*.so"))
+        paths = (os.path.join(_PACKAGE, str(name)) for name in recorded)
+        return [path for path in paths if os.path.isfile(path)]
+    return sorted(
+        os.path.join(directory, name)
+        for directory, _, names in os.walk(_PACKAGE)
+        for name in names
+        if name.startswith("lib") and name.endswith(".so")
+    )
 
 
-def _version_needs(library: Path) -> list[str]:
+def native_libraries() -> list[Path]:
+    """The package's ``lib*.so`` files: those the build recorded, else every one found."""
+    from pathlib import Path
+
+    return [Path(path) for path in _library_files()]
+
+
+def _version_needs(library: str | os.PathLike[str]) -> list[str]:
     """The version names (``GLIBC_2.17``...) an ELF64 little-endian file needs.
 
     Reads the headers and the two sections concerned, not the whole file.
     """
-    with library.open("rb") as stream:
+    with open(library, "rb") as stream:
         header = stream.read(64)
         if header[:4] != b"\x7fELF" or header[4] != 2 or header[5] != 1:
             return []
@@ -94,7 +111,7 @@ def _version_needs(library: Path) -> list[str]:
         return names
 
 
-def glibc_needed(library: Path) -> tuple[int, ...] | None:
+def glibc_needed(library: str | os.PathLike[str]) -> tuple[int, ...] | None:
     """The newest ``GLIBC_x.y`` version ``library`` references, as ``(x, y)``; None if none."""
     versions = [
         tuple(int(part) for part in name.removeprefix("GLIBC_").split("."))
@@ -106,7 +123,8 @@ def glibc_needed(library: Path) -> tuple[int, ...] | None:
 
 def _recorded() -> dict[str, object]:
     try:
-        loaded = json.loads(_RECORD.read_text(encoding="utf-8"))
+        with open(_RECORD, encoding="utf-8") as record:
+            loaded = json.load(record)
     except (OSError, ValueError):
         return {}
     return loaded if isinstance(loaded, dict) else {}
@@ -115,7 +133,7 @@ def _recorded() -> dict[str, object]:
 def build_info() -> BuildInfo:
     """What the build recorded, and what the installed libraries need."""
     record = _recorded()
-    libraries = native_libraries()
+    libraries = _library_files()
     needed = [version for lib in libraries if (version := glibc_needed(lib)) is not None]
     newest = max(needed, default=None)
     compiler, glibc = record.get("compiler"), record.get("glibc")
@@ -123,5 +141,5 @@ def build_info() -> BuildInfo:
         compiler=compiler if isinstance(compiler, str) else None,
         glibc=glibc if isinstance(glibc, str) else None,
         glibc_needed=".".join(map(str, newest)) if newest else None,
-        libraries=tuple(str(lib.relative_to(_PACKAGE)) for lib in libraries),
+        libraries=tuple(os.path.relpath(lib, _PACKAGE) for lib in libraries),
     )

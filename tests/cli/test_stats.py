@@ -167,3 +167,35 @@ def test_stats_job_shows_both_ranks_under_mpirun(cli, tmp_path) -> None:
     processes = json.loads(result.out)["processes"]
     assert sorted(p["rank"] for p in processes) == [0, 1]
     assert sorted(p["pid"] for p in processes) == sorted(r["pid"] for r in ranks)
+
+
+_IDENTITY = textwrap.dedent(
+    """
+    import os, subprocess, sys
+    from pmca.session._job import job_identity
+    print(job_identity(os.environ)[0], flush=True)
+    if len(sys.argv) > 1:  # and a tool this process starts, one level deeper
+        subprocess.run([sys.executable, __file__], check=True)
+    """
+)
+
+
+def test_a_hydra_job_is_named_after_its_proxy_however_deep(tmp_path) -> None:
+    # Hydra gives its ranks PMI_* variables only: what the ranks of a host and
+    # the tools they start share is the proxy that started them.
+    proxy = tmp_path / "hydra_pmi_proxy"  # the kernel names the process after it
+    proxy.symlink_to("/bin/sh")
+    script = tmp_path / "identity.py"
+    script.write_text(_IDENTITY)
+    done = subprocess.run(
+        [str(proxy), "-c", '"$1" "$2" deeper; echo "proxy $$"', "sh", sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PMI_RANK": "3"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    rank, tool, last = done.stdout.split("\n")[:3]
+    proxy_pid = int(last.removeprefix("proxy "))
+    assert rank == tool == f"pmi-{proxy_pid}", done.stdout

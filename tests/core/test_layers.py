@@ -4,7 +4,7 @@ The order, bottom first (the same as in ``pmca``'s package docstring and the
 README's "Layout" section). Packages in one layer are peers: they import
 neither each other nor anything above.
 
-    _version _records _lazy _interrupts _forksafe _public   private helpers
+    _version _records _lazy _interrupts _forksafe _public _sockets   private helpers
     _libc                                           libc, made fork- and interrupt-safe
     mca native                                      the component machinery; the native hooks
     runtime                                         the shared runtime every framework uses
@@ -35,7 +35,16 @@ SOURCE = Path(__file__).resolve().parents[2] / "src"
 
 #: Bottom first; each entry a layer of peers.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_version", "_build", "_records", "_lazy", "_interrupts", "_forksafe", "_public"),
+    (
+        "_version",
+        "_build",
+        "_records",
+        "_lazy",
+        "_interrupts",
+        "_forksafe",
+        "_public",
+        "_sockets",
+    ),
     ("_libc",),
     ("mca", "native"),
     ("runtime",),

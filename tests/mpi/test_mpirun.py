@@ -128,3 +128,15 @@ def test_a_server_receives_from_any_source_and_tag(
         launcher, ranks, [program("wildcards.py"), "--btl", btl, "--count", "45"], timeout=300
     )
     _check(child, ranks)
+
+
+@pytest.mark.parametrize(("btl", "first"), BTL_SETS, ids=[b for b, _ in BTL_SETS])
+def test_three_senders_match_by_mpi_rules(
+    launcher: Launcher, pmca_env, btl: str, first: str
+) -> None:
+    """Seeded rounds of sends from three ranks and a receiver's mix of specific and
+    wildcard receives and probes, checked against MPI's matching rules."""
+    child = run_mpi(
+        launcher, 4, [program("matching.py"), "--btl", btl, "--rounds", "25"], timeout=400
+    )
+    _check(child, 4)

@@ -1,6 +1,10 @@
-"""btl/tcp under a real launcher: large eager messages streamed into place, keepalive."""
+"""btl/tcp under a real launcher: large eager messages streamed into place, keepalive,
+strangers at the listeners."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +46,23 @@ def test_keepalive_reaches_the_kernel_at_both_ends(launcher: Launcher, pmca_env)
     output = f"--- stdout\n{child.stdout}\n--- stderr\n{child.stderr}"
     assert child.returncode == 0, output
     assert len(ok_lines(child.stdout)) == 2, output
+
+
+def test_a_silent_stranger_on_every_listener_delays_no_rank(
+    launcher: Launcher, pmca_env, tmp_path: Path
+) -> None:
+    """Each rank opens sessions in turn, undisturbed and with a stranger that connects to
+    each of its listeners before the modex and sends nothing: the fastest init of each
+    kind are within 1 s of each other."""
+    side = Path(__file__).parents[1] / "btl" / "_tcp_listener_side.py"
+    mca = {"btl": "self,tcp", "btl_tcp_if_include": "127.0.0.1/8", "pmca_base_modex_timeout": 20}
+    child = run_mpi(launcher, 2, [str(side), "mpi", str(tmp_path), json.dumps(mca)], timeout=300)
+    output = f"--- stdout\n{child.stdout}\n--- stderr\n{child.stderr}"
+    assert child.returncode == 0, output
+    for rank in (0, 1):
+        times = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        for report in times["none"] + times["silent"]:
+            assert "error" not in report and report["intact"], (rank, times)
+        plain = min(report["init"] for report in times["none"])
+        disturbed = min(report["init"] for report in times["silent"])
+        assert disturbed <= plain + 1.0, (rank, times)

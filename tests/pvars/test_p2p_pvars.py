@@ -45,3 +45,40 @@ def test_a_peer_handle_before_any_traffic(pmca_env) -> None:
         assert grown > 100  # the payload and the message layer's header
         assert sent.readreset() == grown
         assert sent.read() == 0
+
+
+def _traffic(p2p, rounds: int) -> None:
+    for tag in range(rounds):
+        p2p.send(0, tag, b"m")  # arrives before its receive: searched in the posted queue
+        p2p.recv(0, tag, bytearray(1))  # taken from the unexpected queue
+
+
+def test_matching_time_is_measured_only_while_a_handle_is_started(pmca_env) -> None:
+    from pmca.p2p._pvars import MATCHING_TIMER
+
+    with pmca.Session(frameworks=["btl"]) as s:
+        p2p = s.p2p
+        ps = s.pvar_session()
+        timer = ps.handle("p2p_base_matching_time")
+        _traffic(p2p, 50)
+        # Never started: the matching path did not read the clock at all.
+        assert p2p.matching_ns == 0 and timer.read() == 0
+        timer.start()
+        assert MATCHING_TIMER.on
+        _traffic(p2p, 50)
+        timer.stop()
+        measured = timer.read()
+        assert 0 < measured < 60  # seconds: 100 searches took some time, not a minute
+        assert p2p.matching_ns > 0
+        engine_ns = p2p.matching_ns
+        _traffic(p2p, 50)
+        # Stopped: neither the handle nor the engine counts any more.
+        assert timer.read() == measured and p2p.matching_ns == engine_ns
+        assert not MATCHING_TIMER.on
+        other = s.pvar_session()
+        late = other.handle("p2p_base_matching_time")
+        late.start()
+        _traffic(p2p, 10)
+        assert late.read() > 0 and timer.read() == measured  # sessions stay independent
+        other.free()  # freeing a started handle stops the measuring
+        assert not MATCHING_TIMER.on

@@ -153,3 +153,43 @@ def test_session_lists_pvars_and_times_itself(pmca_env) -> None:
         with pmca.Session(frameworks=["memory"]):
             pass
         assert h.read() > 0
+
+
+def test_start_stop_and_free_notify_the_producer() -> None:
+    registry = PVarRegistry()
+    calls: list[bool] = []
+    elapsed = [0.0]
+    registry.register(
+        "p2p",
+        "demo",
+        "busy_time",
+        PVarClass.TIMER,
+        lambda _o: elapsed[0],
+        type="float",
+        unit="seconds",
+        notify=calls.append,
+        description="time, measured while started",
+    )
+    first, second = PVarSession(registry), PVarSession(registry)
+    a = first.handle("p2p_demo_busy_time")
+    b = second.handle("p2p_demo_busy_time")
+    assert calls == []  # a handle starts stopped: nothing to measure yet
+    a.start()
+    a.start()  # already started: no second notice
+    b.start()
+    elapsed[0] = 1.5
+    a.stop()
+    assert a.read() == 1.5
+    second.free()  # b was still started: freeing stops it
+    assert calls == [True, True, False, False]
+    with pytest.raises(PVarError, match="continuous pvar is never started"):
+        registry.register(
+            "p2p",
+            "demo",
+            "always",
+            PVarClass.COUNTER,
+            lambda _o: 0,
+            flags=PVarFlag.CONTINUOUS,
+            notify=calls.append,
+            description="always counting",
+        )

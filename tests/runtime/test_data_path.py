@@ -172,7 +172,7 @@ def test_after_finalize_the_unbuilt_data_path_is_not_built(pmca_env) -> None:
 
 
 _DSO_CHILD = """
-import os, sys
+import gc, os, sys, weakref
 import pmca
 
 from pmca.testing import mapped_files, open_sockets as sockets
@@ -181,12 +181,22 @@ def maps():
     return mapped_files("/pmca/btl/")
 
 before = sockets()
-for use in (False, True, False):
+for use in (False, True, False, True):
     with pmca.Session(mca={"btl": "self,sm,tcp"}, frameworks=["btl"]) as s:
         if use:
             assert s.reach(0) == ["self"]
+        loaded = {
+            name: weakref.ref(module)
+            for name, module in sys.modules.items()
+            if name.startswith(("pmca.btl.tcp", "pmca.btl.sm", "pmca.btl.self"))
+        }
     left = [n for n in sys.modules if n.startswith(("pmca.btl.tcp", "pmca.btl.sm"))]
     assert not left, f"use={use}: modules left loaded: {left}"
+    gc.collect()
+    # Unloaded means gone: nothing process-wide (typing's caches, registries)
+    # may keep an unloaded copy alive, or every dso cycle leaks one.
+    alive = sorted(name for name, ref in loaded.items() if ref() is not None)
+    assert not alive, f"use={use}: unloaded modules still alive: {alive}"
     assert not maps(), f"use={use}: native libraries still mapped: {maps()}"
     assert sockets() == before, f"use={use}: sockets left open: {sockets() - before}"
 print("unloaded")

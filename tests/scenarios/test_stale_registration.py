@@ -8,6 +8,7 @@ import socket
 import pytest
 
 from pmca._libc import PAGE, libc
+from pmca._sockets import recv_exactly
 from pmca.rcache.iouring import IoUringBackend, unavailable_reason
 from pmca.scenarios import stale_registration
 
@@ -31,7 +32,7 @@ def test_io_uring_moves_the_pinned_pages_not_what_the_address_maps() -> None:
     sender, receiver = socket.socketpair()
     try:
         assert backend.write_fixed(sender.fileno(), b, length, handle) == length
-        assert stale_registration._receive(receiver, length) == b"A" * length
+        assert recv_exactly(receiver, length, "the pages") == b"A" * length
     finally:
         backend.deregister(handle)
         backend.close()
@@ -51,7 +52,7 @@ def test_send_zc_sends_from_the_registration() -> None:
     peer, _ = server.accept()
     try:
         assert backend.send_zc(client.fileno(), buffer, length, handle) == length
-        assert stale_registration._receive(peer, length) == b"Z" * length
+        assert recv_exactly(peer, length, "the pages") == b"Z" * length
     finally:
         backend.deregister(handle)
         backend.close()

@@ -71,14 +71,18 @@ def _run_doctor(args: argparse.Namespace) -> int:
 def build_parser(*, doctor_options: bool = True) -> argparse.ArgumentParser:
     """The ``pmca`` parser with its ``info``, ``doctor`` and ``new`` subcommands.
 
-    ``doctor_options=False`` leaves out the options of ``pmca doctor``, whose
-    module (and the scenarios it runs) need not be imported for ``pmca info``.
+    ``doctor_options=False`` leaves out the options of ``pmca doctor``,
+    ``pmca stats`` and ``pmca new``, whose modules (the scenarios doctor
+    runs, the templates new writes) need not be imported for ``pmca info``.
     """
     import argparse
+
+    from ._help import HelpFormatter
 
     parser = argparse.ArgumentParser(
         prog="pmca",
         description="Open MPI's Modular Component Architecture on pluggy.",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument(
         "-V", "--version", action=_version_action(), nargs=0, help="show version and build; exit"
@@ -88,12 +92,18 @@ def build_parser(*, doctor_options: bool = True) -> argparse.ArgumentParser:
     from . import _info  # the session runtime: not for a cached pmca info
 
     info = commands.add_parser(
-        "info", help="frameworks, components and parameters (like ompi_info)"
+        "info",
+        help="frameworks, components and parameters (like ompi_info)",
+        formatter_class=HelpFormatter,
     )
     _info.add_arguments(info)
     info.set_defaults(handler=_info.run, prog=info.prog, command_parser=info)
 
-    stats = commands.add_parser("stats", help="performance variables of running pmca processes")
+    stats = commands.add_parser(
+        "stats",
+        help="performance variables of running pmca processes",
+        formatter_class=HelpFormatter,
+    )
     if doctor_options:  # like doctor's: not imported for a plain pmca info
         from . import _stats
 
@@ -101,7 +111,9 @@ def build_parser(*, doctor_options: bool = True) -> argparse.ArgumentParser:
         stats.set_defaults(handler=_stats.run, prog=stats.prog, command_parser=stats)
 
     doctor = commands.add_parser(
-        "doctor", help="run the machinery on this machine and report what works"
+        "doctor",
+        help="run the machinery on this machine and report what works",
+        formatter_class=HelpFormatter,
     )
     module = _doctor_module() if doctor_options else None
     add_arguments = getattr(module, "add_arguments", None)
@@ -109,13 +121,16 @@ def build_parser(*, doctor_options: bool = True) -> argparse.ArgumentParser:
         add_arguments(doctor)
     doctor.set_defaults(handler=_run_doctor, prog=doctor.prog, command_parser=doctor)
 
-    from . import _new
-
     new = commands.add_parser(
-        "new", help="write a new component or framework distribution, with tests and tox"
+        "new",
+        help="write a new component or framework distribution, with tests and tox",
+        formatter_class=HelpFormatter,
     )
-    _new.add_arguments(new)
-    new.set_defaults(handler=_new.run, prog=new.prog, command_parser=new)
+    if doctor_options:  # like doctor's: its templates are not for a plain pmca info
+        from . import _new
+
+        _new.add_arguments(new)
+        new.set_defaults(handler=_new.run, prog=new.prog, command_parser=new)
     return parser
 
 
@@ -124,22 +139,44 @@ def _cli_logging() -> Iterator[None]:
     """Show records of ``mca_base_verbose=logging`` on stderr, for this run only.
 
     The library never configures logging; the command line is an application.
+    Unless ``logging`` is imported already, the handler is attached when pmca
+    first hands a record to it: a run that logs nothing that way (every
+    default run) does not import ``logging``.
     """
-    import logging
+    from ..mca._logging import when_stdlib_logging_used
 
-    logger = logging.getLogger("pmca")
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("[%(name)s] %(levelname)s: %(message)s"))
-    saved = logger.level, logger.propagate
-    logger.addHandler(handler)
-    # Verbosity is already filtered per framework (<fw>_base_verbose).
-    logger.setLevel(logging.DEBUG)
-    logger.propagate = False
+    restore: list[Callable[[], None]] = []
+
+    def attach() -> None:
+        import logging
+
+        logger = logging.getLogger("pmca")
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("[%(name)s] %(levelname)s: %(message)s"))
+        saved = logger.level, logger.propagate
+        logger.addHandler(handler)
+        # Verbosity is already filtered per framework (<fw>_base_verbose).
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+
+        def detach() -> None:
+            logger.removeHandler(handler)
+            logger.level, logger.propagate = saved
+
+        restore.append(detach)
+
+    if "logging" in sys.modules:
+        attach()
+        withdraw = None
+    else:
+        withdraw = when_stdlib_logging_used(attach)
     try:
         yield
     finally:
-        logger.removeHandler(handler)
-        logger.level, logger.propagate = saved
+        if withdraw is not None:
+            withdraw()
+        for detach in restore:
+            detach()
 
 
 @contextlib.contextmanager

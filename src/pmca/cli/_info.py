@@ -33,6 +33,7 @@ from ..runtime import RUNTIME, FrameworkEntry, inventory
 from ..runtime._unknown import Namespace, unknown_name_messages
 from ..session import Session
 from ._errors import UsageError
+from ._help import RawDescriptionHelpFormatter
 from ._info_cache import Recorder
 from ._model import (
     ALL,
@@ -89,7 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``pmca info``, named as ``ompi_info`` names them."""
     parser.description = DESCRIPTION
     parser.epilog = EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.formatter_class = RawDescriptionHelpFormatter
     parser.add_argument(
         "--param",
         "--params",
@@ -181,7 +182,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--pvars",
         action="store_true",
         help="list the performance variables (class, unit, level, binding) up to --level "
-        "(default: 9); readable, --parsable or --json (schema 'pmca-info-pvars' v1)",
+        "(default: 9), with --all also the event types (fields, level); readable, "
+        "--parsable or --json (schema 'pmca-info-pvars' v1)",
     )
 
 
@@ -269,11 +271,15 @@ def produce(args: argparse.Namespace, *, width: int | None = None) -> str:
     isolate = bool(getattr(args, "isolate", False))
     with Session(mca=given, frameworks=[]), inventory(isolate=isolate) as entries:
         if args.pvars:
-            from ._info_pvars import listed, render_pvars
+            from ._info_pvars import listed, listed_events, render_pvars
 
             level = args.level if args.level is not None else 9
             return render_pvars(
-                listed(level), parsable=args.parsable, as_json=args.json, width=width
+                listed(level),
+                parsable=args.parsable,
+                as_json=args.json,
+                width=width,
+                events=listed_events(level) if args.all else (),
             )
         space = RUNTIME.params
         report = Report.build(entries, RUNTIME.catalog.failures, space)

@@ -17,11 +17,14 @@ from collections.abc import Iterable, Sequence
 from attrs import frozen
 
 from .._version import __version__
-from ..mca._failures import ComponentFailure
 from ..mca.params import Param, ParamSpace
 from ..runtime import ComponentEntry, FrameworkEntry
-from ..runtime._failures import FrameworkFailure
 from ._errors import UsageError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
+if TYPE_CHECKING:  # annotations only: the failure records are built at the first failure
+    from ..mca._failures import ComponentFailure
+    from ..runtime._failures import FrameworkFailure
 
 #: The keyword ``--param`` accepts for "every framework" or "every component".
 ALL = "all"

@@ -14,19 +14,22 @@ One walk over the report (:func:`render`) drives one of two emitters, as
 from __future__ import annotations
 
 import re
-import textwrap
 from collections.abc import Sequence
 from typing import Protocol
 
 from attrs import frozen
 
 from .._version import __version__
-from ..mca._failures import ComponentFailure
+from ..mca._events import EventType
 from ..mca._pvars import PVar
 from ..mca.params import Param, ParamSpace, Synonym, format_parsable, format_readable
 from ..runtime import ComponentEntry, FrameworkEntry
-from ..runtime._failures import FrameworkFailure
 from ._model import BASE, Fact, Group, ParamFilter, Report, Selector, header
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
+if TYPE_CHECKING:  # annotations only: the failure records are built at the first failure
+    from ..mca._failures import ComponentFailure
+    from ..runtime._failures import FrameworkFailure
 
 #: ``ompi_info``'s centerpoint: the column labels are right-aligned to.
 CENTER = 24
@@ -210,6 +213,10 @@ class Readable:
         self._out(f"pvar {pvar.name}", pvar_summary(pvar))
         self._more(pvar.description)
 
+    def event(self, event: EventType) -> None:
+        self._out(f"event {event.name}", f"fields {', '.join(event.fields)}; level {event.level}")
+        self._more(event.description)
+
     def lines(self, width: int | None = None) -> list[str]:
         """The rows laid out; values wrapped at ``width`` columns if given (a terminal)."""
         center = max([CENTER, *(len(label) for label, _ in self.rows)])
@@ -220,6 +227,8 @@ class Readable:
             pieces = [value]
             if width is not None and len(indent) + len(value) > width:
                 # Like ompi_info on a terminal: break at spaces, never inside a word.
+                import textwrap  # on a terminal only, like the wrapping
+
                 pieces = textwrap.wrap(
                     value,
                     width=max(20, width - len(indent)),
@@ -335,6 +344,15 @@ class Parsable:
     def pvar(self, pvar: PVar) -> None:
         key = f"pvar:{pvar.name}"
         self.out.extend(plain(f"{key}:{field}", value) for field, value in pvar_fields(pvar))
+
+    def event(self, event: EventType) -> None:
+        key = f"event:{event.name}"
+        fields = (
+            ("fields", ",".join(event.fields)),
+            ("level", str(event.level)),
+            ("description", event.description),
+        )
+        self.out.extend(plain(f"{key}:{field}", value) for field, value in fields)
 
     def lines(self) -> list[str]:
         return list(self.out)

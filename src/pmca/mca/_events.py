@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import threading
 import warnings
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,6 +28,7 @@ from ._pvars import PVarError
 
 __all__ = [
     "EVENTS",
+    "DeferredEvents",
     "EventCallback",
     "EventRegistration",
     "EventType",
@@ -176,6 +178,47 @@ class Events:
 
 #: The process's events.
 EVENTS = Events()
+
+
+class DeferredEvents:
+    """Events of one type raised where no callback may run (under a lock), delivered later.
+
+    :meth:`defer` only appends to a deque (atomic under the GIL, no lock), and
+    only while someone listens; :meth:`deliver` emits what is queued, from a
+    place the source chooses (the release drain or listener, or after the
+    lock is dropped). At most ``limit`` wait: later ones are counted in
+    :attr:`lost` instead of growing the queue of a process nobody drains.
+    """
+
+    def __init__(self, name: str, limit: int = 4096, events: Events = EVENTS) -> None:
+        self.name = name
+        self.limit = limit
+        self.lost = 0
+        self._events = events
+        self._queue: deque[Mapping[str, Any]] = deque()
+
+    def defer(self, fields: Mapping[str, Any]) -> None:
+        if not self._events.wanted(self.name):
+            return
+        if len(self._queue) >= self.limit:
+            self.lost += 1
+            return
+        self._queue.append(fields)
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def deliver(self, where: Safety) -> int:
+        """Emit every queued event (from a place of safety ``where``); how many."""
+        delivered = 0
+        while True:
+            try:
+                fields = self._queue.popleft()
+            except IndexError:
+                return delivered
+            self._events.emit(self.name, where, fields)
+            delivered += 1
+
 
 SELECTED = EVENTS.declare(
     "mca",

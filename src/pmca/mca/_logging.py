@@ -15,6 +15,7 @@ verbosity a session never imports it.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, cast
@@ -127,6 +128,33 @@ class _SyslogLogger:
     log = debug = info = warning = warn = error = critical = exception = msg
 
 
+#: Called once, in order, when a logger of the ``logging`` destination is first
+#: made (see :func:`when_stdlib_logging_used`).
+_STDLIB_HOOKS: list[Callable[[], None]] = []
+
+
+def when_stdlib_logging_used(hook: Callable[[], None]) -> Callable[[], None]:
+    """Call ``hook`` when pmca first hands a record to the standard library's ``logging``.
+
+    For an application (the ``pmca`` command) that shows those records: it
+    attaches its handler then, and a run that logs nothing through
+    ``logging`` never imports it. Returns a function that withdraws ``hook``
+    if it has not run yet.
+    """
+    _STDLIB_HOOKS.append(hook)
+
+    def withdraw() -> None:
+        with contextlib.suppress(ValueError):
+            _STDLIB_HOOKS.remove(hook)
+
+    return withdraw
+
+
+def _stdlib_logging_used() -> None:
+    while _STDLIB_HOOKS:
+        _STDLIB_HOOKS.pop(0)()
+
+
 def framework_logger(
     framework: str, verbosity: int | Callable[[], int], destination: str = "stderr"
 ) -> FilteringBoundLogger:
@@ -176,6 +204,7 @@ def _structlog_logger(
     if where.target == "logging":
         import logging
 
+        _stdlib_logging_used()
         sink = logging.getLogger(f"pmca.{framework}")
     elif where.target == "syslog":
         sink = _SyslogLogger(where)

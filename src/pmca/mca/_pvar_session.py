@@ -39,7 +39,9 @@ class PVarHandle:
         self.pvar = pvar
         self.obj = obj
         self._registry = registry
+        self._entry = registry.entry(pvar.name)
         self._continuous = bool(pvar.flags & PVarFlag.CONTINUOUS)
+        self._accumulating = pvar.klass in ACCUMULATING
         self._running = False
         self._freed = False
         #: What was counted in earlier started intervals (accumulating classes).
@@ -64,7 +66,10 @@ class PVarHandle:
     def _now(self) -> float:
         if self._freed:
             raise PVarError(f"pvar handle for {self.name!r} was freed with its session")
-        return self._registry.read(self.name, self.obj)
+        sources = self._entry.sources
+        if len(sources) == 1 and sources[0].ownerless:
+            return sources[0].read(self.obj)  # one process-wide producer: no lookup
+        return self._registry.read(self.pvar.name, self.obj)
 
     def _restart(self, now: float | None = None) -> None:
         """Snapshot the producer: the handle counts from here."""
@@ -79,6 +84,7 @@ class PVarHandle:
             raise PVarError(f"pvar {self.name!r} is continuous: it is always started")
         if not self._running:
             self._restart()
+            self._registry.notify(self.name, True)
             self._running = True
 
     def stop(self) -> None:
@@ -90,6 +96,13 @@ class PVarHandle:
             if self.pvar.klass in ACCUMULATING:
                 self._accumulated += now - self._base
             self._running = False
+            self._registry.notify(self.name, False)
+
+    def _free(self) -> None:
+        if self._running and not self._continuous:
+            self._registry.notify(self.name, False)
+        self._running = False
+        self._freed = True
 
     def _value(self, now: float) -> float:
         klass = self.pvar.klass
@@ -110,7 +123,10 @@ class PVarHandle:
 
     def read(self) -> float:
         """The handle's value: growth while started, a watermark, or the value now."""
-        return self._value(self._now())
+        now = self._now()
+        if self._accumulating:  # the common case, without a call more (tools poll this)
+            return self._accumulated + (now - self._base if self._running else 0)
+        return self._value(now)
 
     def _check_writable(self, what: str) -> None:
         if self.pvar.flags & PVarFlag.READONLY:
@@ -172,7 +188,7 @@ class PVarSession:
     def free(self) -> None:
         """Free the session and every handle it made."""
         for handle in self._handles:
-            handle._freed = True
+            handle._free()
         self._handles.clear()
         self._freed = True
 

@@ -30,6 +30,7 @@ from ._names import check_component_name, check_framework_name
 __all__ = [
     "REGISTRY",
     "Binding",
+    "Entry",
     "PVar",
     "PVarClass",
     "PVarError",
@@ -111,20 +112,31 @@ class PVar:
 Reader = Callable[[Any], float]
 #: The objects a bound source has values for (peer ranks, cache names...).
 Objects = Callable[[], Iterable[Any]]
+#: ``notify(started)``: a handle on the pvar was started (True) or stopped or
+#: freed (False), for a producer that counts only while someone looks.
+Notify = Callable[[bool], None]
 
 
 class PVarSource:
     """One producer's read callable for a pvar, alive as long as its owner."""
 
-    __slots__ = ("_owner", "objects", "peak", "read")
+    __slots__ = ("_owner", "notify", "objects", "ownerless", "peak", "read")
 
     def __init__(
-        self, read: Reader, objects: Objects | None, owner: object | None, peak: Reader | None
+        self,
+        read: Reader,
+        objects: Objects | None,
+        owner: object | None,
+        peak: Reader | None,
+        notify: Notify | None = None,
     ) -> None:
         self.read = read
         self.objects = objects
         self.peak = peak
+        self.notify = notify
         self._owner = None if owner is None else weakref.ref(owner)
+        #: Process-wide: always alive.
+        self.ownerless = owner is None
 
     @property
     def alive(self) -> bool:
@@ -150,7 +162,9 @@ def weak_reader(owner: _Owner, read: Callable[[_Owner, Any], float]) -> Reader:
     return weak
 
 
-class _Entry:
+class Entry:
+    """One pvar and its producers' sources (a handle keeps it to read without a lookup)."""
+
     __slots__ = ("pvar", "sources")
 
     def __init__(self, pvar: PVar) -> None:
@@ -166,7 +180,7 @@ class PVarRegistry:
     """The process's performance variables, by name."""
 
     def __init__(self) -> None:
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, Entry] = {}
         self._lock = threading.Lock()
 
     def register(
@@ -186,6 +200,7 @@ class PVarRegistry:
         objects: Objects | None = None,
         owner: object | None = None,
         peak: Reader | None = None,
+        notify: Notify | None = None,
     ) -> PVar:
         """Add a source for ``<framework>_<component>_<name>`` (declaring it first time).
 
@@ -196,7 +211,13 @@ class PVarRegistry:
         A watermark's ``read`` gives the level now; ``peak``, if the producer
         keeps one, the extreme it ever reached (a handle then sees a peak
         reached between two of its reads).
+        ``notify(started)`` is called as handles on a pvar that is not
+        continuous start (True) and stop or are freed (False), so that a
+        producer whose counting costs something counts only while some
+        handle is started (MPI_T's start/stop notification).
         """
+        if notify is not None and flags & PVarFlag.CONTINUOUS:
+            raise PVarError(f"pvar {name!r}: a continuous pvar is never started or stopped")
         check_framework_name(framework)
         check_component_name(component)
         check_component_name(name)
@@ -216,7 +237,7 @@ class PVarRegistry:
         with self._lock:
             entry = self._entries.get(full)
             if entry is None:
-                entry = self._entries[full] = _Entry(pvar)
+                entry = self._entries[full] = Entry(pvar)
             elif (entry.pvar.klass, entry.pvar.unit, entry.pvar.binding) != (klass, unit, binding):
                 raise PVarError(
                     f"pvar {full!r} registered again as {klass.value}/{unit}/{binding.value}; "
@@ -225,7 +246,7 @@ class PVarRegistry:
             # One source per owner; an ownerless (process-wide) source replaces
             # the last one (a component module imported afresh registers again).
             entry.sources = [s for s in entry.sources if s.alive and not s.same_owner(owner)]
-            entry.sources.append(PVarSource(read, objects, owner, peak))
+            entry.sources.append(PVarSource(read, objects, owner, peak, notify))
         return entry.pvar
 
     def pvars(self) -> list[PVar]:
@@ -236,13 +257,23 @@ class PVarRegistry:
     def get(self, name: str) -> PVar:
         return self._entry(name).pvar
 
-    def _entry(self, name: str) -> _Entry:
+    def entry(self, name: str) -> Entry:
+        """The pvar ``name`` with its sources, as :meth:`read` finds them."""
+        return self._entry(name)
+
+    def _entry(self, name: str) -> Entry:
         entry = self._entries.get(name)
         if entry is None:
             close = [n for n in self._entries if n.startswith(name.split("_")[0] + "_")]
             hint = f" (pvars of that framework: {', '.join(sorted(close)[:8])})" if close else ""
             raise PVarError(f"no performance variable named {name!r}{hint}")
         return entry
+
+    def notify(self, name: str, started: bool) -> None:
+        """Tell the producers of ``name`` that a handle started or stopped."""
+        for source in list(self._entry(name).sources):
+            if source.alive and source.notify is not None:
+                source.notify(started)
 
     def objects(self, name: str) -> list[Any]:
         """The objects a bound pvar has values for now."""
@@ -268,7 +299,11 @@ class PVarRegistry:
 
     def read(self, name: str, obj: Any = None) -> float:
         """The process's value now: summed over sources, or their extreme for watermarks."""
-        entry = self._entry(name)
+        entry = self._entries.get(name) or self._entry(name)
+        sources = entry.sources
+        if len(sources) == 1 and sources[0].alive:
+            # One producer (the common case): its value is the combination.
+            return sources[0].read(obj)
         return self._combine(entry, [s.read(obj) for s in self._sources(entry, obj)])
 
     def peak(self, name: str, obj: Any = None) -> float | None:
@@ -278,7 +313,13 @@ class PVarRegistry:
         return self._combine(entry, peaks) if peaks else None
 
     @staticmethod
-    def _sources(entry: _Entry, obj: Any) -> list[PVarSource]:
+    def _sources(entry: Entry, obj: Any) -> list[PVarSource]:
+        sources = entry.sources
+        if len(sources) == 1:
+            # The common case (one producer per name): its reader answers for
+            # any obj (0 for one it never counted), so asking for its objects,
+            # a walk over its peers or caches, is not paid on every read.
+            return sources if sources[0].alive else []
         return [
             s
             for s in list(entry.sources)
@@ -286,7 +327,7 @@ class PVarRegistry:
         ]
 
     @staticmethod
-    def _combine(entry: _Entry, values: list[float]) -> float:
+    def _combine(entry: Entry, values: list[float]) -> float:
         klass = entry.pvar.klass
         if klass is PVarClass.HIGHWATERMARK:
             return max(values, default=0)

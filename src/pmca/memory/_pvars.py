@@ -1,9 +1,14 @@
 """The memory framework's performance variables.
 
-Delivery counters are the native ring's and the dispatcher's own
-(``pmca.native.stats()``): a read takes the dispatcher's counter lock once,
-as ``stats()`` does, and nothing is added to the hooks or the drain. The
-support level is the module's own attribute.
+Delivery counters are the native ring's and the dispatcher's own, read in
+place: ``published`` and ``dropped`` are the ring's words seen through
+ctypes views the backend keeps (no call into the library), ``delivered``,
+``overflows`` and ``lagged`` the dispatcher's integer attributes, read
+without its counter lock (each is one int under the GIL; the lock only keeps
+the four of a chunk together, which one pvar does not need). A read costs
+an attribute access: a tool polling every pvar every millisecond adds
+nothing to the hooks or the drain. The support level is the module's own
+attribute.
 """
 
 from __future__ import annotations
@@ -36,13 +41,42 @@ _DELIVERY = (
 )
 
 
-def _stat(field: str) -> Callable[[object], float]:
-    def read(_obj: object) -> float:
+class _InPlace:
+    """The ring's words and the dispatcher's counters, resolved at the first read."""
+
+    def __init__(self) -> None:
         from .. import native
 
-        return int(getattr(native.stats(), field))
+        ring = native.backend()
+        counters = native.dispatcher().counters
+        self.published = ring.head_word
+        self.dropped = ring.dropped_word
+        self.counters = counters
 
-    return read
+
+_in_place: list[_InPlace] = []
+
+
+def _stat(field: str) -> Callable[[object], float]:
+    if field in ("published", "dropped"):
+        # A ctypes view of the ring's word: reading ``.value`` is a load.
+        def word(_obj: object) -> float:
+            source = _in_place[0] if _in_place else _resolve()
+            view = source.published if field == "published" else source.dropped
+            return int(view.value)
+
+        return word
+
+    def counter(_obj: object) -> float:
+        source = _in_place[0] if _in_place else _resolve()
+        return int(getattr(source.counters, field))
+
+    return counter
+
+
+def _resolve() -> _InPlace:
+    _in_place.append(_InPlace())
+    return _in_place[0]
 
 
 def _overwrites(_obj: object) -> float:

@@ -126,7 +126,7 @@ def foreign_patches(
     hooks: HookBackend, symbols: tuple[str, ...] | None = None
 ) -> dict[str, ForeignPatch]:
     """The release functions whose entry holds a jump that is not pmca's live patch."""
-    maps = _Maps()
+    maps: _Maps | None = None  # read only if some entry holds a jump: most sessions find none
     found: dict[str, ForeignPatch] = {}
     for symbol in hooks.symbols if symbols is None else symbols:
         if hooks.is_installed(symbol):
@@ -137,6 +137,8 @@ def foreign_patches(
         code = ctypes.string_at(address, 16)
         if _jump_target(address) is None:
             continue
+        if maps is None:
+            maps = _Maps()
         target, path = _follow(address, maps)
         found[symbol] = ForeignPatch(symbol, address, code, target, path)
     return found

@@ -51,6 +51,11 @@ def mark_listener_thread() -> None:
     _local.listener = True
 
 
+def on_listener_thread() -> bool:
+    """Whether this is the dispatcher's listener thread (pmca's own, not a caller's)."""
+    return bool(getattr(_local, "listener", False))
+
+
 def take_deferred() -> BaseException | None:
     """A KeyboardInterrupt/SystemExit a callback raised on this thread, to re-raise now."""
     pending: BaseException | None = getattr(_local, "deferred", None)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 from . import _protocol as proto
 from ._buffers import address_of, as_bytes
+from ._checks import check_timeout
 from ._matching import TAG_UB, Posted, Unexpected
 from ._requests import Request, Status, truncation
 
@@ -94,6 +95,8 @@ class Blocking:
 
     def send(self, dest: int, tag: int, buf: Any, *, timeout: float | None = None) -> None:
         """Send ``buf`` to ``dest``; return when ``buf`` may be reused."""
+        if timeout is not None:
+            timeout = check_timeout(timeout, "p2p send")
         lane = self._lanes.get(dest) if type(dest) is int else None
         if lane is not None and type(tag) is int and 0 <= tag <= TAG_UB:
             kind = type(buf)
@@ -150,6 +153,8 @@ class Blocking:
         and nothing from ``source`` waits out of order; a message that
         arrived before the peer failed is still received.
         """
+        if timeout is not None:
+            timeout = check_timeout(timeout, "p2p recv")
         lane = self._lanes.get(source) if type(source) is int else None
         if lane is not None and type(tag) is int and 0 <= tag <= TAG_UB:
             into = buf

@@ -1,13 +1,17 @@
-"""Ranks and tags users pass to p2p: integers (``operator.index``), in range, named when not.
+"""Ranks, tags and timeouts users pass to p2p: checked where they enter, named when wrong.
 
 Anything ``operator.index`` accepts is an integer (numpy integers included,
 everywhere); ``bool`` is not, although Python makes it one. Tags are
 ``0..TAG_UB``; receives and probes also take :data:`ANY_SOURCE` and
-:data:`ANY_TAG`.
+:data:`ANY_TAG`. A timeout is ``None`` (no limit) or a finite number of
+seconds ``>= 0`` (any real number: numpy's too); NaN, which no deadline
+compares with, and infinity, which the clock cannot add, are refused.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 import operator
 
 from ._matching import ANY_SOURCE, ANY_TAG, TAG_UB
@@ -48,4 +52,25 @@ def check_rank(rank: object, size: int, where: str, *, wildcard: bool) -> int:
     raise ValueError(f"{where}: rank {value} is outside the world ({allowed})")
 
 
-__all__ = ["check_rank", "check_tag"]
+def check_timeout(timeout: object, where: str) -> float | None:
+    """``timeout`` in seconds as a float, ``None`` for no limit; a clear error otherwise."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise TypeError(
+            f"{where}: timeout {timeout!r} is a {type(timeout).__name__}, "
+            "not a number of seconds (or None)"
+        )
+    try:
+        seconds = float(timeout)
+    except OverflowError:  # an int beyond any float
+        seconds = math.inf
+    if not 0.0 <= seconds < math.inf:  # NaN fails both comparisons
+        raise ValueError(
+            f"{where}: timeout {timeout!r} is not a finite number of seconds >= 0 "
+            "(None waits without limit)"
+        )
+    return seconds
+
+
+__all__ = ["check_rank", "check_tag", "check_timeout"]

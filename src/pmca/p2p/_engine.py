@@ -19,6 +19,7 @@ import os
 import select
 import time
 from collections.abc import Callable
+from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from .._public import public
@@ -32,7 +33,7 @@ from ._leaving import Leaving
 from ._matching import ANY_SOURCE, Posted, Unexpected
 from ._placing import Placing
 from ._probing import Probing
-from ._pvars import queued, register_engine
+from ._pvars import MATCHING_TIMER, queued, register_engine
 from ._rendezvous import Fragments, Incoming, Rendezvous
 from ._requests import Request, TruncationError, truncation
 from ._routes import open_lanes
@@ -70,6 +71,8 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
         #: Messages ever queued as unexpected, and the most waiting at once (pvars).
         self.unexpected_total = 0
         self.unexpected_peak = 0
+        #: Nanoseconds spent searching the queues while the timer pvar is started.
+        self.matching_ns = 0
         self._sends: dict[int, Request] = {}
         self._fragments: dict[int, Fragments] = {}
         self._pending: dict[int, Request] = {}
@@ -160,7 +163,12 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
         with self._bml.lock:
             self._track(request)
             unexpected = self._unexpected
-            incoming = unexpected.take(source, tag) if unexpected.streams else None
+            if MATCHING_TIMER.on:
+                began = perf_counter_ns()
+                incoming = unexpected.take(source, tag) if unexpected.streams else None
+                self.matching_ns += perf_counter_ns() - began
+            else:
+                incoming = unexpected.take(source, tag) if unexpected.streams else None
             if incoming is not None:
                 self._match(request, incoming)
             elif peer is not None and peer.failed is not None:
@@ -398,7 +406,12 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
         """Match one message; ``owned`` holds an eager payload that may be kept as it is."""
         kind, _flags, seq, tag, size = header
         self._seq_in[source] = (seq + 1) & 0xFFFFFFFF
-        request = self._posted.take(source, tag)
+        if MATCHING_TIMER.on:
+            began = perf_counter_ns()
+            request = self._posted.take(source, tag)
+            self.matching_ns += perf_counter_ns() - began
+        else:
+            request = self._posted.take(source, tag)
         if kind == proto.EAGER:
             if request is not None:  # the common case: the receive is waiting
                 request.peer, request.tag = source, tag

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from .._public import public
 from ..btl import PeerFailed
 from ._buffers import as_bytes
+from ._checks import check_timeout
 from ._matching import ANY_SOURCE, Unexpected
 from ._requests import Request, Status
 
@@ -54,6 +55,7 @@ class Message:
     def recv(self, buf: Any, *, timeout: float | None = None, status: Literal[True]) -> Status: ...
     def recv(self, buf: Any, *, timeout: float | None = None, status: bool = False) -> int | Status:
         """Receive the message into ``buf``; its size, or :class:`Status` with ``status=True``."""
+        timeout = check_timeout(timeout, "p2p message recv")
         request = self.irecv(buf)
         size = request.wait(timeout)
         if not status:
@@ -102,6 +104,7 @@ class Probing:
         with nothing from it left to receive.
         """
         source, tag = self._checked(source, tag, "p2p probe", wildcard=True)
+        timeout = check_timeout(timeout, "p2p probe")
         return _status(self._wait_look(source, tag, timeout, take=False))
 
     def improbe(self, source: int, tag: int) -> Message | None:
@@ -116,6 +119,7 @@ class Probing:
     def mprobe(self, source: int, tag: int, timeout: float | None = None) -> Message:
         """Wait for a message for ``(source, tag)`` and take it (see :meth:`improbe`)."""
         source, tag = self._checked(source, tag, "p2p mprobe", wildcard=True)
+        timeout = check_timeout(timeout, "p2p mprobe")
         incoming = self._wait_look(source, tag, timeout, take=True)
         return Message(self, incoming, _status(incoming))
 

@@ -4,6 +4,11 @@ Queue lengths are counted when read (a walk over the queues, nothing on the
 matching path). The unexpected queue's peak is updated where a message is
 queued as unexpected, the slow path that already copies the payload; the
 common path (a receive already posted) does nothing more.
+
+Matching time is measured only while a handle on ``p2p_base_matching_time``
+is started: the matching path then reads the clock twice per search of a
+queue (an arriving message against the posted receives, a posted receive
+against the unexpected messages); otherwise it tests one flag.
 """
 
 from __future__ import annotations
@@ -14,12 +19,13 @@ from typing import Any, Protocol
 
 from ..mca._pvars import REGISTRY, PVarClass, PVarFlag
 
-__all__ = ["queued", "register_engine"]
+__all__ = ["MATCHING_TIMER", "queued", "register_engine"]
 
 
 class _Engine(Protocol):
     unexpected_peak: int
     unexpected_total: int
+    matching_ns: int
 
     def queue_lengths(self) -> tuple[int, int]: ...
 
@@ -37,6 +43,23 @@ def register_engine(engine: _Engine) -> None:
 
 def _total(read: Callable[[_Engine], int]) -> Callable[[object], float]:
     return lambda _obj: sum(read(engine) for engine in list(_engines))
+
+
+class _Timer:
+    """Whether the engines time their matching: while any handle on the pvar is started."""
+
+    __slots__ = ("_started", "on")
+
+    def __init__(self) -> None:
+        self._started = 0
+        self.on = False
+
+    def notify(self, started: bool) -> None:
+        self._started = max(0, self._started + (1 if started else -1))
+        self.on = self._started > 0
+
+
+MATCHING_TIMER = _Timer()
 
 
 def _peak(_obj: object) -> float:
@@ -76,4 +99,17 @@ REGISTRY.register(
     level=4,
     flags=PVarFlag.READONLY | PVarFlag.CONTINUOUS,
     description="Receives posted and not yet matched",
+)
+REGISTRY.register(
+    "p2p",
+    "base",
+    "matching_time",
+    PVarClass.TIMER,
+    lambda _obj: sum(engine.matching_ns for engine in list(_engines)) / 1e9,
+    unit="seconds",
+    type="float",
+    level=5,
+    notify=MATCHING_TIMER.notify,
+    description="Seconds spent matching messages and receives (searching the posted and "
+    "unexpected queues), measured only while a handle on it is started",
 )

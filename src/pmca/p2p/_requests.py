@@ -9,6 +9,7 @@ from attrs import frozen
 
 from .._public import public
 from ..btl import BtlError
+from ._checks import check_timeout
 
 
 class Progress(Protocol):
@@ -143,7 +144,12 @@ class Request:
         return self.done
 
     def wait(self, timeout: float | None = None) -> int:
-        """Block until done; return the bytes sent or received, or raise its error."""
+        """Block until done; return the bytes sent or received, or raise its error.
+
+        :class:`TimeoutError` after ``timeout`` seconds (``None``: no limit).
+        """
+        if timeout is not None:
+            timeout = check_timeout(timeout, "p2p wait")
         if not self.done:
             self._engine.wait_for(None, timeout, self)
         if self.error is not None:

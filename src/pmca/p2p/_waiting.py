@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .._public import public
+from ._checks import check_timeout
 
 if TYPE_CHECKING:
     from ._requests import Progress, Request
@@ -84,7 +85,9 @@ def wait_any(requests: Sequence[Request], timeout: float | None = None) -> int:
     """
     if not requests:
         raise ValueError("wait_any needs at least one request")
-    _wait(requests, timeout, lambda: _first_done(requests) is not None)
+    _wait(
+        requests, check_timeout(timeout, "p2p wait_any"), lambda: _first_done(requests) is not None
+    )
     index = _first_done(requests)
     assert index is not None
     return index
@@ -96,6 +99,7 @@ def wait_all(requests: Sequence[Request], timeout: float | None = None) -> list[
 
     Raises the first failed request's error once all have finished.
     """
+    timeout = check_timeout(timeout, "p2p wait_all")
     _wait(requests, timeout, lambda: all(request.done for request in requests))
     for request in requests:
         if request.error is not None:

@@ -9,11 +9,14 @@ from attrs import frozen
 
 from .._public import public
 from ..mca._errors import SessionError
-from ..mca._failures import ComponentFailure
 from ..mca._framework import Framework
 from ..mca._open import LoadedComponent, OpenFramework
 from ..mca.params import Param
 from ._runtime import RUNTIME, Runtime
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
+if TYPE_CHECKING:  # annotations only: the failure records are built at the first failure
+    from ..mca._failures import ComponentFailure
 
 
 @public

@@ -32,6 +32,7 @@ import threading
 from typing import Any
 
 from .._libc import MAP_ANONYMOUS, MAP_FIXED_NOREPLACE, MAP_PRIVATE, PAGE, PROT_READ, PROT_WRITE
+from .._sockets import recv_exactly
 from ._common import emit, run_child, skipped_without_native
 from ._result import Outcome, ScenarioResult
 
@@ -59,16 +60,6 @@ def _map(length: int, at: int = 0) -> int:
 def _unmap(address: int, length: int) -> None:
     if _libc().munmap(address, length) != 0:
         raise OSError(ctypes.get_errno(), "munmap failed")
-
-
-def _receive(sock: socket.socket, length: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < length:
-        chunk = sock.recv(length - len(chunks))
-        if not chunk:
-            raise ConnectionError("peer closed")
-        chunks += chunk
-    return bytes(chunks)
 
 
 def _channel() -> tuple[socket.socket, socket.socket]:
@@ -114,7 +105,7 @@ def _single(cache: Any, backend: Any) -> dict[str, Any]:
     ctypes.memset(a, ord("A"), LENGTH)
     first = cache.register(a, LENGTH)
     backend.write_fixed(sender.fileno(), a, LENGTH, first.handle)
-    sane = _receive(receiver, LENGTH) == b"A" * LENGTH
+    sane = recv_exactly(receiver, LENGTH, "a buffer's bytes") == b"A" * LENGTH
     cache.deregister(first)  # leave_pinned: stays registered, pinned, cached
     _unmap(a, LENGTH)  # A goes back to the operating system
     try:
@@ -124,7 +115,7 @@ def _single(cache: Any, backend: Any) -> dict[str, Any]:
     ctypes.memset(b, ord("B"), LENGTH)
     second = cache.register(b, LENGTH)
     backend.write_fixed(sender.fileno(), b, LENGTH, second.handle)
-    data = _receive(receiver, LENGTH)
+    data = recv_exactly(receiver, LENGTH, "a buffer's bytes")
     cache.deregister(second)
     return {
         "sane": sane,
@@ -183,7 +174,7 @@ def _threaded(cache: Any, backend: Any, iterations: int) -> dict[str, Any]:
                     address = slot.address + offset
                     registration = cache.register(address, size)
                     backend.write_fixed(sender.fileno(), address, size, registration.handle)
-                    data = _receive(receiver, size)
+                    data = recv_exactly(receiver, size, "a buffer's bytes")
                     cache.deregister(registration)
                     wrong = size - data.count(slot.fill)
                 with counts_lock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-__all__ = ["job_identity", "wanted"]
+__all__ = ["hydra_proxy", "job_identity", "wanted"]
 
 
 def job_identity(env: Mapping[str, str]) -> tuple[str, int] | None:
@@ -16,7 +16,36 @@ def job_identity(env: Mapping[str, str]) -> tuple[str, int] | None:
         step = env.get("SLURM_STEP_ID", "0")
         return f"slurm-{env['SLURM_JOB_ID']}.{step}", int(env["SLURM_PROCID"])
     if "PMI_RANK" in env:  # Hydra: the ranks of a host share their proxy
-        return f"pmi-{os.getppid()}", int(env["PMI_RANK"])
+        return f"pmi-{hydra_proxy() or os.getppid()}", int(env["PMI_RANK"])
+    return None
+
+
+#: Hydra's per-host proxy, as the kernel names it (``comm``: 15 characters at most).
+_PROXY = b"hydra_pmi_proxy"
+
+
+def hydra_proxy(pid: int | None = None, limit: int = 64) -> int | None:
+    """The nearest ancestor of ``pid`` (default: this process) that is Hydra's proxy.
+
+    Hydra passes its ranks no job name, only ``PMI_*`` variables; the proxy
+    that started the ranks of this host is what they have in common, and a
+    tool a rank starts (``pmca stats --job``) finds it too, a level deeper.
+    """
+    pid = os.getpid() if pid is None else pid
+    for _ in range(limit):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                line = stat.read()
+        except OSError:
+            return None
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        close = line.rfind(b")")
+        if line[line.find(b"(") + 1 : close] == _PROXY:
+            return pid
+        parent = int(line[close + 2 :].split()[1])
+        if parent <= 1:
+            return None
+        pid = parent
     return None
 
 

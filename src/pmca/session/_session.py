@@ -424,7 +424,10 @@ class Session:
 
     def reach(self, peer: int) -> list[str]:
         """The btl components that reach rank ``peer``, best first."""
-        return self._data_path().bml.reach(peer)
+        from ..p2p._checks import check_rank  # with the data path: p2p is imported by now
+
+        bml = self._data_path().bml
+        return bml.reach(check_rank(peer, len(bml.peers), "Session.reach", wildcard=False))
 
     def param(self, name: str) -> Param:
         """A parameter, with its value and where the value came from."""

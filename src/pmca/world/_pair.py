@@ -10,6 +10,7 @@ import socket
 import struct
 
 from .._public import public
+from .._sockets import recv_exactly
 from ._interface import WorldError, WorldTimeout
 
 _LENGTH = struct.Struct("<Q")
@@ -30,19 +31,17 @@ class PairWorld:
 
     def _receive(self, size: int, timeout: float | None) -> bytes:
         self._sock.settimeout(timeout)
-        data = bytearray()
         try:
-            while len(data) < size:
-                chunk = self._sock.recv(size - len(data))
-                if not chunk:
-                    raise WorldError(f"{self.description}: rank {1 - self.rank} went away")
-                data += chunk
+            return recv_exactly(self._sock, size, "an allgather")
+        except ConnectionResetError as exc:
+            raise WorldError(
+                f"{self.description}: rank {1 - self.rank} went away ({exc})"
+            ) from None
         except TimeoutError:
             raise WorldTimeout(
                 f"{self.description}: nothing from rank {1 - self.rank} within {timeout:g} s",
                 missing=[1 - self.rank],
             ) from None
-        return bytes(data)
 
     def allgather(self, data: bytes, *, timeout: float | None = None) -> list[bytes]:
         self._sock.settimeout(timeout)

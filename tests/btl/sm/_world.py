@@ -11,6 +11,8 @@ import socket
 import struct
 import time
 
+from pmca._sockets import recv_exactly
+
 _LENGTH = struct.Struct("<Q")
 
 
@@ -19,16 +21,8 @@ def _send(sock: socket.socket, data: bytes) -> None:
 
 
 def _receive(sock: socket.socket) -> bytes:
-    def exactly(count: int) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < count:
-            chunk = sock.recv(count - len(chunks))
-            if not chunk:
-                raise ConnectionError("a test world peer went away")
-            chunks += chunk
-        return bytes(chunks)
-
-    return exactly(_LENGTH.unpack(exactly(_LENGTH.size))[0])
+    (length,) = _LENGTH.unpack(recv_exactly(sock, _LENGTH.size, "a test world's length"))
+    return recv_exactly(sock, length, "a test world's message")
 
 
 class SocketWorld:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..._public import public
 from .._interface import (
@@ -19,6 +19,10 @@ from .._interface import (
     RecvCallback,
 )
 from ._pvars import (
+    FAILURES,
+    INDEX,
+    SLOTS,
+    count_rdma,
     count_received,
     counting_send,
     counting_sendi,
@@ -45,17 +49,27 @@ class ModuleBase:
     and :meth:`peer_lost` when a peer goes away.
 
     Active messages a subclass's ``sendi``/``send`` accept, and those it
-    delivers or places, are counted per peer in :attr:`sent` and
-    :attr:`received` (``[messages, bytes]``), the ``btl_<name>_*`` pvars.
+    delivers or places, are counted per peer in ``traffic`` (one list of
+    integers per rank), read by the ``btl_<name>_*`` pvars through
+    :meth:`counter`. A subclass that counts its sends itself, where it
+    already handles each message, says so with ``counts_own_sends = True``
+    and delivers with :meth:`hand_over` what it counted on receipt;
+    otherwise its ``send``/``sendi`` are wrapped to count (one more call
+    and a dict lookup per message).
     """
+
+    #: The class counts the active messages it sends itself (the built-in
+    #: modules do, at their own call sites); when False, ``send`` and
+    #: ``sendi`` are wrapped: one more call and a dict lookup per message.
+    counts_own_sends: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        # Count at the one place every transport's sends pass, without a line in each.
-        if "sendi" in cls.__dict__:
-            cls.sendi = counting_sendi(cls.__dict__["sendi"])  # type: ignore[attr-defined]
-        if "send" in cls.__dict__:
-            cls.send = counting_send(cls.__dict__["send"])  # type: ignore[attr-defined]
+        if not cls.counts_own_sends:
+            if "sendi" in cls.__dict__:
+                cls.sendi = counting_sendi(cls.__dict__["sendi"])  # type: ignore[attr-defined]
+            if "send" in cls.__dict__:
+                cls.send = counting_send(cls.__dict__["send"])  # type: ignore[attr-defined]
         if "add_procs" in cls.__dict__:
             cls.add_procs = noting_peers(cls.__dict__["add_procs"])  # type: ignore[attr-defined]
 
@@ -66,17 +80,28 @@ class ModuleBase:
         self._receivers: list[RecvCallback | None] = [None] * (TAG_MAX + 1)
         self._error_callbacks: list[ErrorCallback] = []
         self._placers: dict[int, Placer] = {}
-        #: Per peer rank: ``[messages, bytes]`` of active messages sent.
-        self.sent: dict[int, list[int]] = {}
-        #: Per peer rank: ``[messages, bytes]`` of active messages received.
-        self.received: dict[int, list[int]] = {}
+        #: Per peer rank: its counters (``SLOTS`` integers, see ``_pvars``).
+        self.traffic: dict[int, list[int]] = {}
         #: Ranks ``add_procs`` gave an endpoint for (the per-peer pvars' objects).
         self.reachable: set[int] = set()
         register_module(self)
 
+    def peer_traffic(self, rank: int) -> list[int]:
+        """Peer ``rank``'s counters, made at the first use: a module holds on to
+        this list next to the peer's connection or endpoint and counts on it."""
+        slot = self.traffic.get(rank)
+        if slot is None:
+            slot = self.traffic[rank] = [0] * SLOTS
+        return slot
+
+    def counter(self, name: str, rank: int) -> int:
+        """The value of counter ``name`` (a ``btl_<component>_<name>`` pvar) for ``rank``."""
+        slot = self.traffic.get(rank)
+        return 0 if slot is None else slot[INDEX[name]]
+
     def peer_ranks(self) -> list[int]:
         """The ranks this module reaches or exchanged active messages with (pvar objects)."""
-        return sorted(self.reachable | set(self.sent) | set(self.received))
+        return sorted(self.reachable | set(self.traffic))
 
     def register_recv(self, tag: int, callback: RecvCallback) -> None:
         _check_tag(tag)
@@ -108,7 +133,7 @@ class ModuleBase:
             return None
         placement = place(endpoint, tag, head, length)
         if placement is not None:
-            count_received(self.received, endpoint.rank, length)
+            count_received(self.traffic, endpoint.rank, length)
         return placement
 
     def register_error(self, callback: ErrorCallback) -> None:
@@ -116,16 +141,26 @@ class ModuleBase:
 
     def deliver(self, endpoint: Endpoint, tag: int, data: memoryview) -> None:
         """Hand one received active message to its tag's callback."""
+        if self._receivers[tag] is not None:
+            count_received(self.traffic, endpoint.rank, data.nbytes)
+        self.hand_over(endpoint, tag, data)
+
+    def hand_over(self, endpoint: Endpoint, tag: int, data: memoryview) -> None:
+        """:meth:`deliver` for a module that counted the message already."""
         receiver = self._receivers[tag]
         if receiver is None:
             self.log.warning("active message for a tag nobody receives; dropped", tag=tag)
             return
-        count_received(self.received, endpoint.rank, data.nbytes)
         receiver(endpoint, tag, data)
+
+    def count_rdma(self, endpoint: Endpoint, nbytes: int) -> None:
+        """Count one put or get of ``nbytes`` to ``endpoint``'s peer (as it is issued)."""
+        count_rdma(self.traffic, endpoint.rank, nbytes)
 
     def peer_lost(self, endpoint: Endpoint, error: BaseException) -> None:
         """Tell the error callbacks that ``endpoint`` is gone."""
         self.log.info("peer lost", rank=endpoint.rank, error=str(error))
+        self.peer_traffic(endpoint.rank)[FAILURES] += 1
         for callback in list(self._error_callbacks):
             callback(endpoint, error)
 

@@ -1,15 +1,35 @@
 """Per-peer traffic counters of every btl module, and their performance variables.
 
-Each module keeps, per peer rank, a two-slot list ``[messages, bytes]`` for
-active messages sent (counted when ``sendi`` accepts one or ``send`` takes
-one) and received (counted when one is delivered, or placed for a tag's
-placer). Counting is a dict lookup and two integer additions under the GIL
-on the path that already handles the message: no lock, no atomic. Reading
-a pvar sums the matching slot over the live modules of the component.
+Each module keeps, per peer rank, one list of integers (:data:`SLOTS` of
+them, indexed by the constants below): active messages and their bytes
+sent (when ``sendi`` accepts one or ``send`` takes one) and received (when
+one is delivered, or placed for a tag's placer), the put/get operations
+that move a rendezvous's data and their bytes, the peer's failures, and for
+tcp the large messages placed where their receiver named or staged in a
+buffer of their own.
 
-``btl_<component>_bytes_sent``, ``_messages_sent``, ``_bytes_received`` and
-``_messages_received`` are COUNTERs bound per peer (``obj`` is the rank).
-RDMA (put/get) bytes are not active messages and are not counted here.
+The built-in modules count where they already handle each message, on the
+peer's list they hold next to what they already looked up (tcp: the
+connection; ofi: the endpoint; self: its one peer), so counting is an
+attribute load and two integer additions, no call and no dict lookup; sm
+counts in C, in a page of counters the module owns, lanes included (see
+:mod:`pmca.btl.sm`). A module class that does not say it counts its own
+sends (:attr:`~pmca.btl.base.ModuleBase.counts_own_sends`) gets its
+``send``/``sendi`` wrapped by ``ModuleBase``: one more call and a dict
+lookup per message.
+
+No counter takes a lock or an atomic of its own. Under the lock a
+module's path already holds the counts are exact: p2p holds the bml's
+around every btl call, and sm takes its own in ``send``/``sendi``/progress
+(its C counters are added to under it). Sends made on one tcp, ofi or self
+module from several threads *without* a lock of the caller's are
+approximate: two threads' read-modify-write of one peer's slot may lose an
+increment (those modules' queues need the caller's lock anyway).
+
+Reading a pvar sums a module's :meth:`~pmca.btl.base.ModuleBase.counter`
+over the live modules of the component (each bound per peer: ``obj`` is the
+rank). RDMA (put/get) bytes are not active messages and are not counted
+in ``bytes_sent``/``bytes_received``.
 """
 
 from __future__ import annotations
@@ -21,77 +41,121 @@ from typing import Any, Protocol
 
 from ...mca._pvars import REGISTRY, Binding, PVarClass, PVarFlag
 
+__all__ = [
+    "BYTES_RECEIVED",
+    "BYTES_SENT",
+    "FAILURES",
+    "INDEX",
+    "MESSAGES_RECEIVED",
+    "MESSAGES_SENT",
+    "RDMA_BYTES",
+    "RDMA_OPERATIONS",
+    "SLOTS",
+    "STREAMS_PLACED",
+    "STREAMS_STAGED",
+    "Counter",
+    "count_rdma",
+    "count_received",
+    "counting_send",
+    "counting_sendi",
+    "declare",
+    "declare_counters",
+    "noting_peers",
+    "register_module",
+]
+
+MESSAGES_SENT, BYTES_SENT, MESSAGES_RECEIVED, BYTES_RECEIVED = 0, 1, 2, 3
+RDMA_OPERATIONS, RDMA_BYTES, FAILURES, STREAMS_PLACED, STREAMS_STAGED = 4, 5, 6, 7, 8
+#: Length of a peer's list of counters.
+SLOTS = 9
+
 
 class Counted(Protocol):
     """What the counters need of a module (:class:`~pmca.btl.base.ModuleBase`)."""
 
     name: str
-    sent: dict[int, list[int]]
-    received: dict[int, list[int]]
+    traffic: dict[int, list[int]]
     reachable: set[int]
 
     def peer_ranks(self) -> list[int]: ...
 
+    def counter(self, name: str, rank: int) -> int: ...
 
-__all__ = [
-    "count_received",
-    "counting_send",
-    "counting_sendi",
-    "declare",
-    "noting_peers",
-    "register_module",
-]
+
+#: One pvar of a btl: name, unit, description (bound per peer).
+Counter = tuple[str, str, str]
+
+#: Declared for every btl component.
+COMMON: tuple[Counter, ...] = (
+    ("messages_sent", "messages", "Active messages sent to the peer"),
+    ("bytes_sent", "bytes", "Bytes of active messages sent to the peer"),
+    ("messages_received", "messages", "Active messages received from the peer"),
+    ("bytes_received", "bytes", "Bytes of active messages received from the peer"),
+    (
+        "rdma_operations",
+        "operations",
+        "Puts and gets issued to the peer (the data of rendezvous messages; eager "
+        "ones are the active messages)",
+    ),
+    ("rdma_bytes", "bytes", "Bytes of the puts and gets issued to the peer"),
+    ("peer_failures", "failures", "Times the peer was reported lost"),
+)
+
+#: Counter name -> index in a peer's list (those ModuleBase keeps in Python).
+INDEX = {
+    "messages_sent": MESSAGES_SENT,
+    "bytes_sent": BYTES_SENT,
+    "messages_received": MESSAGES_RECEIVED,
+    "bytes_received": BYTES_RECEIVED,
+    "rdma_operations": RDMA_OPERATIONS,
+    "rdma_bytes": RDMA_BYTES,
+    "peer_failures": FAILURES,
+    "streams_placed": STREAMS_PLACED,
+    "streams_staged": STREAMS_STAGED,
+}
 
 #: Live modules by component name (the pvars read these).
 _modules: dict[str, weakref.WeakSet[Counted]] = {}
-
-_COUNTERS = (
-    ("messages_sent", "sent", 0, "messages", "Active messages sent to the peer"),
-    ("bytes_sent", "sent", 1, "bytes", "Bytes of active messages sent to the peer"),
-    (
-        "messages_received",
-        "received",
-        0,
-        "messages",
-        "Active messages received from the peer",
-    ),
-    (
-        "bytes_received",
-        "received",
-        1,
-        "bytes",
-        "Bytes of active messages received from the peer",
-    ),
-)
+#: Counter names already declared, by component.
+_declared: dict[str, set[str]] = {}
 
 
 def _nbytes(part: Any) -> int:
     return len(part) if type(part) is bytes or type(part) is bytearray else memoryview(part).nbytes
 
 
-def count_sent(counters: dict[int, list[int]], rank: int, parts: Sequence[Any]) -> None:
+def _slot(counters: dict[int, list[int]], rank: int) -> list[int]:
     slot = counters.get(rank)
     if slot is None:
-        slot = counters[rank] = [0, 0]
-    slot[0] += 1
-    slot[1] += sum(_nbytes(p) for p in parts)
+        slot = counters[rank] = [0] * SLOTS
+    return slot
+
+
+def count_sent(counters: dict[int, list[int]], rank: int, parts: Sequence[Any]) -> None:
+    slot = _slot(counters, rank)
+    slot[MESSAGES_SENT] += 1
+    slot[BYTES_SENT] += sum(_nbytes(p) for p in parts)
 
 
 def count_received(counters: dict[int, list[int]], rank: int, nbytes: int) -> None:
-    slot = counters.get(rank)
-    if slot is None:
-        slot = counters[rank] = [0, 0]
-    slot[0] += 1
-    slot[1] += nbytes
+    slot = _slot(counters, rank)
+    slot[MESSAGES_RECEIVED] += 1
+    slot[BYTES_RECEIVED] += nbytes
+
+
+def count_rdma(counters: dict[int, list[int]], rank: int, nbytes: int) -> None:
+    slot = _slot(counters, rank)
+    slot[RDMA_OPERATIONS] += 1
+    slot[RDMA_BYTES] += nbytes
 
 
 def counting_sendi(sendi: Callable[..., bool]) -> Callable[..., bool]:
-    """``sendi`` that counts the messages it accepted."""
+    """``sendi`` that counts the messages it accepted (modules that do not count their own)."""
 
     @functools.wraps(sendi)
     def sendi_counted(self: Counted, endpoint: Any, tag: int, parts: Sequence[Any]) -> bool:
         if sendi(self, endpoint, tag, parts):
-            count_sent(self.sent, endpoint.rank, parts)
+            count_sent(self.traffic, endpoint.rank, parts)
             return True
         return False
 
@@ -99,14 +163,14 @@ def counting_sendi(sendi: Callable[..., bool]) -> Callable[..., bool]:
 
 
 def counting_send(send: Callable[..., None]) -> Callable[..., None]:
-    """``send`` that counts the messages it took."""
+    """``send`` that counts the messages it took (modules that do not count their own)."""
 
     @functools.wraps(send)
     def send_counted(
         self: Counted, endpoint: Any, tag: int, parts: Sequence[Any], *args: Any, **kw: Any
     ) -> None:
         send(self, endpoint, tag, parts, *args, **kw)
-        count_sent(self.sent, endpoint.rank, parts)
+        count_sent(self.traffic, endpoint.rank, parts)
 
     return send_counted
 
@@ -127,14 +191,9 @@ def noting_peers(add_procs: Callable[..., Any]) -> Callable[..., Any]:
     return add_procs_noted
 
 
-def _reader(component: str, direction: str, index: int) -> Callable[[Any], float]:
+def _reader(component: str, name: str) -> Callable[[Any], float]:
     def read(rank: Any) -> float:
-        total = 0
-        for module in list(_modules.get(component, ())):
-            slot = getattr(module, direction).get(rank)
-            if slot is not None:
-                total += slot[index]
-        return total
+        return sum(module.counter(name, rank) for module in list(_modules.get(component, ())))
 
     return read
 
@@ -156,21 +215,29 @@ def register_module(module: Counted) -> None:
 
 def declare(component: str) -> weakref.WeakSet[Counted]:
     """Declare ``btl_<component>_*`` (at the component's parameter registration)."""
-    live = _modules.get(component)
-    if live is None:
-        live = _modules[component] = weakref.WeakSet()
-        for name, direction, index, unit, description in _COUNTERS:
-            REGISTRY.register(
-                "btl",
-                component,
-                name,
-                PVarClass.COUNTER,
-                _reader(component, direction, index),
-                unit=unit,
-                level=4,
-                binding=Binding.PEER,
-                objects=_peers(component),
-                flags=PVarFlag.CONTINUOUS,
-                description=f"{description} (btl {component}; obj is the peer's rank)",
-            )
-    return live
+    declare_counters(component, COMMON)
+    return _modules[component]
+
+
+def declare_counters(component: str, counters: Sequence[Counter]) -> None:
+    """Declare per-peer counter pvars ``btl_<component>_<name>`` a module's
+    :meth:`~pmca.btl.base.ModuleBase.counter` answers for."""
+    _modules.setdefault(component, weakref.WeakSet())
+    done = _declared.setdefault(component, set())
+    for name, unit, description in counters:
+        if name in done:
+            continue
+        done.add(name)
+        REGISTRY.register(
+            "btl",
+            component,
+            name,
+            PVarClass.COUNTER,
+            _reader(component, name),
+            unit=unit,
+            level=4,
+            binding=Binding.PEER,
+            objects=_peers(component),
+            flags=PVarFlag.CONTINUOUS,
+            description=f"{description} (btl {component}; obj is the peer's rank)",
+        )

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import attrs
-from attrs import define, frozen
+from attrs import define, field, frozen
 
 from .._interface import (
     PLACEMENT_HEAD,
@@ -37,6 +37,7 @@ from .._interface import (
     QueuedSend,
 )
 from ..base import ModuleBase, Registrations
+from ..base._pvars import BYTES_RECEIVED, BYTES_SENT, MESSAGES_RECEIVED, MESSAGES_SENT, SLOTS
 from . import _cdef as c
 from ._fabric import Fabric, FabricError
 
@@ -65,6 +66,9 @@ FLUSH_SECONDS = 2.0
 class OfiEndpoint:
     rank: int
     fi_addr: int
+    #: The peer's counters (the module's list for this rank): counted here,
+    #: where sends and receives already hold the endpoint.
+    traffic: list[int] = field(eq=False, repr=False, factory=lambda: [0] * SLOTS)
 
 
 @frozen
@@ -141,6 +145,9 @@ class _Mr:
 
 
 class OfiModule(ModuleBase):
+    #: Active messages are counted on the endpoint's list of the peer's counters.
+    counts_own_sends = True
+
     def __init__(
         self,
         limits: Limits,
@@ -279,7 +286,7 @@ class OfiModule(ModuleBase):
                         f"btl ofi ({self.provider}): fi_av_insert of rank {proc.rank} failed "
                         f"({self.fabric.fi.strerror(inserted) if inserted < 0 else inserted})"
                     )
-                existing = OfiEndpoint(proc.rank, int(fi_addr[0]))
+                existing = OfiEndpoint(proc.rank, int(fi_addr[0]), self.peer_traffic(proc.rank))
                 self._by_rank[proc.rank] = existing
             endpoints.append(existing)
         return endpoints
@@ -323,13 +330,18 @@ class OfiModule(ModuleBase):
         buffer, total = self._pack(parts)
         operation = self._new_operation("send", buffer, done)
         wire_tag = (tag << _RANK_BITS) | (self._me & _RANK_MASK)
-        return self._post(
+        posted = self._post(
             operation,
             lambda: self.ep.tagged.send(
                 self.ep, buffer, total, self.ffi.NULL, peer.fi_addr, wire_tag, operation.context
             ),
             f"fi_tsend to rank {peer.rank}",
         )
+        if posted:
+            counts = peer.traffic
+            counts[MESSAGES_SENT] += 1
+            counts[BYTES_SENT] += total
+        return posted
 
     def sendi(self, endpoint: Endpoint, tag: int, parts: Sequence[Buffer]) -> bool:
         if self._backlog:
@@ -434,6 +446,7 @@ class OfiModule(ModuleBase):
         if size == 0:
             callback(None)
             return
+        self.count_rdma(peer, size)
         pointer = self.ffi.from_buffer(local, require_writable=(kind == "get"))
         chunks = range(0, size, RMA_CHUNK)
         transfer = _Transfer(callback, len(chunks))
@@ -548,7 +561,10 @@ class OfiModule(ModuleBase):
                 self.log.warning("active message from an unknown rank; dropped", rank=rank)
                 return
             data = memoryview(self.ffi.buffer(buffer, length)).cast("B")
-            self.deliver(peer, (tag >> _RANK_BITS) & 0xFF, data)
+            counts = peer.traffic
+            counts[MESSAGES_RECEIVED] += 1
+            counts[BYTES_RECEIVED] += length
+            self.hand_over(peer, (tag >> _RANK_BITS) & 0xFF, data)
         finally:
             if self._receiving:
                 self._post_recv(buffer)

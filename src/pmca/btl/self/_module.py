@@ -25,6 +25,7 @@ from .._interface import (
     QueuedSend,
 )
 from ..base import ModuleBase, NoPinBackend, Registrations
+from ..base._pvars import BYTES_RECEIVED, BYTES_SENT, MESSAGES_RECEIVED, MESSAGES_SENT
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -44,7 +45,13 @@ def _memory(address: int, size: int) -> memoryview:
 
 @public
 class SelfModule(ModuleBase):
-    """Loopback: only ever reaches this process."""
+    """Loopback: only ever reaches this process.
+
+    Its one peer's counters are counted on a list held here (``_counts``):
+    the bytes when a message is queued, the receipt when it is delivered.
+    """
+
+    counts_own_sends = True
 
     def __init__(self, limits: Limits, log: FilteringBoundLogger) -> None:
         super().__init__("self", limits, log)
@@ -52,6 +59,7 @@ class SelfModule(ModuleBase):
         self._completions: deque[Completion] = deque()
         self._registrations = Registrations("self", NoPinBackend(), cached=False, log=log)
         self._endpoint: SelfEndpoint | None = None
+        self._counts: list[int] = []
 
     def address(self) -> bytes:
         return _ADDRESS
@@ -63,6 +71,7 @@ class SelfModule(ModuleBase):
                 raise ModexError(f"btl self: rank {proc.rank} published {proc.address!r}")
             if proc.local:
                 self._endpoint = SelfEndpoint(proc.rank)
+                self._counts = self.peer_traffic(proc.rank)
             endpoints.append(self._endpoint if proc.local else None)
         return endpoints
 
@@ -72,8 +81,11 @@ class SelfModule(ModuleBase):
         return self._endpoint
 
     def sendi(self, endpoint: Endpoint, tag: int, parts: Sequence[Buffer]) -> bool:
-        # Not through self.send: each of them counts the message (ModuleBase).
-        self._queue.append((self._check(endpoint), tag, b"".join(parts), None))
+        data = b"".join(parts)
+        self._queue.append((self._check(endpoint), tag, data, None))
+        counts = self._counts
+        counts[MESSAGES_SENT] += 1
+        counts[BYTES_SENT] += len(data)
         return True
 
     def send(
@@ -84,7 +96,11 @@ class SelfModule(ModuleBase):
         callback: Completion | None = None,
     ) -> None:
         target = self._check(endpoint)
-        self._queue.append((target, tag, b"".join(parts), callback))
+        data = b"".join(parts)
+        self._queue.append((target, tag, data, callback))
+        counts = self._counts
+        counts[MESSAGES_SENT] += 1
+        counts[BYTES_SENT] += len(data)
 
     def register_mem(self, endpoint: Endpoint | None, base: int, size: int) -> MemoryHandle:
         return self._registrations.register(base, size, lambda *key: _KEY.pack(*key))
@@ -111,6 +127,7 @@ class SelfModule(ModuleBase):
     ) -> None:
         self._check(endpoint)
         self._remote(remote_address, remote_handle, local.nbytes)[:] = local.cast("B")
+        self.count_rdma(endpoint, local.nbytes)
         self._completions.append(callback)
 
     def get(
@@ -124,6 +141,7 @@ class SelfModule(ModuleBase):
     ) -> None:
         self._check(endpoint)
         local.cast("B")[:] = self._remote(remote_address, remote_handle, local.nbytes)
+        self.count_rdma(endpoint, local.nbytes)
         self._completions.append(callback)
 
     def queued_sends(self, rank: int | None = None) -> list[QueuedSend]:
@@ -141,7 +159,10 @@ class SelfModule(ModuleBase):
             done += 1
         while self._queue:
             endpoint, tag, data, callback = self._queue.popleft()
-            self.deliver(endpoint, tag, memoryview(data))
+            counts = self._counts
+            counts[MESSAGES_RECEIVED] += 1
+            counts[BYTES_RECEIVED] += len(data)
+            self.hand_over(endpoint, tag, memoryview(data))
             if callback is not None:
                 callback(None)
             done += 1

@@ -50,10 +50,18 @@ from .._interface import (
     QueuedSend,
 )
 from ..base import ModuleBase, NoPinBackend, Registrations, host_id
+from ..base._pvars import INDEX
 from ._defaults import DEFAULTS, MECHANISMS
 from ._emulated import INTERNAL_TAGS, Emulation
 from ._lane import SmLane
-from ._transport import PeerFault, SegmentAddress, Transport, TransportError, buffer_address
+from ._transport import (
+    COUNT_INDEX,
+    PeerFault,
+    SegmentAddress,
+    Transport,
+    TransportError,
+    buffer_address,
+)
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -116,7 +124,14 @@ class _Queued(Record):
 
 @public
 class SmModule(ModuleBase):
-    """Shared memory to every peer on this host."""
+    """Shared memory to every peer on this host.
+
+    Active messages are counted per peer in C, where the transport sends and
+    takes them (lanes' too), into counters this process reads in place
+    (:meth:`counter`): nothing is counted in Python on the message path.
+    """
+
+    counts_own_sends = True
 
     def __init__(
         self,
@@ -440,6 +455,7 @@ class SmModule(ModuleBase):
     ) -> None:
         with self.lock:
             self._rdma(True, endpoint, local, remote_address, remote_handle, callback)
+            self.count_rdma(endpoint, local.nbytes)
 
     def get(
         self,
@@ -452,6 +468,7 @@ class SmModule(ModuleBase):
     ) -> None:
         with self.lock:
             self._rdma(False, endpoint, local, remote_address, remote_handle, callback)
+            self.count_rdma(endpoint, local.nbytes)
 
     # -- progress -------------------------------------------------------------
 
@@ -512,8 +529,14 @@ class SmModule(ModuleBase):
             return 0
         if tag in INTERNAL_TAGS:
             return self._emulation.handle(source, tag, data)
-        self.deliver(endpoint, tag, data)
+        self.hand_over(endpoint, tag, data)  # counted in C as it was taken off the FIFO
         return 1
+
+    def counter(self, name: str, rank: int) -> int:
+        """Active messages (lanes' included) and lane rendezvous reads are counted in C
+        (:meth:`Transport.count`); put/get issued here and failures in Python."""
+        native = self.transport.count(rank, name) if name in COUNT_INDEX else 0
+        return native + (super().counter(name, rank) if name in INDEX else 0)
 
     def _queue_changed(self) -> None:
         """Lanes stop while sends are queued (behind them, and for progress to flush them)."""

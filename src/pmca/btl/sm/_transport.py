@@ -133,6 +133,20 @@ class _Stats(ctypes.Structure):
     _fields_ = tuple((name, ctypes.c_uint64) for name in _STAT_NAMES)
 
 
+#: The per-peer counters the C side keeps (sm.h's SM_* order), by pvar name.
+COUNTS = (
+    "messages_sent",
+    "bytes_sent",
+    "messages_received",
+    "bytes_received",
+    "lane_messages_sent",
+    "lane_messages_received",
+    "rdma_operations",
+    "rdma_bytes",
+)
+COUNT_INDEX = {name: index for index, name in enumerate(COUNTS)}
+
+
 _u32, _u64, _i32, _i64 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32, ctypes.c_int64
 _ptr = ctypes.c_void_p
 _int = ctypes.c_int
@@ -167,6 +181,8 @@ _PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...], bool]] = {
     "pmca_sm_wait": (_int, (_ptr, _i64, _u32), False),
     "pmca_sm_interrupt": (None, (_ptr,), True),
     "pmca_sm_stats": (None, (_ptr, _ptr), True),
+    "pmca_sm_set_counts": (None, (_ptr, _ptr, _u32), True),
+    "pmca_sm_count_kinds": (_u32, (), True),
     "pmca_sm_cma": (_i64, (_i32, _int, _u64, _u64, _u64), False),
     # The lanes' hot calls take no argtypes: every argument is a C int, a
     # bytes object or a prebuilt ctypes object (see lane.c and _lane.py).
@@ -303,6 +319,14 @@ class Transport:
         self._sizes: dict[int, int] = {}
         self._views: dict[int, memoryview] = {}
         self._magic = bytes(self._view(self._base, self._size)[:8])
+        if self._fn.count_kinds() != len(COUNTS):
+            raise TransportError(
+                errno.EPROTO, f"{LIBRARY_NAME}'s per-peer counters do not match this pmca version"
+            )
+        #: Per peer id, ``len(COUNTS)`` counters the C side adds to (see
+        #: :meth:`count`): owned here, so they outlive the context, and read
+        #: in place without a call.
+        self._counts: ctypes.Array[ctypes.c_uint64] = (ctypes.c_uint64 * 0)()
         self.max_payload = self.config.max_size
         self._on_close: list[Callable[[], None]] = []
         if self._fn.match_header_size() != MATCH_HEADER_BYTES:
@@ -320,6 +344,8 @@ class Transport:
         if status != 0:
             raise _error(-status, f"cannot bind the sm segment as {ident} of {slots}")
         self.ident = ident
+        self._counts = (ctypes.c_uint64 * (slots * len(COUNTS)))()
+        self._fn.set_counts(self._ctx, ctypes.addressof(self._counts), slots)
         self._sizes = {ident: self._size}
         self._views = {ident: self._view(self._base, self._size)}
 
@@ -498,6 +524,17 @@ class Transport:
     def interrupt(self) -> None:
         self._fn.interrupt(self._ctx)
 
+    def count(self, ident: int, name: str) -> int:
+        """Peer ``ident``'s counter ``name`` (one of :data:`COUNTS`), read in place.
+
+        The C side adds to it under the lock that serialises the context;
+        this reads one aligned word, so it is never torn, whichever thread
+        reads, and stays readable after :meth:`close`.
+        """
+        index = ident * len(COUNTS) + COUNT_INDEX[name]
+        counts = self._counts
+        return int(counts[index]) if 0 <= index < len(counts) else 0
+
     def stats(self) -> dict[str, int]:
         raw = _Stats()
         self._fn.stats(self._ctx, ctypes.byref(raw))
@@ -527,6 +564,8 @@ class Transport:
 
 
 __all__ = [
+    "COUNTS",
+    "COUNT_INDEX",
     "LIBRARY_NAME",
     "PeerFault",
     "SegmentAddress",

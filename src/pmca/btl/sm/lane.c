@@ -36,8 +36,10 @@ EXPORT int pmca_sm_lane_send(struct sm_ctx *ctx, uint32_t lane, uint32_t sequenc
                                        length};
     int status = sm_send_parts(ctx, lane_peer(lane), lane_tag(lane), &header, sizeof header, body,
                                length);
-    if (status == 0)
+    if (status == 0) {
         ctx->lane_sent++;
+        sm_count_one(ctx, lane_peer(lane), SM_LANE_SENT);
+    }
     return status;
 }
 
@@ -63,8 +65,10 @@ EXPORT int pmca_sm_lane_send_rget(struct sm_ctx *ctx, uint32_t lane, uint32_t se
     head.length = (uint8_t)handle_length;
     int status =
         sm_send_parts(ctx, lane_peer(lane), lane_tag(lane), &head, sizeof head, handle, handle_length);
-    if (status == 0)
+    if (status == 0) {
         ctx->lane_sent++;
+        sm_count_one(ctx, lane_peer(lane), SM_LANE_SENT);
+    }
     return status;
 }
 
@@ -141,12 +145,14 @@ static int take_awaited(struct sm_ctx *ctx, struct pmca_sm_delivery *out, uint32
     return status;
 }
 
-/* Copy the awaited eager message's payload to `into` and hand its fragment back. */
-static void land(struct sm_ctx *ctx, void *into, const char *payload, uint64_t size)
+/* Copy the awaited eager message's payload to `into` and hand its fragment
+ * back (the message came from `peer`). */
+static void land(struct sm_ctx *ctx, uint32_t peer, void *into, const char *payload, uint64_t size)
 {
     memcpy(into, payload + sizeof(struct pmca_match_header), size);
     sm_release_delivered(ctx);
     ctx->lane_received++;
+    sm_count_one(ctx, peer, SM_LANE_RECEIVED);
 }
 
 /* Hand back the previous delivery, poll the FIFO for up to the lane spin
@@ -168,7 +174,7 @@ EXPORT int pmca_sm_lane_receive(struct sm_ctx *ctx, struct pmca_sm_delivery *out
         return status;
     if (!is_eager(&header, out) || header.size > ctx->landing_size || header.size > INT32_MAX - 2)
         return 1; /* not the awaited eager message, or it cannot land: the general path */
-    land(ctx, ctx->landing, payload, header.size);
+    land(ctx, out->source, ctx->landing, payload, header.size);
     return 2 + (int)header.size;
 }
 
@@ -198,6 +204,8 @@ static int64_t read_rget(struct sm_ctx *ctx, struct pmca_sm_delivery *out, uint3
         return 1;
     sm_release_delivered(ctx);
     ctx->lane_received++;
+    sm_count_one(ctx, peer, SM_LANE_RECEIVED);
+    sm_count(ctx, peer, SM_RDMA_OPERATIONS, size);
     struct pmca_fin fin = {MATCH_FIN, {0}, 0, body.send_id};
     /* a FIN that finds no fragment or FIFO slot now is the caller's to send */
     out->offset = sm_send_parts(ctx, peer, lane_tag(lane), &fin, sizeof fin, NULL, 0) == 0
@@ -227,7 +235,7 @@ EXPORT int64_t pmca_sm_lane_receive_into(struct sm_ctx *ctx, struct pmca_sm_deli
         return read_rget(ctx, out, lane, payload, header.size, target);
     if (!is_eager(&header, out))
         return 1;
-    land(ctx, target, payload, header.size);
+    land(ctx, out->source, target, payload, header.size);
     out->offset = 0;
     return 2 + (int64_t)header.size;
 }

@@ -183,6 +183,8 @@ int sm_send_parts(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const void *hea
         return -EAGAIN;
     }
     ctx->sent++;
+    if (tag <= BTL_TAG_MAX)
+        sm_count(ctx, id, SM_MESSAGES_SENT, length);
     wake(ctx, &ctx->peers[id]);
     return 0;
 }
@@ -266,6 +268,8 @@ int sm_take(struct sm_ctx *ctx, struct pmca_sm_delivery *out)
     ctx->delivered = f;
     ctx->delivered_owner = owner;
     ctx->received++;
+    if (tag <= BTL_TAG_MAX)
+        sm_count(ctx, owner, SM_MESSAGES_RECEIVED, length);
     out->tag = tag;
     out->length = length;
     out->offset = offset + FRAG_HEADER_BYTES;
@@ -375,6 +379,17 @@ EXPORT void pmca_sm_interrupt(struct sm_ctx *ctx)
     atomic_fetch_add_explicit(&ctx->self->wake_sequence, 1, memory_order_seq_cst);
     futex(&ctx->self->wake_sequence, FUTEX_WAKE, INT32_MAX, NULL);
 }
+
+/* Count per peer into `counts` (SM_COUNTS words for each of `slots` ids,
+ * zeroed by the caller, who keeps them alive as long as the context), or
+ * stop counting (NULL). */
+EXPORT void pmca_sm_set_counts(struct sm_ctx *ctx, uint64_t *counts, uint32_t slots)
+{
+    ctx->counts = counts;
+    ctx->counts_slots = counts ? slots : 0;
+}
+
+EXPORT uint32_t pmca_sm_count_kinds(void) { return SM_COUNTS; }
 
 EXPORT void pmca_sm_stats(const struct sm_ctx *ctx, struct pmca_sm_stats *out)
 {

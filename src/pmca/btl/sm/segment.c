@@ -120,7 +120,11 @@ EXPORT struct sm_ctx *pmca_sm_create(const struct pmca_sm_config *config, int *e
     h->magic = SM_MAGIC; /* last: a peer that sees the magic sees the rest */
     /* Peers need ptrace-level access for pidfd_getfd and CMA; under Yama's
      * ptrace_scope=1 a non-ancestor is refused unless we allow it, as Open
-     * MPI's sm does.  Failure is harmless (no Yama). */
+     * MPI's sm does.  Yama keeps one exception per process (one tracer and
+     * its descendants, or any): local peers are many and not descendants of
+     * one another, so any process of this user may attach (what scope 0
+     * allows anyway; other users stay refused).  The project's security
+     * notes say what this exposes.  Failure is harmless (no Yama). */
     prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
     *error = 0;
     return ctx;

@@ -167,7 +167,48 @@ struct sm_ctx {
     int lane_cma;          /* lane receives may read rendezvous payloads with CMA (lane.c) */
     void *landing;         /* where lane receives copy the awaited payload (lane.c) */
     uint64_t landing_size;
+    /* Per peer id, SM_COUNTS plain counters (pmca_sm_set_counts): memory the
+     * Python side owns and reads in place.  Written only under the lock that
+     * serialises every context operation; no atomics. */
+    uint64_t *counts;
+    uint32_t counts_slots;
 };
+
+/* The per-peer counters, in this order (btl pvars; _transport.py mirrors it).
+ * Messages and bytes count active messages of btl tags only (0..BTL_TAG_MAX:
+ * not the emulated put/get's internal ones), lanes' included; the lane
+ * counters say how many of them a lane moved; RDMA counts the rendezvous
+ * payloads lanes read with CMA. */
+enum {
+    SM_MESSAGES_SENT,
+    SM_BYTES_SENT,
+    SM_MESSAGES_RECEIVED,
+    SM_BYTES_RECEIVED,
+    SM_LANE_SENT,
+    SM_LANE_RECEIVED,
+    SM_RDMA_OPERATIONS,
+    SM_RDMA_BYTES,
+    SM_COUNTS
+};
+#define BTL_TAG_MAX 0xff
+
+/* Add one message of `bytes` to peer `id`'s counters from index `first`
+ * (messages there, bytes next). */
+static inline void sm_count(struct sm_ctx *ctx, uint32_t id, int first, uint64_t bytes)
+{
+    if (ctx->counts && id < ctx->counts_slots) {
+        uint64_t *count = ctx->counts + (uint64_t)id * SM_COUNTS + first;
+        count[0]++;
+        count[1] += bytes;
+    }
+}
+
+/* Add one to peer `id`'s counter `which`. */
+static inline void sm_count_one(struct sm_ctx *ctx, uint32_t id, int which)
+{
+    if (ctx->counts && id < ctx->counts_slots)
+        ctx->counts[(uint64_t)id * SM_COUNTS + which]++;
+}
 
 /* Caller-visible structures (ctypes mirrors them). */
 struct pmca_sm_config {

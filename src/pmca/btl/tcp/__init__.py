@@ -10,6 +10,7 @@ from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Q
 from ...mca.params import one_of, within
 from .._interface import Flags, Limits
 from ..base import MAX_INT32, read_limits, register_limits
+from ..base._pvars import Counter, declare_counters
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -43,6 +44,21 @@ def _items(value: object) -> list[str]:
     return [item.strip() for item in str(value or "").split(",") if item.strip()]
 
 
+#: Large active messages (above the placement head) by where they were received.
+STREAM_COUNTERS: tuple[Counter, ...] = (
+    (
+        "streams_placed",
+        "messages",
+        "Large messages from the peer received in place, where their receiver named",
+    ),
+    (
+        "streams_staged",
+        "messages",
+        "Large messages from the peer received into a buffer of their own, then delivered",
+    ),
+)
+
+
 class TcpComponent(Component):
     framework = "btl"
     name = "tcp"
@@ -57,6 +73,7 @@ class TcpComponent(Component):
     @hookimpl
     def register(self, params: ComponentParams) -> None:
         register_limits(params, DEFAULTS)
+        declare_counters("tcp", STREAM_COUNTERS)
         params.register(
             "if_include",
             type=str,
@@ -126,6 +143,26 @@ class TcpComponent(Component):
             "their memory; 0 copies nothing",
             **within(0, MAX_INT32, "bytes"),
         )
+        params.register(
+            "hello_timeout",
+            type=float,
+            default=1.0,
+            level=5,
+            help="Seconds an accepted connection has to send its whole hello (the "
+            "connecting rank and the nonce of this process's modex entry) before it is "
+            "dropped; connections are read side by side, so one that sends nothing delays "
+            "no rank (more than 0, at most 600)",
+            **within(0, 600, "s", above=True),
+        )
+        params.register(
+            "half_open_max",
+            type=int,
+            default=64,
+            level=6,
+            help="Connections a listener keeps while they have not sent their whole hello; "
+            "at this many, the oldest is dropped to make room for a new one",
+            **within(1, 65536, "connections"),
+        )
         for name, default, (least, most), unit, what in _KEEPALIVE:
             params.register(
                 name, type=int, default=default, level=5, help=what, **within(least, most, unit)
@@ -165,6 +202,7 @@ class TcpComponent(Component):
         from ..base import leave_pinned_wanted
         from ._group import RailGroup
         from ._interfaces import rail_bandwidth, rail_latency
+        from ._listener import HelloRules
         from ._module import TcpModule, TcpSettings
 
         params = ctx.params
@@ -187,6 +225,7 @@ class TcpComponent(Component):
             keepalive=keepalive if keepalive[0] else None,
             leave_pinned=leave_pinned,
             send_queue_limit=int(params["send_queue_limit"]),
+            hello=HelloRules(float(params["hello_timeout"]), int(params["half_open_max"])),
         )
         limits = read_limits(params, DEFAULTS)
         # One module (a rail) per interface, weighed by the link's speed where the
@@ -206,7 +245,12 @@ class TcpComponent(Component):
                 rail_limits = evolve(rail_limits, eager_limit=eager)
             log = ctx.log.bind(rail=interface.name)
             group = rails[0].group if rails else RailGroup(self._report_log or log)
-            rails.append(TcpModule(rail_limits, settings, log, interface, group))
+            try:
+                rails.append(TcpModule(rail_limits, settings, log, interface, group))
+            except BaseException:
+                for rail in rails:  # never used: their listeners would stay open
+                    rail.close_listener()
+                raise
         rails[0].rails = tuple(rails[1:])
         return Query(priority=limits.exclusivity, module=rails[0])
 

@@ -33,6 +33,7 @@ from attrs import define
 
 from ..._records import Record
 from .._interface import PLACEMENT_HEAD, BtlError, Completion, PeerFailed, QueuedSend
+from ..base._pvars import SLOTS, STREAMS_PLACED, STREAMS_STAGED
 from . import _wire as wire
 from ._zerocopy import MSG_ZEROCOPY, ZeroCopy
 
@@ -122,8 +123,13 @@ class Connection:
         bulk_chunk: int = 0,
         pace_reads: bool = False,
         queue_limit: int = 0,
+        traffic: list[int] | None = None,
     ) -> None:
         self.module = module
+        #: The peer's counters (the module's list for this rank, see
+        #: ``pmca.btl.base._pvars``): the module counts on it where it sends
+        #: and dispatches, this connection where it places or stages.
+        self.traffic = [0] * SLOTS if traffic is None else traffic
         self.rank = rank
         self.host = host
         self.sock = sock
@@ -386,11 +392,13 @@ class Connection:
         placement = self.module.place(self, tag, head, length)
         if placement is not None:
             self.module.streams_placed += 1
+            self.traffic[STREAMS_PLACED] += 1
             self._start += placement.skip
             finished = placement.finished
             self._sink = Sink(placement.target, 0, lambda: finished(None), finished)
         else:
             self.module.streams_staged += 1
+            self.traffic[STREAMS_STAGED] += 1
             body = bytearray(length)
 
             def arrived() -> None:

@@ -9,7 +9,7 @@ peer's, computed once per peer whichever rail asks first.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol
 
 from ..base import host_name
 from . import _wire as wire
@@ -32,16 +32,19 @@ class Rail(Protocol):
     def port(self) -> int: ...
 
 
-RailT = TypeVar("RailT", bound=Rail)
-
-
-class RailGroup(Generic[RailT]):
+class RailGroup:
     """The rails (one module per interface) of one process: its nonce, its modex address,
-    and the pairing of its interfaces with each peer's (computed once per peer)."""
+    and the pairing of its interfaces with each peer's (computed once per peer).
+
+    Not a ``Generic`` over the rail type: subscribing ``Generic`` at run time
+    fills typing's process-wide cache with a type variable bound to this
+    module's ``Rail``, which in dso mode kept every unloaded copy of the tcp
+    component's modules alive.
+    """
 
     def __init__(self, log: FilteringBoundLogger) -> None:
         self.nonce = os.urandom(8)
-        self.rails: list[RailT] = []
+        self.rails: list[Rail] = []
         self.log = log
         self._pairings: dict[int, list[Pairing]] = {}
         self._routes: dict[str, bool] = {}

@@ -1,5 +1,9 @@
 """The tcp module: a listening socket, one connection per peer, emulated put/get.
 
+Each module (a rail) listens on its interface's own address, never the
+wildcard; during init the listener takes only connections whose hello proves
+an expected rank, reading every connection at once (``_listener``).
+
 Get is a request frame answered by the owner of the memory, which streams
 the registered range back from where it lies (no staging copy); the
 requester receives it straight into its destination. Large responses use
@@ -10,16 +14,15 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import ipaddress
 import itertools
 import select
 import socket
 import struct
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from attrs import define, frozen
+from attrs import define, field, frozen
 
 from ..._public import public
 from ..._records import FrozenValue, Record
@@ -38,11 +41,14 @@ from .._interface import (
     QueuedSend,
 )
 from ..base import ModuleBase, NoPinBackend, Registrations, host_name
+from ..base._pvars import BYTES_RECEIVED, BYTES_SENT, MESSAGES_RECEIVED, MESSAGES_SENT
 from . import _wire as wire
 from ._connection import QUEUED_COST, STREAM_MIN, Connection, Outgoing
+from ._exhaustion import resource_error
 from ._group import RailGroup
-from ._handshake import accept, connect, keep_alive
+from ._handshake import connect, keep_alive
 from ._interfaces import Interface
+from ._listener import HelloRules, accept
 from ._rails import Pairing
 from ._silence import unacknowledged_silence
 from ._zerocopy import ZeroCopyStats
@@ -79,30 +85,33 @@ class TcpSettings(FrozenValue):
     keepalive: tuple[int, ...] | None = None
     #: ``btl_tcp_send_queue_limit``: what copied sends may hold per peer.
     send_queue_limit: int = 0
+    #: How the listener treats connections until their hello arrives.
+    hello: HelloRules = field(factory=HelloRules)
 
 
 @public
 class TcpModule(ModuleBase):
+    #: Active messages are counted on the connection's list of the peer's
+    #: counters, where send/sendi and dispatch already hold the connection.
+    counts_own_sends = True
+
     def __init__(
         self,
         limits: Limits,
         settings: TcpSettings,
         log: FilteringBoundLogger,
         interface: Interface | None = None,
-        group: RailGroup[TcpModule] | None = None,
+        group: RailGroup | None = None,
     ) -> None:
         super().__init__("tcp", limits, log)
         self.settings = settings
         self.interface = interface if interface is not None else settings.interfaces[0]
-        self.group: RailGroup[TcpModule] = group if group is not None else RailGroup(log)
+        self.group: RailGroup = group if group is not None else RailGroup(log)
         self.group.rails.append(self)
         #: The other rails of this process, for the framework (set on the first rail only).
         self.rails: tuple[TcpModule, ...] = ()
         self._nonce = self.group.nonce
-        self._listener = socket.socket(self.interface.family, socket.SOCK_STREAM)
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind((self.interface.address, 0))
-        self._listener.listen(256)
+        self._listener = _listen(self.interface)
         self.port = self._listener.getsockname()[1]
         self._connections: dict[int, Connection] = {}
         self._endpoints: dict[int, TcpEndpoint] = {}
@@ -137,9 +146,9 @@ class TcpModule(ModuleBase):
             for p in procs
             if not p.local and p.address is not None
         }
-        from ..base import host_id
-
-        here = host_id()
+        # The host this process published (as the bml placed it), not a fresh
+        # host_id(): that reads a file, which a process out of descriptors cannot.
+        here = me.host
         mine: dict[int, Pairing] = {}
         for rank, (proc, address) in peers.items():
             for pairing in self.group.pairings(proc, address, proc.host == here):
@@ -165,6 +174,7 @@ class TcpModule(ModuleBase):
             deadline,
             timeout,
             self.log,
+            self.settings.hello,
         ):
             self._adopt(rank, sock)
         endpoints: list[Endpoint | None] = []
@@ -176,8 +186,14 @@ class TcpModule(ModuleBase):
                 endpoints.append(None)
         return endpoints
 
+    def close_listener(self) -> None:
+        """Close the listener of a rail that will never be used (its query failed)."""
+        self._listener.close()
+
     def _adopt(self, rank: int, sock: socket.socket) -> None:
-        loopback = ipaddress.ip_address(sock.getpeername()[0]).is_loopback
+        # The rail's own address, not getpeername(): that fails (ENOTCONN) on a
+        # connection its peer already reset, which must become a PeerFailed later.
+        loopback = self.interface.loopback
         keep_alive(sock, self.settings.keepalive)
         wanted = self.settings.zerocopy == "true" or (
             self.settings.zerocopy == "auto" and not loopback
@@ -192,6 +208,7 @@ class TcpModule(ModuleBase):
             bulk_chunk=self.settings.bulk_chunk,
             pace_reads=loopback,
             queue_limit=self.settings.send_queue_limit,
+            traffic=self.peer_traffic(rank),
         )
 
     def del_procs(self, endpoints: Sequence[Endpoint]) -> None:
@@ -222,6 +239,9 @@ class TcpModule(ModuleBase):
             # place and its send completes once the socket takes the bytes.
             return False
         header = memoryview(wire.FRAME.pack(wire.AM, tag, total, 0))
+        counts = connection.traffic
+        counts[MESSAGES_SENT] += 1
+        counts[BYTES_SENT] += total
         if connection.queue:
             copy = memoryview(b"".join(views))
             connection.push(Outgoing([header, copy], None, False, tag, total, copy, cost))
@@ -250,6 +270,9 @@ class TcpModule(ModuleBase):
         if total > self.limits.max_send_size:
             raise BtlError(f"btl tcp: send of {total} bytes exceeds btl_tcp_max_send_size")
         header = memoryview(wire.FRAME.pack(wire.AM, tag, total, 0))
+        counts = connection.traffic
+        counts[MESSAGES_SENT] += 1
+        counts[BYTES_SENT] += total
         head = views[0] if views else b""
         connection.push(Outgoing([header, *views], callback, False, tag, total, head))
 
@@ -300,6 +323,7 @@ class TcpModule(ModuleBase):
         request = next(self._ids)
         target = local.cast("B")
         self._gets[request] = _PendingGet(target, callback)
+        self.count_rdma(endpoint, target.nbytes)
         body = wire.GET_REQUEST.pack(key, remote_address, target.nbytes)
         frame = wire.FRAME.pack(wire.GET_REQ, 0, len(body), request)
         connection.push(Outgoing([memoryview(frame + body)], None))
@@ -320,6 +344,7 @@ class TcpModule(ModuleBase):
             raise BtlError("btl tcp: a single put is limited to 4 GiB (btl_tcp put_limit)")
         request = next(self._ids)
         self._puts[request] = callback
+        self.count_rdma(endpoint, data.nbytes)
         head = wire.PUT_HEAD.pack(key, remote_address, request)
         frame = wire.FRAME.pack(wire.PUT, 0, len(head) + data.nbytes, 0)
         connection.push(Outgoing([memoryview(frame + head), data], None, self._zerocopy(data)))
@@ -342,7 +367,10 @@ class TcpModule(ModuleBase):
         self, connection: Connection, kind: int, tag: int, aux: int, body: memoryview
     ) -> None:
         if kind == wire.AM:
-            self.deliver(self._endpoints[connection.rank], tag, body)
+            counts = connection.traffic
+            counts[MESSAGES_RECEIVED] += 1
+            counts[BYTES_RECEIVED] += body.nbytes
+            self.hand_over(self._endpoints[connection.rank], tag, body)
         elif kind == wire.GET_REQ:
             self._serve_get(connection, aux, body)
         elif kind in (wire.GET_ERROR, wire.PUT_ERROR):
@@ -499,10 +527,14 @@ class TcpModule(ModuleBase):
     def streams_staged(self, value: int) -> None:
         self.group.streams_staged = value
 
+    def _group_rails(self) -> list[TcpModule]:
+        # Every rail of a group is a TcpModule; the group itself needs only the Rail protocol.
+        return cast("list[TcpModule]", self.group.rails)
+
     def connections(self) -> dict[int, Connection]:
         """The open connection to each peer rank, over every rail (for tools and tests)."""
         found: dict[int, Connection] = {}
-        for rail in self.group.rails:
+        for rail in self._group_rails():
             found.update(rail._connections)
         return found
 
@@ -514,7 +546,7 @@ class TcpModule(ModuleBase):
     def zerocopy_stats(self) -> ZeroCopyStats:
         """Zero-copy sends, their completions and the kernel's copies, over all connections."""
         total = ZeroCopyStats()
-        for rail in self.group.rails:
+        for rail in self._group_rails():
             total.add(rail._closed_zerocopy)
             for connection in rail._connections.values():
                 total.add(connection.zerocopy.stats)
@@ -555,6 +587,24 @@ class TcpModule(ModuleBase):
             callback(failure)
         self._registrations.close()
         self._listener.close()
+
+
+def _listen(interface: Interface) -> socket.socket:
+    """A socket listening on ``interface``'s own address: only that address (IPv4 or
+    IPv6), never the wildcard, so an interface left out takes no connection."""
+    doing = f"btl tcp: cannot listen on {interface.name} {interface.address}"
+    try:
+        listener = socket.socket(interface.family, socket.SOCK_STREAM)
+    except OSError as exc:
+        raise resource_error(exc, doing) or BtlError(f"{doing}: {exc}") from None
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((interface.address, 0))
+        listener.listen(256)
+    except OSError as exc:
+        listener.close()
+        raise resource_error(exc, doing) or BtlError(f"{doing}: {exc}") from None
+    return listener
 
 
 __all__ = ["ModexError", "TcpEndpoint", "TcpModule", "TcpSettings"]

@@ -15,17 +15,27 @@ from ...mca._pvars import REGISTRY, PVarClass, PVarFlag
 from ._module import OverwriteModule, counted
 from ._table import LIBRARY_FILE, LIBRARY_NAME, PatchTable
 
-for _name, _description in (
-    ("installed", "Patches of libc functions installed"),
-    ("restored", "Patches restored to the original bytes"),
-    ("not_ours", "Restores that found another library's bytes (left in pass-through)"),
+for _name, _key, _description in (
+    ("patches_installed", "installed", "Patches of libc functions installed"),
+    ("patches_restored", "restored", "Patches restored to the original bytes"),
+    (
+        "patches_not_ours",
+        "not_ours",
+        "Restores that found another library's bytes (left in pass-through)",
+    ),
+    (
+        "foreign_patches_seen",
+        "foreign",
+        "Patches refused because the function's entry already jumped to another "
+        "library's hook (UCX's ucm, Open MPI's patcher, libfabric's memhooks)",
+    ),
 ):
     REGISTRY.register(
         "patcher",
         "overwrite",
-        f"patches_{_name}",
+        _name,
         PVarClass.COUNTER,
-        counted(_name),
+        counted(_key),
         unit="patches",
         level=4,
         flags=PVarFlag.CONTINUOUS,

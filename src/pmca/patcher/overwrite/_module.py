@@ -18,9 +18,10 @@ if TYPE_CHECKING:
     from .._patches import PatchRecord, RestoreOutcome
 
 
-#: Patches installed and restored in this process, and restores that found the
-#: bytes no longer pmca's (the ``patcher_overwrite_*`` pvars read these).
-COUNTS = {"installed": 0, "restored": 0, "not_ours": 0}
+#: Patches installed and restored in this process, restores that found the
+#: bytes no longer pmca's, and patches refused because another library's
+#: jump was already there (the ``patcher_overwrite_*`` pvars read these).
+COUNTS = {"installed": 0, "restored": 0, "not_ours": 0, "foreign": 0}
 
 
 def counted(key: str) -> Callable[[object], float]:
@@ -45,7 +46,11 @@ class OverwriteModule:
             for record in self.patches():
                 if record.symbol == symbol:
                     return record
-            site = self._hooks.install(symbol)
+            try:
+                site = self._hooks.install(symbol)
+            except Exception as refused:
+                self._count_foreign(symbol, refused)
+                raise
             try:
                 self._table.add(site, owner)
             except BaseException:
@@ -56,6 +61,13 @@ class OverwriteModule:
         from .._patches import PatchRecord
 
         return PatchRecord(symbol, site.patch_address, site.original, site.patched, owner)
+
+    def _count_foreign(self, symbol: str, error: Exception) -> None:
+        """Count a refusal caused by another library's jump at the entry (a rare path)."""
+        from ...native import PatchRefused, foreign_patches
+
+        if isinstance(error, PatchRefused) and symbol in foreign_patches(self._hooks, (symbol,)):
+            COUNTS["foreign"] += 1
 
     def base_part(self) -> tuple[int, int]:
         """Address and size of the base part of this module's native library."""

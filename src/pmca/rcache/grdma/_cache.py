@@ -13,10 +13,12 @@ from attrs import frozen
 
 from ..._public import public
 from ..._records import FrozenValue
-from ...native._subscription import delivering
+from ...mca._events import DeferredEvents, Safety
+from ...native._subscription import delivering, on_listener_thread
 from .._interface import Backend, RcacheError
 from .._registration import CacheStats, Registration
 from ._pending import ADDRESS_LIMIT, ReleaseLog
+from ._pvars import EVICTION
 from ._tree import FULL_PATH, IntervalTree
 
 if TYPE_CHECKING:
@@ -106,6 +108,8 @@ class GrdmaCache:
         self.pinned_peak = 0
         #: The counters as the cache closed (set by :meth:`close`).
         self.final_stats: CacheStats | None = None
+        #: Eviction events, queued under the lock (see :meth:`deliver_events`).
+        self.evictions = DeferredEvents(EVICTION)
 
     def subscribed(
         self,
@@ -128,6 +132,16 @@ class GrdmaCache:
             ctypes.addressof(self.releases.pending),
             watch.check_address,
         )
+
+    def deliver_events(self) -> None:
+        """Deliver the queued eviction events (never called with the cache lock held).
+
+        A cache with memory hooks has this run by the release dispatcher, on
+        its listener thread or in a ``drain()``; one without runs it after
+        each operation.
+        """
+        if len(self.evictions):
+            self.evictions.deliver(Safety.THREAD_SAFE if on_listener_thread() else Safety.NONE)
 
     @property
     def coherent(self) -> bool:
@@ -154,6 +168,8 @@ class GrdmaCache:
                 registration = self._register_locked(base, bound)
             dead = self._take_garbage_locked()
         self._release(dead)
+        if self._drain is None:
+            self.deliver_events()
         return registration
 
     def _hit_locked(self, registration: Registration) -> Registration:
@@ -180,6 +196,8 @@ class GrdmaCache:
                     self._retire_locked(registration)
             dead = self._take_garbage_locked()
         self._release(dead)
+        if self._drain is None:
+            self.deliver_events()
 
     def find(self, address: int, size: int) -> Registration | None:
         # The one native call: the index itself says whether anything was
@@ -218,6 +236,11 @@ class GrdmaCache:
             dead = self._take_garbage_locked()
         self._release(dead)
         return stats
+
+    def lookup_counts(self) -> tuple[int, int]:
+        """Lookups the index answered in one call, and those that took the full path
+        (releases to apply, every 4096th lookup, an overwrite found)."""
+        return self._tree.lookup_counts()
 
     def _stats_locked(self) -> CacheStats:
         return CacheStats(
@@ -260,6 +283,7 @@ class GrdmaCache:
                 "rcache closed with registrations still held", count=len(held), first=repr(held[0])
             )
         self._release(dead)
+        self.deliver_events()  # nothing silent: what the listener had not delivered yet
         self._on_close(self)
 
     def __repr__(self) -> str:
@@ -315,7 +339,7 @@ class GrdmaCache:
                 # Open MPI's grdma: evict an unused registration and try again.
                 if not self._lru:
                     raise
-                victim = self._evict_one_locked()
+                victim = self._evict_one_locked("retry")
                 self._discard_locked(victim)
                 self._log.debug("registration failed; evicted one", error=repr(exc))
                 self._release(self._take_garbage_locked())
@@ -340,7 +364,7 @@ class GrdmaCache:
         """Evict least recently used unused registrations down to cache_max_bytes."""
         limit = self.cache_max_bytes
         while limit > 0 and self._pinned > limit and self._lru:
-            self._discard_locked(self._evict_one_locked())
+            self._discard_locked(self._evict_one_locked("limit"))
 
     def _discard_locked(self, registration: Registration) -> None:
         """Queue an unused, unindexed registration for transport deregistration."""
@@ -348,10 +372,14 @@ class GrdmaCache:
         self._live.pop(registration.key, None)
         self._pinned -= registration.size
 
-    def _evict_one_locked(self) -> Registration:
+    def _evict_one_locked(self, reason: str) -> Registration:
         _key, victim = self._lru.popitem(last=False)
         self._unindex_locked(victim)
         self._evictions += 1
+        # Queued only: callbacks never run under the cache lock.
+        self.evictions.defer(
+            {"cache": self, "address": victim.base, "length": victim.size, "reason": reason}
+        )
         return victim
 
     def _unindex_locked(self, registration: Registration) -> None:

@@ -131,5 +131,13 @@ def _subscribe(cache: GrdmaCache) -> str | None:
         check_address=native.check_address(),
         counters=lambda: (head.value, dropped.value),
     )
-    cache.subscribed(handle.unregister, drain=memory.drain, watch=watch)
+    # Eviction events queued under the cache lock leave from the release
+    # drain or the listener thread, as release callbacks do.
+    stop_delivering = native.dispatcher().add_check(cache.deliver_events)
+
+    def unsubscribe() -> None:
+        stop_delivering()
+        handle.unregister()
+
+    cache.subscribed(unsubscribe, drain=memory.drain, watch=watch)
     return None

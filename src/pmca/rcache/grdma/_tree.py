@@ -71,6 +71,8 @@ def bind(cdll: ctypes.CDLL) -> None:
     cdll.pmca_itree_answers.restype = None
     cdll.pmca_itree_take_overwrites.argtypes = [_ptr]
     cdll.pmca_itree_take_overwrites.restype = ctypes.c_uint32
+    cdll.pmca_itree_lookup_counts.argtypes = [_ptr, _ptr]
+    cdll.pmca_itree_lookup_counts.restype = None
 
 
 def _bind_hot(cdll: ctypes.CDLL) -> ctypes.PyDLL:
@@ -120,6 +122,8 @@ class IntervalTree:
         #: The native handle, for :attr:`lookup`.
         self.handle: int = handle
         self._open = True
+        #: :meth:`lookup_counts` as the handle was destroyed.
+        self._final_counts = (0, 0)
         self._find: Callable[[int, int, int], int] = hot.pmca_itree_find_covering
         cdll.pmca_itree_answers(handle, id(None), id(FULL_PATH), _incref_address())
         #: ``lookup(handle, address, size)``, for an *object index* only (every
@@ -180,6 +184,18 @@ class IntervalTree:
         """What the overwrite check found during lookups since the last call (0: nothing)."""
         return int(self._lib.pmca_itree_take_overwrites(self.handle)) if self._open else 0
 
+    def lookup_counts(self) -> tuple[int, int]:
+        """Lookups :attr:`lookup` answered itself, and those it sent to the full path.
+
+        Counted where the native lookup already branches, under the lock it
+        already holds: the fast path adds nothing to its work.
+        """
+        if not self.handle:
+            return self._final_counts
+        counts = (_u64 * 2)()
+        self._lib.pmca_itree_lookup_counts(self.handle, counts)
+        return int(counts[0]), int(counts[1])
+
     def synced(self, head: int, dropped: int) -> None:
         """Every release up to these counter values has been applied."""
         self._lib.pmca_itree_synced(self._handle(), head, dropped)
@@ -200,6 +216,8 @@ class IntervalTree:
     def destroy(self) -> None:
         """Free the handle too: no thread may be using this index any more."""
         self.close()
+        if self.handle:
+            self._final_counts = self.lookup_counts()
         handle, self.handle = self.handle, 0
         if handle:
             self._lib.pmca_itree_destroy(handle)

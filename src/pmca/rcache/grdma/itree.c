@@ -204,34 +204,57 @@ EXPORT uintptr_t pmca_itree_lookup(itree_t *t, uintptr_t address, uintptr_t size
     uintptr_t answer = t->slow_answer;
     if (size == 0 || (address | size) >> 63 != 0 ||
         __builtin_add_overflow(address, size + t->page_mask, &hi))
-        goto out;
+        goto unlocked_full;
     hi &= ~t->page_mask;
     check_fn check = __atomic_load_n(&t->check, __ATOMIC_ACQUIRE);
     if (check != NULL) { /* outside the index lock: it takes the hooks' patch lock */
         uint32_t mask = check();
         if (mask != 0) {
             __atomic_fetch_or(&t->overwritten, mask, __ATOMIC_ACQ_REL);
-            goto out;
+            goto unlocked_full;
         }
     }
     pthread_mutex_lock(&t->lock);
-    if (t->closed || ++t->lookups % FULL_PATH_EVERY == 0)
+    if (t->closed)
         answer = t->slow_answer;
-    else if (t->pending != NULL && __atomic_load_n(t->pending, __ATOMIC_ACQUIRE) != 0)
+    else if (++t->lookups % FULL_PATH_EVERY == 0 ||
+             (t->pending != NULL && __atomic_load_n(t->pending, __ATOMIC_ACQUIRE) != 0) ||
+             (t->head != NULL &&
+              (__atomic_load_n(t->head, __ATOMIC_ACQUIRE) != t->seen_head ||
+               __atomic_load_n(t->dropped, __ATOMIC_ACQUIRE) != t->seen_dropped))) {
+        /* The full path: counted here, where it branches off (the fast
+         * path's count is what is left of t->lookups: nothing added to it). */
+        t->full_lookups++;
         answer = t->slow_answer;
-    else if (t->head != NULL && (__atomic_load_n(t->head, __ATOMIC_ACQUIRE) != t->seen_head ||
-                                 __atomic_load_n(t->dropped, __ATOMIC_ACQUIRE) != t->seen_dropped))
-        answer = t->slow_answer;
-    else {
+    } else {
         int64_t key = find_covering(t, lo, hi);
         answer = key >= 0 ? (uintptr_t)key : t->none_answer;
     }
     pthread_mutex_unlock(&t->lock);
+    goto out;
+unlocked_full:
+    __atomic_fetch_add(&t->full_unlocked, 1, __ATOMIC_RELAXED);
 out:
     /* The caller's lock (the GIL) keeps a found object alive until here. */
     if (t->take_reference != NULL)
         t->take_reference(answer);
     return answer;
+}
+
+/*
+ * How pmca_itree_lookup answered so far: counts[0] lookups answered by the
+ * index itself (a key or "none"), counts[1] lookups sent to the caller's
+ * full path (releases to apply, every FULL_PATH_EVERY-th, a bad range, an
+ * overwrite found).  Lookups on a closed index are in neither.  Valid after
+ * close (until destroy).
+ */
+EXPORT void pmca_itree_lookup_counts(itree_t *t, uint64_t counts[2])
+{
+    pthread_mutex_lock(&t->lock);
+    uint64_t full = t->full_lookups;
+    counts[0] = t->lookups - full;
+    pthread_mutex_unlock(&t->lock);
+    counts[1] = full + __atomic_load_n(&t->full_unlocked, __ATOMIC_RELAXED);
 }
 
 /*

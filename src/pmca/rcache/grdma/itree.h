@@ -95,7 +95,10 @@ typedef struct itree {
     /* pmca_itree_lookup's answers besides a key: none covers; take the full path. */
     uintptr_t none_answer, slow_answer;
     void (*take_reference)(uintptr_t);
-    uint64_t lookups;
+    /* Lookups that reached the index, and those of them sent to the full
+     * path (both under the lock); lookups sent there before taking it (a
+     * bad range, an overwrite found), counted atomically: they are rare. */
+    uint64_t lookups, full_lookups, full_unlocked;
     uint64_t page_mask;
 } itree_t;
 

@@ -1,0 +1,67 @@
+"""Errors naming the limit a socket call ran into, instead of a bare ``OSError``.
+
+A rank over tcp holds one descriptor per peer and rail, plus one listener
+per rail, so a job of many ranks under a low ``ulimit -n`` runs out of
+descriptors in the middle of init: the message says which rank, which peer
+and address, which limit (with its soft and hard values) and what to do.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+
+from .._interface import BtlError
+
+#: Errors meaning "out of something", not "the peer or the network said no".
+EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+def _shown(value: int) -> str:
+    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
+
+
+def _file_max() -> str:
+    try:
+        with open("/proc/sys/fs/file-max") as f:
+            return f" (now {f.read().strip()})"
+    except OSError:  # the table is full: this open may fail too
+        return ""
+
+
+def _limit(code: int) -> str:
+    """The limit ``code`` means and what raises it."""
+    if code == errno.EMFILE:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        return (
+            f"this process reached its limit of open file descriptors, RLIMIT_NOFILE "
+            f"(soft {_shown(soft)}, hard {_shown(hard)}); btl tcp holds one descriptor per "
+            "peer and rail plus one listener per rail: raise the soft limit (ulimit -n, or "
+            "the launcher's setting; at most the hard limit without privileges), use fewer "
+            "rails (btl_tcp_if_include), or leave tcp out where every peer is on this host "
+            "(btl=self,sm)"
+        )
+    if code == errno.ENFILE:
+        return (
+            "the system-wide table of open files is full (the sysctl fs.file-max"
+            f"{_file_max()}): close other programs' files or raise fs.file-max"
+        )
+    return (
+        "the kernel could not allocate memory for the socket (see the sysctls "
+        "net.ipv4.tcp_mem and net.core.optmem_max, and the memory limit of this "
+        "process's cgroup): free memory, or run fewer ranks or rails per host"
+    )
+
+
+def resource_error(exc: OSError, doing: str) -> BtlError | None:
+    """A :class:`BtlError` saying ``doing`` failed for want of a resource, naming the
+    limit and a remedy; ``None`` when ``exc`` is not an exhaustion error."""
+    code = exc.errno
+    if code not in EXHAUSTED:
+        return None
+    name = errno.errorcode.get(code, str(code))
+    return BtlError(f"{doing}: {os.strerror(code)} ({name}): {_limit(code)}")
+
+
+__all__ = ["EXHAUSTED", "resource_error"]
