@@ -237,6 +237,12 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
                 outcomes.append("sent")
             except PeerFinalized:
                 outcomes.append("PeerFinalized")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # progress until this rank hears of rank 0's LEAVE
+            try:
+                s.p2p.iprobe(0, 10)
+            except PeerFinalized:
+                break
         try:
             s.p2p.isend(0, 9, bytes(64))
             out(outcomes=outcomes, after="accepted")
@@ -253,10 +259,11 @@ if RANK == 0:
 def test_isends_to_a_finalized_sm_peer_are_reported(pmca_env, tmp_path) -> None:
     """200 isends over sm to a rank that finalized: reported by it, never silently lost.
 
-    Every isend made before rank 1 heard that rank 0 left is received into
-    rank 0 before it closes and named in its one warning (peer, tag, count,
-    bytes); the next isend fails at once with ``PeerFinalized``. Before, all
-    completed and nobody ever said they were not received.
+    Every isend made before rank 1 heard that rank 0 left (at its next
+    progress) is received into rank 0 before it closes and named in its one
+    warning (peer, tag, count, bytes); once rank 1 progressed, the next isend
+    fails at once with ``PeerFinalized``. Before, all completed and nobody
+    ever said they were not received.
     """
     finalized, sender = _pair(tmp_path, _ISENDS_TO_A_FINALIZED_PEER, "self,sm")
     assert sender.get("after") == "PeerFinalized", sender
