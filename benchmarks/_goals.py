@@ -100,13 +100,17 @@ def pingpong_goals(
     latency_limit: float | None,
     bandwidth_limit: float | None,
     big: int,
+    mid_limit: float | None = None,
+    mid: tuple[int, int] = (4 << 10, 256 << 10),
 ) -> tuple[dict[str, float], list[Goal]]:
     """Paired ratios of a ping-pong comparison, and its goals.
 
     ``subject[i]`` and ``baseline[i]`` are the jobs of the same round (ABBA).
     Latency: pmca / baseline per pair; bandwidth: baseline / pmca per pair
-    (lower is better for both), judged for every size of at least ``big``
-    bytes.  A limit of ``None`` reports the ratio without a goal.
+    (lower is better for both: the ratio of half round trips), judged for
+    every size of at least ``big`` bytes against ``bandwidth_limit``, and for
+    every size from ``mid[0]`` to ``mid[1]`` bytes against ``mid_limit``.
+    A limit of ``None`` reports the ratio without a goal.
     """
     ratios: dict[str, float] = {}
     goals: list[Goal] = []
@@ -127,6 +131,9 @@ def pingpong_goals(
         ratios[f"{label} bandwidth {size} B (baseline / pmca)"] = goal.value
         if bandwidth_limit is not None and size >= big:
             goal.limit = bandwidth_limit
+            goals.append(goal)
+        elif mid_limit is not None and mid[0] <= size <= mid[1]:
+            goal.limit = mid_limit
             goals.append(goal)
     return ratios, goals
 

@@ -22,7 +22,10 @@ paces (256 KiB writes, reads once 256 KiB waits): the kernel's floor.
 The shared-memory comparison on Open MPI is ``bench_btl_sm.py``. Sizes,
 iteration counts and the ping-pong loop are that benchmark's, so the numbers
 line up. Goals (issue #10): bandwidth >= 0.9x the baseline for every size
->= 1 MiB, 8-byte latency <= 5x.
+>= 1 MiB, 8-byte latency <= 5x; on Open MPI's tcp (issue #24) every size
+from 4 KiB to 256 KiB within 1.5x mpi4py's half round trip. ``--sizes``,
+``--before PYTHON`` and ``--profile`` as in ``bench_btl_sm.py`` (the Open MPI
+part); ``--no-mpich`` skips the MPICH part.
 """
 
 from __future__ import annotations
@@ -131,8 +134,22 @@ def _role_pmca(args: dict[str, Any]) -> None:
         def recv(buf: bytearray) -> None:
             p2p.recv(peer, tag=1, buf=buf)
 
-        result = sm_bench._measure(rank, send, recv, args["quick"], comm.Barrier)
+        def wild_recv(buf: bytearray) -> None:
+            p2p.recv(pmca.ANY_SOURCE, pmca.ANY_TAG, buf)
+
+        result = sm_bench._measure(
+            rank,
+            send,
+            recv,
+            args["quick"],
+            comm.Barrier,
+            wild_recv,
+            args.get("sizes") or sm_bench.SIZES,
+            args.get("profile", False),
+        )
+        sm_bench._gather_profiles(comm, result)
         result["reach"] = s.reach(peer)
+        result["pmca"] = str(Path(pmca.__file__).parent)
         if "tcp" in btl.split(","):
             quick = args["quick"]
             try:
@@ -190,15 +207,13 @@ def _compare(
     label: str,
     jobs: dict[str, Job],
     rounds: int,
+    *,
+    mid_goal: bool = False,
 ) -> None:
-    """Run baseline and subject jobs in ABBA order and add ratios and goals."""
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in jobs}
-    names = list(jobs)
-    for index in range(rounds):
-        order = names if index % 2 == 0 else names[::-1]
-        for name in (*order, *reversed(order)):
-            runs[name].append(_job(jobs[name]))
-    base, subject = names
+    """Run the jobs (``mpi4py``, ``pmca``, maybe ``before``) in ABBA order; add ratios
+    and goals."""
+    runs = sm_bench.run_rounds(jobs, rounds, _job)
+    base, subject = "mpi4py", "pmca"
 
     def median(name: str, pick: Any) -> float:
         return statistics.median(pick(run) for run in runs[name])
@@ -228,33 +243,44 @@ def _compare(
         latency_limit=sm_bench.GOAL_LATENCY_RATIO,
         bandwidth_limit=sm_bench.GOAL_INVERSE_BANDWIDTH,
         big=sm_bench.BIG,
+        mid_limit=sm_bench.GOAL_MID_RATIO if mid_goal else None,
+        mid=sm_bench.MID,
     )
-    report.size_figures(f"btl {label}", runs, baseline=base)
+    report.size_figures(f"btl {label}", {base: runs[base], subject: runs[subject]}, baseline=base)
     common.print_bandwidths(runs[subject], runs[base], ratios, label)
+    sm_bench.print_profiles(runs[subject], label)
     report.ratios.update(ratios)
     report.goals.extend(judged)
+    if "before" in runs:
+        ratios, judged = sm_bench.before_goals(label, runs[subject], runs["before"])
+        report.ratios.update(ratios)
+        report.goals.extend(judged)
 
 
 def main() -> None:
-    args = common.parser(__doc__ or "").parse_args()
+    options = sm_bench.parser()
+    options.add_argument("--no-mpich", action="store_true", help="the Open MPI part only")
+    args = options.parse_args()
     if common.serve_child(args, {"mpi4py": _role_mpi4py, "pmca": _role_pmca}):
         return
     report = common.Report("btl")
     rounds = 1 if args.quick else 2
-    quick = {"quick": args.quick}
+    quick = {"quick": args.quick, "sizes": args.sizes}
     launcher = common.open_mpi_or_skip(report, part="Open MPI part")
     if launcher is not None:
         tcp = {"pml": "ob1", "btl": "self,tcp"}
         python = sys.executable
-        _compare(
-            report,
-            "tcp (Open MPI)",
-            {
-                "mpi4py": (launcher, python, {**quick, "role": "mpi4py"}, tcp),
-                "pmca": (launcher, python, {**quick, "role": "pmca", "btl": "self,tcp"}, tcp),
-            },
-            rounds,
-        )
+        pmca_args = {**quick, "role": "pmca", "btl": "self,tcp"}
+        jobs: dict[str, Job] = {
+            "mpi4py": (launcher, python, {**quick, "role": "mpi4py"}, tcp),
+            "pmca": (launcher, python, {**pmca_args, "profile": args.profile}, tcp),
+        }
+        if args.before:
+            jobs["before"] = (launcher, args.before, pmca_args, tcp)
+        _compare(report, "tcp (Open MPI)", jobs, rounds, mid_goal=True)
+    if args.no_mpich:
+        report.emit()
+        return
     mpich = _mpich_python()
     if mpich is None:
         report.notes.append("MPICH part skipped: could not create its environment")

@@ -22,27 +22,53 @@ cost when nobody waits for the other: each side's own cost, which a loaded
 machine disturbs far less than a ping-pong, whose ranks must both be
 running at once.
 
+Mid-size messages (4 KiB ... 256 KiB), where the message layer's own work
+weighs most: the pmca job also times each of those ping-pongs through an
+sm lane's native calls alone (eager: send + receive; rendezvous: header,
+CMA read and FIN) and one CMA read of that size, so that p2p minus lane is
+the Python message layer's share and lane minus CMA the protocol's.
+``--profile`` runs each size once more under cProfile on both ranks and
+prints where their Python time goes (the timed runs are not profiled).
+
 Goals (issue #10): bandwidth >= 0.9x mpi4py for every size >= 1 MiB
 (reported as mpi4py/pmca <= 1.11), and 8-byte latency <= 5x mpi4py's.
+Goal (issue #24): every size from 4 KiB to 256 KiB within 1.5x mpi4py's
+half round trip (mpi4py/pmca bandwidth <= 1.5).
+``--before PYTHON`` adds a third side to every round: the same pmca job run
+by another interpreter, whose installed pmca is the one to compare with (the
+main branch, a release); pmca's 8-byte latency and >= 1 MiB bandwidth must
+then be no worse than it (paired, within 10 %), and every size's ratio to
+it is printed. ``--sizes 4K,64K,1M`` measures only those sizes.
 Skipped, with a note, when mpirun or mpi4py is not installed.
 """
 
 from __future__ import annotations
 
+import cProfile
 import os
+import pstats
 import statistics
+import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import _common as common
 import _goals as goals
 
-SIZES = [1 << k for k in range(10, 27, 2)]  # 1 KiB, 4 KiB, ... 64 MiB
+#: 1 KiB, 4 KiB, ... 64 MiB, and every power of two from 4 KiB to 256 KiB.
+SIZES = sorted({1 << k for k in range(10, 27, 2)} | {1 << k for k in range(12, 19)})
 LATENCY_BYTES = 8
 GOAL_LATENCY_RATIO = 5.0
 GOAL_INVERSE_BANDWIDTH = 1 / 0.9
 BIG = 1 << 20
+#: Mid-size messages (issue #24): from 4 KiB to 256 KiB within 1.5x mpi4py's time.
+MID = (4 << 10, 256 << 10)
+GOAL_MID_RATIO = 1.5
+#: pmca against the pmca of ``--before``: 8 B latency and >= 1 MiB no more than 10 % worse.
+GOAL_NO_WORSE = 1.10
+PROFILE_LINES = 14
 
 
 def _iterations(size: int, quick: bool) -> int:
@@ -101,7 +127,14 @@ def _per_call(rank: int, send: Any, recv: Any, barrier: Any, quick: bool) -> dic
 
 
 def _measure(
-    rank: int, send: Any, recv: Any, quick: bool, barrier: Any, wild_recv: Any = None
+    rank: int,
+    send: Any,
+    recv: Any,
+    quick: bool,
+    barrier: Any,
+    wild_recv: Any = None,
+    sizes: Sequence[int] = SIZES,
+    profile: bool = False,
 ) -> dict[str, Any]:
     small = bytearray(LATENCY_BYTES)
     latency = _pingpong(rank, send, recv, small, bytearray(LATENCY_BYTES), 300 if quick else 1000)
@@ -112,24 +145,65 @@ def _measure(
             rank, send, wild_recv, small, bytearray(LATENCY_BYTES), 300 if quick else 1000
         )
     per_call = _per_call(rank, send, recv, barrier, quick)
-    bandwidth = {}
-    for size in SIZES:
+    bandwidth, profiles = {}, {}
+    for size in sizes:
         data, into = bytearray(os.urandom(size)), bytearray(size)
         _pingpong(rank, send, recv, data, into, 1, blocks=1)  # first touch of the pages
-        half = _pingpong(rank, send, recv, data, into, _iterations(size, quick) // 5 or 1)
+        n = _iterations(size, quick) // 5 or 1
+        half = _pingpong(rank, send, recv, data, into, n)
         bandwidth[str(size)] = size / half / 1e6  # MB/s
-    return {
+        if profile:  # once more, profiled: the timed run above is not
+            profiler = cProfile.Profile()
+            profiler.enable()
+            _pingpong(rank, send, recv, data, into, n, blocks=1)
+            profiler.disable()
+            profiles[str(size)] = _profile_lines(profiler, n)
+    result = {
         "latency_us": latency * 1e6,
         "wild_latency_us": None if wild is None else wild * 1e6,
         "bandwidth": bandwidth,
         "per_call": per_call,
     }
+    if profile:
+        result["profile"] = profiles
+    return result
+
+
+def _profile_lines(profiler: cProfile.Profile, exchanges: int) -> list[str]:
+    """The functions that took most of a profiled ping-pong, per exchange (send + recv)."""
+    stats = pstats.Stats(profiler)
+    rows = []
+    for (path, line, name), (_, calls, own, total, _) in stats.stats.items():  # type: ignore[attr-defined]
+        where = f"{Path(path).parent.name}/{Path(path).name}:{line}({name})" if line else name
+        rows.append((own, total, calls, where))
+    rows.sort(reverse=True)
+    everything = sum(row[0] for row in rows) or 1.0
+    in_all = everything / exchanges * 1e6
+    lines = [f"{'own us':>8} {'total us':>9} {'calls':>6}  per exchange ({in_all:.1f} us in all)"]
+    for own, total, calls, where in rows[:PROFILE_LINES]:
+        lines.append(
+            f"{own / exchanges * 1e6:8.2f} {total / exchanges * 1e6:9.2f} "
+            f"{calls / exchanges:6.1f}  {where}"
+        )
+    return lines
 
 
 def _gather_per_call(comm: Any, result: dict[str, Any]) -> None:
     """Rank 0 reports both ranks' per-call costs (the sender's is rank 1's)."""
     for part in comm.allgather(result["per_call"]):
         result["per_call"] = {**result["per_call"], **part}
+
+
+def _gather_profiles(comm: Any, result: dict[str, Any]) -> None:
+    """Rank 0 reports both ranks' profiles (``--profile``), as ``{size: {rank: lines}}``."""
+    if "profile" not in result:
+        return
+    ranks = comm.gather(result["profile"], root=0)
+    if ranks is not None:
+        sizes = ranks[0]
+        result["profile"] = {
+            size: {str(rank): mine[size] for rank, mine in enumerate(ranks)} for size in sizes
+        }
 
 
 def _role_mpi4py(args: dict[str, Any]) -> None:
@@ -147,7 +221,9 @@ def _role_mpi4py(args: dict[str, Any]) -> None:
     def wild_recv(buf: bytearray) -> None:
         comm.Recv([buf, MPI.BYTE], source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG)
 
-    result = _measure(rank, send, recv, args["quick"], comm.Barrier, wild_recv)
+    result = _measure(
+        rank, send, recv, args["quick"], comm.Barrier, wild_recv, args.get("sizes") or SIZES
+    )
     _gather_per_call(comm, result)
     if rank == 0:
         common.child_reply(result)
@@ -265,6 +341,76 @@ def _copies(rank: int, s: Any, transport: Any, peer_pid: int) -> dict[str, float
     return result
 
 
+def _mid_layers(rank: int, s: Any, sizes: Sequence[int], quick: bool, barrier: Any) -> dict:
+    """Each mid size's half round trip (us) through an sm lane's native calls alone
+    (``lane_us``), and one CMA read of that size (``cma_us``, rank 0's)."""
+    from pmca.btl import TAG_USER
+    from pmca.btl.sm._transport import buffer_address
+
+    sm = next(module for module in s.modules("btl") if module.name == "sm")
+    peer = 1 - rank
+    lane = sm.open_lane(sm.endpoint(peer), TAG_USER)
+    lanes: dict[str, float] = {}
+    reads: dict[str, float] = {}
+    for size in [size for size in sizes if MID[0] <= size <= MID[1]]:
+        data, into = bytes(os.urandom(size)), bytearray(size)
+        address, _, keep = buffer_address(data)
+        target, _, keep_into = buffer_address(into)
+        registration = lane.register(address, size) if size > lane.payload_limit else None
+        send, recv = _lane_exchange(lane, data, address, target, registration)
+        barrier()
+        n = _iterations(size, quick) // 5 or 1
+        lanes[str(size)] = _pingpong(rank, send, recv, into, into, n) * 1e6
+        if registration is not None:
+            lane.deregister(registration[0])
+        theirs = bytearray(8)
+        request = s.p2p.irecv(peer, 5, theirs)
+        s.p2p.send(peer, 5, address.to_bytes(8, "little"))
+        request.wait()
+        if rank == 0:
+            remote, pid = int.from_bytes(theirs, "little"), sm.endpoint(peer).pid
+            times = []
+            for _ in range(n):
+                start = time.perf_counter()
+                sm.transport.cma(pid, write=False, local=target, remote=remote, length=size)
+                times.append(time.perf_counter() - start)
+            reads[str(size)] = statistics.median(times) * 1e6
+        barrier()
+        del keep, keep_into
+    return {"lane_us": lanes, "cma_us": reads}
+
+
+def _lane_exchange(
+    lane: Any, data: bytes, address: int, target: int, registration: tuple[int, bytes] | None
+) -> tuple[Any, Any]:
+    """A lane's send and receive of ``data`` alone: eager, or (``registration``) a
+    rendezvous: header, the receiver's CMA read and FIN. Their own sequence numbers."""
+    size = len(data)
+    counts = [0, 0]  # messages sent, received
+
+    def send(_: bytearray) -> None:
+        sequence = counts[0]
+        if registration is None:
+            while lane.send(sequence, 1, 0, data, size) != 0:
+                pass
+        else:
+            _, handle = registration
+            while lane.send_rget(sequence, 1, sequence + 1, address, size, handle, len(handle)):
+                pass
+            while lane.await_fin(sequence + 1) < 2:
+                pass
+        counts[0] += 1
+
+    def recv(_: bytearray) -> None:
+        while lane.receive_into(counts[1], 1, 0, target, size) < 2:
+            pass
+        if lane.owed_fin():
+            raise RuntimeError("the lane could not send its FIN (busy FIFO)")
+        counts[1] += 1
+
+    return send, recv
+
+
 def _role_pmca(args: dict[str, Any]) -> None:
     from mpi4py import MPI
 
@@ -286,12 +432,21 @@ def _role_pmca(args: dict[str, Any]) -> None:
         def wild_recv(buf: bytearray) -> None:
             p2p.recv(pmca.ANY_SOURCE, pmca.ANY_TAG, buf)
 
-        result = _measure(rank, send, recv, args["quick"], comm.Barrier, wild_recv)
+        sizes, quick = args.get("sizes") or SIZES, args["quick"]
+        result = _measure(
+            rank, send, recv, quick, comm.Barrier, wild_recv, sizes, args.get("profile", False)
+        )
         _gather_per_call(comm, result)
+        _gather_profiles(comm, result)
         try:
-            result["layers_us"] = _layers(rank, s, args["quick"], comm.Barrier)
+            result["layers_us"] = _layers(rank, s, quick, comm.Barrier)
         except Exception as exc:  # the layer breakdown is informative only
             result["layers_us"] = {"error": repr(exc)}
+        comm.Barrier()
+        try:
+            result["mid_layers"] = _mid_layers(rank, s, sizes, quick, comm.Barrier)
+        except Exception as exc:  # informative only (a pmca without rendezvous lanes)
+            result["mid_layers"] = {"error": repr(exc)}
         comm.Barrier()
     if rank == 0:
         result["pmca"] = str(Path(pmca.__file__).parent)
@@ -301,14 +456,105 @@ def _role_pmca(args: dict[str, Any]) -> None:
 # -- the parent ------------------------------------------------------------------------
 
 
-def _job(launcher: common.MpiLauncher, role: str, quick: bool) -> dict[str, Any]:
-    return launcher.run(
-        Path(__file__).resolve(), role, {"quick": quick}, mca={"pml": "ob1", "btl": "self,sm"}
+def parser() -> Any:
+    """The common options, and this benchmark's (``bench_btl.py`` shares them)."""
+    result = common.parser(__doc__ or "")
+    result.add_argument(
+        "--sizes",
+        type=_size_list,
+        default=None,
+        help="only these message sizes, e.g. 4K,64K,1M (8-byte latency is always measured)",
     )
+    result.add_argument(
+        "--before",
+        metavar="PYTHON",
+        help="an interpreter with another pmca installed: its job is a third side of each round",
+    )
+    result.add_argument(
+        "--profile", action="store_true", help="profile each size's ping-pong on both pmca ranks"
+    )
+    return result
+
+
+def _size_list(text: str) -> list[int]:
+    units = {"K": 1 << 10, "M": 1 << 20}
+    sizes = []
+    for item in text.split(","):
+        item = item.strip().upper().removesuffix("B").removesuffix("I")
+        scale = units.get(item[-1:], 1)
+        sizes.append(int(item.rstrip("KM")) * scale)
+    return sorted(set(sizes))
+
+
+def run_rounds(jobs: dict[str, Any], rounds: int, run: Any) -> dict[str, list[dict[str, Any]]]:
+    """``run(jobs[side])`` for every side, ``rounds`` times, in ABBA order (ABC CBA)."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in jobs}
+    names = list(jobs)
+    for index in range(rounds):
+        order = names if index % 2 == 0 else names[::-1]
+        for name in (*order, *reversed(order)):
+            runs[name].append(run(jobs[name]))
+    return runs
+
+
+def print_mid_layers(subject: Sequence[dict[str, Any]], baseline: Sequence[dict[str, Any]]) -> None:
+    """Mid sizes: p2p's half round trip next to the lane alone, one CMA read and mpi4py's."""
+    layers = [run["mid_layers"] for run in subject if "lane_us" in run.get("mid_layers", {})]
+    sizes = [int(size) for size in subject[0]["bandwidth"]] if subject else []
+    sizes = [size for size in sizes if MID[0] <= size <= MID[1]]
+    if not sizes:
+        return
+    print("\nmid sizes, half round trip (medians over jobs, us):")
+    print(f"{'size':>8} {'pmca p2p':>9} {'lane alone':>11} {'CMA read':>9} {'mpi4py':>8}")
+
+    def median_of(values: list[float]) -> str:
+        return f"{statistics.median(values):.1f}" if values else "-"
+
+    for size in sizes:
+        key = str(size)
+        mine = [size / run["bandwidth"][key] for run in subject]
+        theirs = [size / run["bandwidth"][key] for run in baseline]
+        lane = [layer["lane_us"][key] for layer in layers if key in layer["lane_us"]]
+        cma = [layer["cma_us"][key] for layer in layers if key in layer["cma_us"]]
+        print(
+            f"{size:>8} {median_of(mine):>9} {median_of(lane):>11} {median_of(cma):>9} "
+            f"{median_of(theirs):>8}"
+        )
+    errors = {run["mid_layers"]["error"] for run in subject if "error" in run.get("mid_layers", {})}
+    for error in errors:
+        print(f"  (lane layers not measured: {error})")
+
+
+def print_profiles(subject: Sequence[dict[str, Any]], label: str) -> None:
+    """``--profile``: each size's profile of both ranks (the first job's)."""
+    profiles = next((run["profile"] for run in subject if run.get("profile")), {})
+    for size, ranks in profiles.items():
+        for rank, lines in ranks.items():
+            print(f"\n[{label}] profile of a {size}-byte ping-pong, rank {rank}:")
+            for line in lines:
+                print("  " + line)
+
+
+def before_goals(
+    label: str, subject: Sequence[dict[str, Any]], before: Sequence[dict[str, Any]]
+) -> tuple[dict[str, float], list[common.Goal]]:
+    """pmca against the pmca of ``--before``: no worse at 8 B and >= 1 MiB; every ratio."""
+    ratios, judged = goals.pingpong_goals(
+        f"{label}, pmca against before",
+        subject,
+        before,
+        latency_limit=GOAL_NO_WORSE,
+        bandwidth_limit=GOAL_NO_WORSE,
+        big=BIG,
+    )
+    print(f"\n[{label}] pmca against the pmca of --before (paired; time ratios, < 1: faster now):")
+    for name, value in ratios.items():
+        print(f"  {name}: {value:.2f}")
+    return ratios, judged
 
 
 def main() -> None:
-    args = common.parser(__doc__ or "").parse_args()
+    args = parser().parse_args()
     if common.serve_child(args, {"mpi4py": _role_mpi4py, "pmca": _role_pmca}):
         return
     report = common.Report("btl_sm")
@@ -317,13 +563,27 @@ def main() -> None:
         report.emit()
         return
     rounds = 1 if args.quick else 2
-    runs: dict[str, list[dict[str, Any]]] = {"mpi4py": [], "pmca": []}
-    for index in range(rounds):
-        order = ("mpi4py", "pmca") if index % 2 == 0 else ("pmca", "mpi4py")
-        for role in (*order, *reversed(order)):
-            runs[role].append(_job(launcher, role, args.quick))
+    child = {"quick": args.quick, "sizes": args.sizes, "profile": args.profile}
+    jobs = {"mpi4py": ("mpi4py", sys.executable), "pmca": ("pmca", sys.executable)}
+    if args.before:
+        jobs["before"] = ("pmca", args.before)
+
+    def run(job: tuple[str, str]) -> dict[str, Any]:
+        role, python = job
+        return launcher.run(
+            Path(__file__).resolve(),
+            role,
+            {**child, "profile": args.profile and python == sys.executable and role == "pmca"},
+            mca={"pml": "ob1", "btl": "self,sm"},
+            python=python,
+            keep_pythonpath=python == sys.executable,
+        )
+
+    runs = run_rounds(jobs, rounds, run)
     pmca_where = runs["pmca"][0].get("pmca", "?")
     print(f"pmca from {pmca_where}; {len(runs['pmca'])} jobs per side, ABBA order")
+    if args.before:
+        print(f"--before: pmca from {runs['before'][0].get('pmca', '?')}")
 
     def median(role: str, pick: Any) -> float:
         return statistics.median(pick(run) for run in runs[role])
@@ -376,11 +636,19 @@ def main() -> None:
         latency_limit=GOAL_LATENCY_RATIO,
         bandwidth_limit=GOAL_INVERSE_BANDWIDTH,
         big=BIG,
+        mid_limit=GOAL_MID_RATIO,
+        mid=MID,
     )
     report.size_figures("btl sm vs Open MPI sm (mpi4py)", runs, baseline="mpi4py")
     common.print_bandwidths(runs["pmca"], runs["mpi4py"], ratios, "sm")
+    print_mid_layers(runs["pmca"], runs["mpi4py"])
+    print_profiles(runs["pmca"], "sm")
     report.ratios.update(ratios)
     report.goals.extend(judged)
+    if args.before:
+        ratios, judged = before_goals("sm", runs["pmca"], runs["before"])
+        report.ratios.update(ratios)
+        report.goals.extend(judged)
     report.emit()
 
 

@@ -70,6 +70,28 @@ def test_pingpong_bandwidth_below_the_baseline_misses(goals: ModuleType) -> None
     assert ratios["tcp bandwidth 1024 B (baseline / pmca)"] == 2.0
 
 
+def test_pingpong_mid_sizes_slower_than_the_limit_miss(goals: ModuleType) -> None:
+    sizes = [1024, 4096, 65536, 262144, 1 << 20]
+    fast = {size: 100.0 for size in sizes}
+    slow = {**fast, 65536: 50.0}  # half the bandwidth: twice the time
+    ratios, judged = goals.pingpong_goals(
+        "sm",
+        [_run(1, slow), _run(1, slow)],
+        [_run(1, fast), _run(1, fast)],
+        latency_limit=None,
+        bandwidth_limit=None,
+        big=1 << 20,
+        mid_limit=1.5,
+    )
+    # Judged: 4 KiB ... 256 KiB; not 1 KiB, nor 1 MiB (which bandwidth_limit judges).
+    assert [goal.name for goal in judged] == [
+        f"sm bandwidth {size} B, baseline / pmca" for size in (4096, 65536, 262144)
+    ]
+    verdicts = {goal.name.split()[2]: goal.verdict for goal in judged}
+    assert verdicts == {"4096": "PASS", "65536": "MISS", "262144": "PASS"}
+    assert ratios["sm bandwidth 65536 B (baseline / pmca)"] == 2.0
+
+
 def test_pingpong_without_limits_reports_ratios_and_judges_nothing(goals: ModuleType) -> None:
     ratios, judged = goals.pingpong_goals(
         "ofi tcp",

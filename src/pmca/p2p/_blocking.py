@@ -8,7 +8,10 @@ receive (wildcards included) would take that stream's next message, and no
 message from that source waits out of order. A receive into a buffer larger than the
 eager limit lands the message there directly, and the btl may read a
 rendezvous payload itself and answer FIN (btl/sm does, with CMA), so a large
-blocking receive costs no Python step either. The lane polls only its btl's receive queue
+blocking receive costs no Python step either. A blocking ``send`` of a larger
+message sends its rendezvous header through the lane (a registration that is
+bookkeeping only) and polls the lane for the receiver's FIN, becoming a
+request only when the FIN is slow to come. The lane polls only its btl's receive queue
 and only briefly (``lane_spin``); whatever else it takes off that queue goes
 through the general path in arrival order, and when the awaited message does
 not come the receive becomes an ordinary request, so matching order,
@@ -19,22 +22,32 @@ every other p2p operation.
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, overload
 
 from . import _protocol as proto
 from ._buffers import address_of, as_bytes
 from ._checks import check_timeout
 from ._matching import TAG_UB, Posted, Unexpected
-from ._requests import Request, Status, truncation
+from ._requests import Request, Status, fin_error, truncation
 
 if TYPE_CHECKING:
     from ..btl.bml import Bml, BmlPeer
+    from ._requests import Progress
+
 #: How long a lane receive polls before the receive becomes a request.
 LANE_SPIN = 20e-6
 #: Messages of other streams a lane receive hands on before it becomes a request.
 _LANE_ROUNDS = 64
 _OTHER, _LANDED = 1, 2
+#: A blocking rendezvous send polls its lane for the FIN for one lane spin per
+#: 64 KiB (the peer reads meanwhile), then becomes a request; a message whose
+#: read would outlast eight spins goes the general way from the start.
+_FIN_SHIFT = 16
+_FIN_ROUNDS = 8
+_LANE_RENDEZVOUS_MAX = _FIN_ROUNDS << _FIN_SHIFT
 _LOW = 0xFFFFFFFF
 
 
@@ -53,7 +66,11 @@ class Lane(Protocol):
     lane may read itself) lands at ``address``; after such a rendezvous,
     :meth:`owed_fin` names a FIN the lane could not send.
     ``send_rget(sequence, tag, send_id, address, size, handle, len(handle))``
-    sends a rendezvous header whose payload only this btl's ``handle`` reads.
+    sends a rendezvous header whose payload only this btl's ``handle`` reads,
+    ``register(address, size)`` makes that ``(key, handle)`` (``None``: the
+    btl reads nothing) and ``deregister(key)`` ends it; ``await_fin(send_id)``
+    polls as ``receive`` does for the FIN of that send: ``2 + status`` when
+    it came.
     """
 
     payload_limit: int
@@ -67,6 +84,12 @@ class Lane(Protocol):
     def owed_fin(self) -> int: ...
     def check(self, status: int) -> None: ...
     def set_spin(self, seconds: float) -> None: ...
+
+    # a blocking rendezvous send's registration, header and FIN
+    await_fin: Callable[[int], int]
+
+    def register(self, address: int, size: int) -> tuple[int, bytes] | None: ...
+    def deregister(self, key: int) -> None: ...
 
 
 class Blocking:
@@ -83,6 +106,14 @@ class Blocking:
     _unexpected: Unexpected[Any]
     #: Peers that finalized (:mod:`._leaving`).
     gone: dict[int, Any]
+    #: Peers whose lane may carry a rendezvous: their only RDMA route is the lane's btl.
+    _rget_lanes: dict[int, Lane]
+    _ids: itertools.count[int]
+    _sends: dict[int, Request]
+    # P2p's, used here:
+    _track: Callable[[Request], None]
+    _finish: Callable[..., None]
+    _failure: Callable[[BmlPeer], BaseException]
 
     def isend(self, dest: int, tag: int, buf: Any) -> Request:
         raise NotImplementedError
@@ -102,7 +133,12 @@ class Blocking:
             kind = type(buf)
             if kind is not bytes and kind is not bytearray:
                 buf = as_bytes(buf, writable=False, rank=dest, tag=tag)
-            if len(buf) <= lane.payload_limit:
+            size = len(buf)
+            if size > lane.payload_limit:
+                rget = self._rget_lanes.get(dest) if size < _LANE_RENDEZVOUS_MAX else None
+                if rget is not None and self._send_rendezvous(dest, tag, buf, rget, timeout):
+                    return
+            else:
                 # bytes pass to the native call as they are: copy anything else once
                 data = buf if kind is bytes else bytes(buf)
                 lock = self._bml.lock
@@ -120,6 +156,89 @@ class Blocking:
                 finally:
                     lock.release()
         self.isend(dest, tag, buf).wait(timeout)
+
+    def _send_rendezvous(
+        self, dest: int, tag: int, buf: Any, lane: Lane, timeout: float | None
+    ) -> bool:
+        """A blocking rendezvous send through ``lane``: its header, then its FIN polled
+        for natively; ``False`` when it must go the general way (nothing was sent).
+
+        When the FIN does not come soon (the receiver is busy, or reads through
+        the general path) the send becomes a request the FIN completes, so
+        ``timeout``, peer failures and finalize reach it as they reach ``isend``.
+        """
+        view = memoryview(buf)  # pins a bytearray's storage until the FIN
+        size = view.nbytes
+        address = address_of(view)
+        lock = self._bml.lock
+        lock.acquire()
+        try:
+            if self._closed or self._peers[dest].failed is not None or dest in self.gone:
+                return False  # the general way says why
+            registration = lane.register(address, size)
+            if registration is None:
+                return False
+            key, handle = registration
+            send_id = next(self._ids)
+            sequence = self._seq_out[dest]
+            if lane.send_rget(sequence, tag, send_id, address, size, handle, len(handle)) != 0:
+                lane.deregister(key)
+                return False
+            self._seq_out[dest] = (sequence + 1) & _LOW
+            try:
+                status = self._await_fin(dest, lane, send_id, size)
+            except BaseException:  # the FIN may still come: let it find the send
+                self._pending_send(dest, tag, view, lane, key, send_id)
+                raise
+            if status >= _LANDED:
+                lane.deregister(key)
+                error = fin_error(dest, status - _LANDED, tag, size)
+                if error is not None:
+                    raise error
+                return True
+            request = self._pending_send(dest, tag, view, lane, key, send_id)
+        finally:
+            lock.release()
+        request.wait(timeout)
+        return True
+
+    def _pending_send(
+        self, dest: int, tag: int, view: memoryview, lane: Lane, key: int, send_id: int
+    ) -> Request:
+        """The request a lane's rendezvous send becomes while its FIN has not come."""
+        request = Request(cast("Progress", self), "send", dest, tag, view)
+        self._track(request)
+        self._sends[send_id] = request
+        request.cleanup.append(functools.partial(lane.deregister, key))
+        request.cleanup.append(functools.partial(self._sends.pop, send_id, None))
+        peer = self._peers[dest]
+        if peer.failed is not None:  # met while polling: its requests are failed already
+            self._finish(request, 0, self._failure(peer))
+        return request
+
+    def _await_fin(self, dest: int, lane: Lane, send_id: int, size: int) -> int:
+        """Poll ``lane`` for the FIN of ``send_id`` while ``size`` bytes are read:
+        ``2 + status`` when it came, 0 when it did not in time or ``dest`` failed."""
+        peer = self._peers[dest]
+        patience = 1 + (size >> _FIN_SHIFT)
+        idle = others = 0
+        while peer.failed is None:
+            status = lane.await_fin(send_id)
+            if status >= _LANDED:
+                return status
+            if status == _OTHER:
+                lane.hand_on()
+                others += 1
+                if others == _LANE_ROUNDS:
+                    break
+            elif status == 0:
+                idle += 1
+                if idle == patience:
+                    break
+            else:
+                lane.check(status)
+                break
+        return 0
 
     @overload
     def recv(

@@ -36,7 +36,7 @@ from ._probing import Probing
 from ._pvars import MATCHING_TIMER, queued, register_engine
 from ._rendezvous import Fragments, Incoming, Rendezvous
 from ._requests import Request, TruncationError, truncation
-from ._routes import open_lanes
+from ._routes import open_lanes, rendezvous_lanes
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -96,6 +96,7 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
             raise
         bml.on_failure(self._peer_failed)
         self._lanes = open_lanes(bml, am_tag)
+        self._rget_lanes = rendezvous_lanes(bml, self._lanes)
         self._set_lane_spin(LANE_SPIN)
 
     # -- public API ---------------------------------------------------------

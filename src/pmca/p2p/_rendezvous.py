@@ -18,7 +18,7 @@ from attrs import define
 from ..btl import BtlError, Flags
 from . import _protocol as proto
 from ._buffers import address_of
-from ._requests import Request, TruncationError
+from ._requests import Request, fin_error
 from ._routes import stripes
 
 if TYPE_CHECKING:
@@ -145,23 +145,9 @@ class Rendezvous:
         if request is None:
             self._log.warning("FIN for an unknown send; ignored", source=source, send=send_id)
             return
-        if status == proto.STATUS_OK:
-            self._finish(request, request.view.nbytes)
-        elif status == proto.STATUS_TRUNCATED:
-            self._finish(
-                request,
-                0,
-                TruncationError(
-                    f"rank {source}'s receive buffer for tag {request.tag} is smaller than the "
-                    f"{request.view.nbytes}-byte message"
-                ),
-            )
-        else:
-            self._finish(
-                request,
-                0,
-                BtlError(f"rank {source} failed to read the {request.view.nbytes}-byte message"),
-            )
+        nbytes = request.view.nbytes
+        error = fin_error(source, status, request.tag, nbytes)
+        self._finish(request, 0 if error else nbytes, error)
 
     def _push_fragments(self, source: int, send_id: int, recv_id: int) -> None:
         request = self._sends.pop(send_id, None)

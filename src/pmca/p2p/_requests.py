@@ -10,6 +10,7 @@ from attrs import frozen
 from .._public import public
 from ..btl import BtlError
 from ._checks import check_timeout
+from ._protocol import STATUS_OK, STATUS_TRUNCATED
 
 
 class Progress(Protocol):
@@ -38,6 +39,18 @@ def truncation(size: int, source: int, tag: int, capacity: int) -> TruncationErr
         f"message of {size} bytes from rank {source} tag {tag} does not fit "
         f"the {capacity}-byte receive buffer"
     )
+
+
+def fin_error(source: int, status: int, tag: int, nbytes: int) -> BaseException | None:
+    """What a rendezvous send of ``nbytes`` with ``tag`` ends with, from its FIN's status."""
+    if status == STATUS_OK:
+        return None
+    if status == STATUS_TRUNCATED:
+        return TruncationError(
+            f"rank {source}'s receive buffer for tag {tag} is smaller than the "
+            f"{nbytes}-byte message"
+        )
+    return BtlError(f"rank {source} failed to read the {nbytes}-byte message")
 
 
 @public

@@ -20,6 +20,17 @@ def open_lanes(bml: Bml, am_tag: int) -> dict[int, Lane]:
     return lanes
 
 
+def rendezvous_lanes(bml: Bml, lanes: dict[int, Lane]) -> dict[int, Lane]:
+    """The lanes that may carry a rendezvous: their btl is the peer's only RDMA route
+    (so the one handle the lane sends is all the receiver may read through)."""
+    return {
+        rank: lane
+        for rank, lane in lanes.items()
+        if len(rdma := bml.peers[rank].rdma) == 1
+        and rdma[0][0].module is bml.peers[rank].send[0].module
+    }
+
+
 def stripes(
     routes: list[tuple[Route, float]], size: int, granule: int = 1 << 16
 ) -> list[tuple[Route, int, int]]:
@@ -38,4 +49,4 @@ def stripes(
     return pieces
 
 
-__all__ = ["open_lanes", "stripes"]
+__all__ = ["open_lanes", "rendezvous_lanes", "stripes"]

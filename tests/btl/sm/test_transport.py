@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import hashlib
 import os
 import random
 import resource
 import select
+import struct
 import time
 
 import pytest
@@ -104,6 +106,43 @@ def test_many_producers_share_one_fifo_in_order_per_source(transport, spawn):
         assert child.answer() is None
     assert all(values == list(range(count)) for values in seen.values())
     assert here.stats()["received"] == 3 * count
+
+
+def test_a_lane_takes_its_sends_fin_and_hands_every_other_message_on(
+    transport, spawn, sm_transport
+):
+    """``await_fin`` answers 2 + status for the FIN of its own send from its peer on its
+    active-message tag, and hands on, in FIFO order, whatever else comes first."""
+    here, (child,), _ = connect(transport, spawn)
+    am_tag = 7
+    calls = here.lane_calls(1, am_tag)
+    delivery = sm_transport._Delivery()
+
+    def await_fin(send_id: int) -> int:
+        return calls.await_fin(calls.context, ctypes.byref(delivery), calls.lane, send_id)
+
+    def fin(status: int, send_id: int) -> bytes:
+        return struct.pack("<BxxxIQ", 4, status, send_id)
+
+    messages = [
+        (am_tag, fin(0, 41)),  # another send's FIN
+        (am_tag + 1, fin(0, 42)),  # another active-message tag
+        (am_tag, fin(0, 42) + b"x"),  # not a FIN's length
+        (am_tag, struct.pack("<BxxxIQ", 1, 0, 42)),  # another kind
+        (am_tag, fin(1, 42)),  # its FIN: truncated
+        (am_tag, fin(0, 1 << 40)),  # a 64-bit send id
+    ]
+    assert child.call("send", 0, messages) is None
+    here.set_lane_spin(5.0)  # everything is queued already: no spin is needed
+    for tag, data in messages[:4]:
+        assert await_fin(42) == 1
+        assert (delivery.source, delivery.tag, delivery.length) == (1, tag, len(data))
+    assert await_fin(42) == 2 + 1
+    assert await_fin(1 << 40) == 2
+    received = here.stats()["lane_received"]
+    here.set_lane_spin(0.001)
+    assert await_fin(43) == 0  # nothing came
+    assert here.stats()["lane_received"] == received == 2
 
 
 @pytest.mark.parametrize("size", [0, 1, 4096, 1 << 20, 64 << 20])

@@ -8,6 +8,7 @@ each case checks both the bytes and the path they took.
 import array
 import sys
 import threading
+import time
 import traceback
 
 import numpy as np
@@ -285,7 +286,45 @@ def rendezvous_cases(s):
         assert into[: len(data)] == data, i
     # nothing queued in a ping-pong: every rendezvous header went through the lane
     assert lane_counts(sm)[0] - sent_before == 20, (sent_before, diagnosis(s, sm))
+    # and every blocking send's registration and record ended with its FIN
+    assert not p._sends and not sm._registrations._live, diagnosis(s, sm)
     comm.Barrier()
+
+    # 13. a blocking rendezvous send whose receiver comes late: it stops polling its
+    # lane for the FIN and waits as a request, which that FIN completes
+    size = 1 << 17
+    if me == 1:
+        p.send(peer, 73, payload("late", size=size), timeout=T)
+        p.send(peer, 73, b"next")
+    else:
+        time.sleep(0.3)  # longer than any lane spin
+        out = bytearray(size)
+        assert p.recv(peer, 73, out, timeout=T) == size and out == payload("late", size=size)
+        assert p.recv(peer, 73, out, timeout=T) == 4 and out[:4] == b"next"
+    comm.Barrier()
+    assert not p._sends and not sm._registrations._live, diagnosis(s, sm)
+
+    # 14. a blocking rendezvous send the receiver truncates: both sides are told, the
+    # stream goes on
+    if me == 1:
+        try:
+            p.send(peer, 74, payload("too large", size=size), timeout=T)
+        except TruncationError as exc:
+            assert f"the {size}-byte message" in str(exc), exc
+        else:
+            raise AssertionError("the blocking sender of a truncated rendezvous was not told")
+        p.send(peer, 74, b"after")
+    else:
+        try:
+            p.recv(peer, 74, bytearray(size - 1), timeout=T)
+        except TruncationError as exc:
+            assert f"{size} bytes" in str(exc), exc
+        else:
+            raise AssertionError(f"a {size}-byte rendezvous fit a smaller buffer")
+        out = bytearray(8)
+        assert p.recv(peer, 74, out, timeout=T) == 5 and out[:5] == b"after"
+    comm.Barrier()
+    assert not p._sends and not sm._registrations._live, diagnosis(s, sm)
 
 
 with session(args.btl) as s:

@@ -114,6 +114,25 @@ class Registrations:
             self._live[key] = (base, size, token)
         return MemoryHandle(base, size, pack(key, base, size), (key, token))
 
+    def mark(self, base: int, size: int) -> int:
+        """A registration that is bookkeeping only, for a backend that pins nothing
+        and no cache: its key, which :meth:`check` accepts until :meth:`forget`.
+
+        What a rendezvous of a few hundred KiB costs instead of
+        :meth:`register`'s handle and token.
+        """
+        if self._cache is not None or not isinstance(self._backend, NoPinBackend):
+            raise BtlError(f"btl {self.owner}: mark() is for registrations that pin nothing")
+        with self._lock:
+            key = next(self._ids)
+            self._live[key] = (base, size, None)
+        return key
+
+    def forget(self, key: int) -> None:
+        """End a :meth:`mark` (a key already gone is ignored: ``release_all`` ran)."""
+        with self._lock:
+            self._live.pop(key, None)
+
     def deregister(self, handle: MemoryHandle) -> None:
         key, token = cast("tuple[int, object]", handle.token)
         with self._lock:
@@ -142,6 +161,8 @@ class Registrations:
         with self._lock:
             live, self._live = self._live, {}
         for _, _, token in live.values():
+            if token is None:  # a mark(): nothing to undo
+                continue
             if self._cache is not None:
                 self._cache.deregister(token)
             elif isinstance(token, _Plain):

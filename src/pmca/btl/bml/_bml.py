@@ -103,15 +103,23 @@ class Bml:
     ) -> None:
         self.world = world
         self.modules = list(modules)
-        # bound once: progress runs in every iteration of every wait
-        self._pollers = tuple(module.progress for module in self.modules)
         self.log = log
         self.peers: list[BmlPeer] = []
         self.lock = threading.RLock()
+        shared = []
         for module in self.modules:  # one lock for the bml and the modules that take one
             share_lock = getattr(module, "share_lock", None)
             if share_lock is not None:
                 share_lock(self.lock)
+                shared.append(module)
+        # Bound once: progress runs in every iteration of every wait. A module
+        # sharing the lock polls without re-taking it (its callers hold it).
+        self._pollers = tuple(
+            getattr(module, "progress_held", module.progress)
+            if any(module is other for other in shared)
+            else module.progress
+            for module in self.modules
+        )
         self._liveness_due = 0.0
         self._failure_listeners: list[Any] = []
         #: Ranks that finalized and said so (the message layer's LEAVE): their
@@ -224,6 +232,10 @@ class Bml:
         return found
 
     def progress(self) -> int:
+        """Poll every module once; messages and completions handled.
+
+        Call it with :attr:`lock` held (every caller in p2p does).
+        """
         done = 0
         for poll in self._pollers:
             done += poll()

@@ -11,7 +11,11 @@ takes off the FIFO goes through :meth:`SmModule.handle` as progress would
 take it, so the FIFO's order is never changed. :attr:`SmLane.receive_into`
 lands the awaited message in the caller's buffer instead, and reads a
 rendezvous (RGET) payload there itself with CMA and answers FIN, which
-saves a rendezvous receive every Python step of the general path. The message layer decides
+saves a rendezvous receive every Python step of the general path. A blocking
+send of a rendezvous message is two native calls too: :attr:`SmLane.send_rget`
+sends its header (with a registration that is bookkeeping only,
+:meth:`SmLane.register`) and :attr:`SmLane.await_fin` polls for the
+receiver's FIN, handing on whatever else comes first. The message layer decides
 when a lane may be used (nothing queued or posted for that stream); the
 lane only moves bytes.
 """
@@ -35,7 +39,7 @@ if TYPE_CHECKING:
 class LaneOwner(Protocol):
     """What a lane needs of its module (:class:`SmModule`): its transport,
     its limits, its handler for what a lane takes off the FIFO, and for a
-    peer's fault met there."""
+    peer's fault met there, and the registrations of a lane's rendezvous sends."""
 
     transport: Transport
     limits: Limits
@@ -43,6 +47,10 @@ class LaneOwner(Protocol):
     def handle(self, source: int, tag: int, data: memoryview) -> int: ...
 
     def fault(self, exc: PeerFault) -> None: ...
+
+    def lane_registration(self, base: int, size: int) -> tuple[int, bytes] | None: ...
+
+    def lane_release(self, key: int) -> None: ...
 
 
 #: ``receive``: nothing arrived in time (or the lane cannot be used now).
@@ -82,6 +90,7 @@ class SmLane:
         "_delivery",
         "_module",
         "_rank",
+        "await_fin",
         "landing",
         "payload_limit",
         "receive",
@@ -94,33 +103,50 @@ class SmLane:
         transport = module.transport
         self._module = module
         self._rank = rank
-        context, lane, send, send_rget, receive, receive_into, landing = transport.lane_calls(
-            rank, am_tag
-        )
+        calls = transport.lane_calls(rank, am_tag)
         self._delivery = _Delivery()
+        context, lane, delivery = calls.context, calls.lane, ctypes.byref(self._delivery)
         self.send: Callable[[int, int, int, bytes, int], int] = functools.partial(
-            send, context, lane
+            calls.send, context, lane
         )
         #: ``send_rget(sequence, tag, send_id, address, size, handle, len(handle))``:
         #: the rendezvous header of a message readable through this btl's
         #: ``handle`` alone, as the message layer packs it (0 when sent).
         self.send_rget: Callable[[int, int, int, int, int, bytes, int], int] = functools.partial(
-            send_rget, context, lane
+            calls.send_rget, context, lane
         )
         self.receive: Callable[[int, int, int], int] = functools.partial(
-            receive, context, ctypes.byref(self._delivery), lane
+            calls.receive, context, delivery, lane
         )
         #: ``receive_into(sequence, tag_low, tag_high, address, capacity)``: as
         #: :attr:`receive`, but the awaited message, eager or a rendezvous this
         #: process may read with CMA, lands at ``address`` (``capacity`` bytes).
         self.receive_into: Callable[[int, int, int, int, int], int] = functools.partial(
-            receive_into, context, ctypes.byref(self._delivery), lane
+            calls.receive_into, context, delivery, lane
+        )
+        #: ``await_fin(send_id)``: as :attr:`receive`, for the FIN of the
+        #: rendezvous ``send_id`` sent with :attr:`send_rget`: ``LANDED +
+        #: status`` (the FIN's status) when it came.
+        self.await_fin: Callable[[int], int] = functools.partial(
+            calls.await_fin, context, delivery, lane
         )
         #: Where :attr:`receive` copies the awaited payload (valid until the next receive).
-        self.landing = landing
+        self.landing = calls.landing
         #: The largest payload that goes in one eager message.
-        self.payload_limit = min(module.limits.eager_limit - MATCH_HEADER_BYTES, len(landing))
+        self.payload_limit = min(module.limits.eager_limit - MATCH_HEADER_BYTES, len(self.landing))
         transport.on_close(self.close)
+
+    def register(self, address: int, size: int) -> tuple[int, bytes] | None:
+        """Let the peer read ``size`` bytes at ``address`` (a :attr:`send_rget`'s
+        payload): ``(key, handle)``, ``None`` when this btl offers no put/get.
+        Bookkeeping only (sm pins nothing); :meth:`deregister` ends it."""
+        if self.send is _unusable:
+            return None
+        return self._module.lane_registration(address, size)
+
+    def deregister(self, key: int) -> None:
+        """End a :meth:`register` once the peer answered FIN (or failed)."""
+        self._module.lane_release(key)
 
     def hand_on(self) -> None:
         """After :data:`OTHER`: act on that message as progress would."""
@@ -161,6 +187,7 @@ class SmLane:
     def close(self) -> None:
         """The peer is detached or the transport closed: every call answers "go the general way"."""
         self.send = self.send_rget = self.receive = self.receive_into = _unusable
+        self.await_fin = _unusable
         self.landing = memoryview(b"")
 
     def __repr__(self) -> str:

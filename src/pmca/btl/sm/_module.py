@@ -392,6 +392,16 @@ class SmModule(ModuleBase):
     def deregister_mem(self, handle: MemoryHandle) -> None:
         self._registrations.deregister(handle)
 
+    def lane_registration(self, base: int, size: int) -> tuple[int, bytes] | None:
+        """What a lane's rendezvous send registers (see :meth:`SmLane.register`)."""
+        if self.mechanism == "none":
+            return None
+        key = self._registrations.mark(base, size)
+        return key, _KEY.pack(key, base, size)
+
+    def lane_release(self, key: int) -> None:
+        self._registrations.forget(key)
+
     def _rdma(
         self,
         write: bool,
@@ -474,9 +484,11 @@ class SmModule(ModuleBase):
 
     def progress(self) -> int:
         with self.lock:
-            return self._progress()
+            return self.progress_held()
 
-    def _progress(self) -> int:
+    def progress_held(self) -> int:
+        """:meth:`progress` for a caller that holds :attr:`lock` already: the bml,
+        whose callers hold it around every poll (re-taking it costs each poll)."""
         transport = self.transport
         if transport.closed:
             return 0

@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from ..._records import FrozenValue
+from ..._records import FrozenValue, Record
 from ._defaults import LIBRARY_NAME, library_path
 
 ABI = 2
@@ -190,6 +190,8 @@ _PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...], bool]] = {
     "pmca_sm_lane_receive": (_int, (), True),
     # may read a whole rendezvous payload with CMA: without the GIL
     "pmca_sm_lane_receive_into": (_i64, (_ptr, _ptr, _u32, _u32, _u32, _u32, _ptr, _u64), False),
+    # a blocking rendezvous send polls for its FIN as long as a CMA read may take
+    "pmca_sm_lane_await_fin": (_int, (_ptr, _ptr, _u32, _u64), False),
     "pmca_sm_set_lane_cma": (None, (_ptr, _int), True),
     "pmca_sm_lane_send_rget": (_int, (_ptr, _u32, _u32, _i64, _u64, _u64, _u64, _ptr, _u32), True),
     "pmca_sm_lane": (_u32, (_u32, _u32), True),
@@ -284,6 +286,22 @@ def buffer_address(data: Any) -> tuple[int, int, Any]:
     else:
         address = ctypes.addressof(pointer)
     return int(address or 0), size, pointer
+
+
+@attrs.frozen(eq=False, repr=False)
+class LaneCalls(Record):
+    """What :meth:`Transport.lane_calls` hands a lane: the context, the lane's
+    number and lane.c's entry points (called with ``context`` and ``lane`` first,
+    see ``_lane.py``), and the landing buffer of its receives."""
+
+    context: Any
+    lane: int
+    send: Any
+    send_rget: Any
+    receive: Any
+    receive_into: Any
+    await_fin: Any
+    landing: memoryview
 
 
 class Transport:
@@ -455,11 +473,9 @@ class Transport:
         """Peer ``ident``'s mapped segment (``None`` once detached)."""
         return self._views.get(ident)
 
-    def lane_calls(
-        self, ident: int, am_tag: int
-    ) -> tuple[Any, int, Any, Any, Any, Any, memoryview]:
-        """``(context, lane, lane_send, lane_send_rget, lane_receive, lane_receive_into,
-        landing)``: lane.c's entry points for a lane, and the landing buffer of its receives.
+    def lane_calls(self, ident: int, am_tag: int) -> LaneCalls:
+        """lane.c's entry points for peer ``ident``'s lane for ``am_tag``, and the
+        landing buffer of its receives.
 
         The context (a prebuilt ``c_void_p``) and the landing buffer are
         freed at :meth:`close`: whoever holds these must stop using them
@@ -474,13 +490,15 @@ class Transport:
         landing = self._fn.landing(self._ctx, ctypes.byref(size))
         if not landing:
             raise _error(errno.ENOMEM, "cannot allocate the sm lanes' landing buffer")
-        return (
+        fn = self._fn
+        return LaneCalls(
             ctypes.c_void_p(self._ctx),
             lane,
-            self._fn.lane_send,
-            self._fn.lane_send_rget,
-            self._fn.lane_receive,
-            self._fn.lane_receive_into,
+            fn.lane_send,
+            fn.lane_send_rget,
+            fn.lane_receive,
+            fn.lane_receive_into,
+            fn.lane_await_fin,
             self._view(int(landing), size.value),
         )
 
@@ -567,6 +585,7 @@ __all__ = [
     "COUNTS",
     "COUNT_INDEX",
     "LIBRARY_NAME",
+    "LaneCalls",
     "PeerFault",
     "SegmentAddress",
     "Transport",

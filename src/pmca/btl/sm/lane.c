@@ -11,7 +11,9 @@
  * whether its head is the very message a blocking receive waits for.  Any
  * other message is taken off the FIFO all the same and handed to the caller
  * as pmca_sm_poll would hand it, so the FIFO's order is never changed: the
- * caller runs it through the general path.  While the Python side has sends
+ * caller runs it through the general path.  pmca_sm_lane_send_rget and
+ * pmca_sm_lane_await_fin are a blocking rendezvous send's two steps: the
+ * header out, then its FIN polled for in the same way.  While the Python side has sends
  * queued (pmca_sm_block_lanes), lanes neither send (the order of a peer's
  * messages) nor receive (progress must flush those sends first).
  */
@@ -238,6 +240,33 @@ EXPORT int64_t pmca_sm_lane_receive_into(struct sm_ctx *ctx, struct pmca_sm_deli
     land(ctx, out->source, target, payload, header.size);
     out->offset = 0;
     return 2 + (int64_t)header.size;
+}
+
+/* Hand back the previous delivery, poll the FIFO for up to the lane spin,
+ * then take its head, for a blocking rendezvous send waiting for its FIN:
+ *  >= 2: the FIN of send `send_id` from the lane's peer: 2 + its status
+ *        (0 read, 1 truncated, 2 failed: pmca.p2p._protocol), its fragment
+ *        handed back;
+ *  1, 0, < 0: as pmca_sm_lane_receive (any other message is in *out).
+ * Run without the GIL, like pmca_sm_lane_receive_into: the caller holds the
+ * lock that serialises the context (sm.h). */
+EXPORT int pmca_sm_lane_await_fin(struct sm_ctx *ctx, struct pmca_sm_delivery *out, uint32_t lane,
+                                  uint64_t send_id)
+{
+    const char *payload = NULL;
+    int status = take(ctx, out, lane, &payload);
+    if (status != 1)
+        return status;
+    struct pmca_fin fin;
+    if (out->source != lane_peer(lane) || out->tag != lane_tag(lane) || out->length != sizeof fin)
+        return 1;
+    memcpy(&fin, payload, sizeof fin);
+    if (fin.kind != MATCH_FIN || fin.send_id != send_id || fin.status > INT32_MAX - 2)
+        return 1; /* not this send's FIN: the general path takes it */
+    sm_release_delivered(ctx);
+    ctx->lane_received++;
+    sm_count_one(ctx, out->source, SM_LANE_RECEIVED);
+    return 2 + (int)fin.status;
 }
 
 /* The landing buffer of lane receives (allocated at the first call, freed

@@ -22,8 +22,8 @@
  * delivery stays valid only until the next poll: the caller serialises
  * every context operation, and the handling of what it delivered, with one
  * lock (the sm module's, which the bml shares; see _module.py).  The GIL
- * does not: pmca_sm_lane_receive_into runs without it and changes the
- * context.  pmca_sm_wait and pmca_sm_cma only read fields set at creation
+ * does not: pmca_sm_lane_receive_into and pmca_sm_lane_await_fin run
+ * without it and change the context.  pmca_sm_wait and pmca_sm_cma only read fields set at creation
  * and may run concurrently with anything.
  *
  * Peers' memory is not trusted.  Every offset and length a peer's segment
