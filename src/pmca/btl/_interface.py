@@ -248,6 +248,20 @@ class PeerFailed(BtlError):
 
 
 @public
+class PeerFinalized(PeerFailed):
+    """The peer finalized its session (it left, told its peers so, and is not lost).
+
+    What waits on it fails at once with this error instead of a timeout;
+    ``after_error`` is true when it left because of an exception (a
+    ``with Session`` block that raised, or interpreter exit).
+    """
+
+    def __init__(self, message: str, *, rank: int, after_error: bool = False) -> None:
+        super().__init__(message, rank=rank)
+        self.after_error = after_error
+
+
+@public
 class ModexError(BtlError):
     """A modex entry was malformed, foreign, or never arrived."""
 
@@ -458,6 +472,7 @@ __all__ = [
     "MemoryHandle",
     "ModexError",
     "PeerFailed",
+    "PeerFinalized",
     "Placement",
     "Placer",
     "Proc",

@@ -14,6 +14,7 @@ Buffers are any C-contiguous buffer-protocol object. Tags are
 from __future__ import annotations
 
 from ._engine import P2p
+from ._leaving import FinalizeWarning
 from ._matching import ANY_SOURCE, ANY_TAG, TAG_UB
 from ._probing import Message
 from ._requests import Request, Status, TruncationError
@@ -23,6 +24,7 @@ __all__ = [
     "ANY_SOURCE",
     "ANY_TAG",
     "TAG_UB",
+    "FinalizeWarning",
     "Message",
     "P2p",
     "Request",

@@ -25,13 +25,17 @@ class DataPath:
         self.bml = bml
         self.p2p = p2p
 
-    def close(self, timeout: float) -> None:
-        """Finish or fail traffic in flight, then forget the peers."""
+    def close(
+        self, timeout: float, *, after_error: bool = False, finalize_timeout: float | None = None
+    ) -> None:
+        """Leave: deliver or fail traffic in flight, hear every peer out, then forget them.
+
+        No launcher barrier: the LEAVE exchange runs over the btls, behind
+        the data (see :mod:`pmca.p2p._leaving`), so nobody closes a
+        connection while a peer may still read from it.
+        """
         try:
-            self.p2p.close(timeout)
-            if not any(peer.failed for peer in self.bml.peers):
-                # Nobody closes a connection while a peer may still read from it.
-                self.bml.world.barrier(timeout=timeout)
+            self.p2p.close(timeout, after_error=after_error, finalize_timeout=finalize_timeout)
         finally:
             self.bml.close()
 

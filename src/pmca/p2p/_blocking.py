@@ -104,6 +104,8 @@ class Blocking:
     _stash: list[dict[int, tuple[int, bytes]]]
     _posted: Posted[Request]
     _unexpected: Unexpected[Any]
+    #: Peers that finalized (:mod:`._leaving`).
+    gone: dict[int, Any]
     #: Peers whose lane may carry a rendezvous: their only RDMA route is the lane's btl.
     _rget_lanes: dict[int, Lane]
     _ids: itertools.count[int]
@@ -142,7 +144,11 @@ class Blocking:
                 lock = self._bml.lock
                 lock.acquire()
                 try:
-                    if not self._closed and self._peers[dest].failed is None:
+                    if (
+                        not self._closed
+                        and self._peers[dest].failed is None
+                        and dest not in self.gone
+                    ):
                         sequence = self._seq_out[dest]
                         if lane.send(sequence, tag & _LOW, tag >> 32, data, len(data)) == 0:
                             self._seq_out[dest] = (sequence + 1) & _LOW
@@ -167,8 +173,8 @@ class Blocking:
         lock = self._bml.lock
         lock.acquire()
         try:
-            if self._closed or self._peers[dest].failed is not None:
-                return False
+            if self._closed or self._peers[dest].failed is not None or dest in self.gone:
+                return False  # the general way says why
             registration = lane.register(address, size)
             if registration is None:
                 return False
@@ -289,6 +295,7 @@ class Blocking:
                 others = 0
                 while not (
                     self._closed
+                    or source in self.gone
                     or (unexpected and key in unexpected)
                     or (streams and key in streams)
                     or (wild and posted.waiting(source, tag))

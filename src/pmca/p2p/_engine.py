@@ -23,12 +23,13 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from .._public import public
-from ..btl import BtlError, Endpoint, PeerFailed
+from ..btl import BtlError, Endpoint, PeerFailed, PeerFinalized
 from ..btl.bml import Bml, BmlPeer, Route
 from . import _protocol as proto
 from ._blocking import LANE_SPIN, Blocking
 from ._buffers import address_of, as_bytes
 from ._checks import check_rank, check_tag
+from ._leaving import Leaving
 from ._matching import ANY_SOURCE, Posted, Unexpected
 from ._placing import Placing
 from ._probing import Probing
@@ -49,7 +50,7 @@ _MATCHING = frozenset((proto.EAGER, proto.RGET, proto.RNDV))
 
 
 @public
-class P2p(Placing, Blocking, Probing, Rendezvous):
+class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
     """``send``/``recv``/``isend``/``irecv``, probes and cancels of one session (``s.p2p``).
 
     Every operation on the queues holds the bml's lock, so any thread may
@@ -77,6 +78,7 @@ class P2p(Placing, Blocking, Probing, Rendezvous):
         self._pending: dict[int, Request] = {}
         self._ids = itertools.count(1)
         self._closed = False
+        self._init_leaving()
         register_engine(self)
         self._spin = 0.05
         self._yield_when_idle = False
@@ -131,6 +133,8 @@ class P2p(Placing, Blocking, Probing, Rendezvous):
         dest, tag = self._checked(dest, tag, "p2p send", wildcard=False)
         view = as_bytes(buf, writable=False, rank=dest, tag=tag)
         peer = self._peer(dest)
+        if self.gone and dest in self.gone:
+            raise self._gone_error(dest)
         request = Request(self, "send", dest, tag, view)
         with self._bml.lock:
             route = self._route(peer)
@@ -170,6 +174,8 @@ class P2p(Placing, Blocking, Probing, Rendezvous):
                 self._match(request, incoming)
             elif peer is not None and peer.failed is not None:
                 self._finish(request, 0, self._failure(peer))
+            elif source in self.gone:
+                self._finish(request, 0, self._gone_error(source))
             else:
                 self._posted.add(request)
         return request
@@ -230,6 +236,9 @@ class P2p(Placing, Blocking, Probing, Rendezvous):
             if now < spin_until:
                 continue
             bml.check_liveness(0.05)  # takes the lock: failures change the queues
+            if self._early:
+                with lock:
+                    self._check_early()
             if condition():
                 return
             if deadline is not None and time.monotonic() > deadline:
@@ -244,28 +253,30 @@ class P2p(Placing, Blocking, Probing, Rendezvous):
             else:
                 time.sleep(0.0001)
 
-    def close(self, timeout: float) -> None:
-        """Let traffic in flight finish (up to ``timeout``), then fail what is left."""
+    def close(
+        self, timeout: float, *, after_error: bool = False, finalize_timeout: float | None = None
+    ) -> None:
+        """Leave (see :mod:`._leaving`), then fail what is left and stop receiving.
+
+        ``finalize_timeout`` bounds the wait for this rank's own sends
+        (default: ``timeout``); ``timeout`` the wait for the peers'
+        acknowledgements (``finalize_timeout`` after an error).
+        """
         if self._closed:
             return
-        self._closed = True
         try:
-            self.wait_for(
-                lambda: not self._sends and not self._fragments and not self._busy(), timeout
-            )
-        except (TimeoutError, BtlError) as exc:
-            self._log.warning("p2p closed with traffic in flight", why=str(exc))
-        failure = BtlError("the pmca session was finalized before this operation finished")
-        with self._bml.lock:
-            for request in list(self._pending.values()):
-                self._finish(request, 0, failure)
-            for module in self._registered:
-                module.unregister_recv(self._tag)
-        self._registered = []
-
-    def _busy(self) -> bool:
-        with self._bml.lock:
-            return any(r.kind == "send" for r in self._pending.values())
+            drain = timeout if finalize_timeout is None else finalize_timeout
+            self.leave(after_error=after_error, drain=drain, barrier=timeout)
+        finally:
+            self._closed = True
+            failure = BtlError("the pmca session was finalized before this operation finished")
+            with self._bml.lock:
+                for request in list(self._pending.values()):
+                    self._finish(request, 0, failure)
+                for module in self._registered:
+                    module.unregister_recv(self._tag)
+            self._registered = []
+            self._say_reports()
 
     # -- sending ------------------------------------------------------------
 
@@ -366,6 +377,8 @@ class P2p(Placing, Blocking, Probing, Rendezvous):
             self._push_fragments(source, send_id, recv_id)
         elif kind == proto.FRAG:
             self._fragment(data)
+        elif kind == proto.LEAVE or kind == proto.LEAVE_ACK:
+            self._leave_message(source, data)
         else:
             self._log.error("unknown p2p message kind; dropped", kind=kind, source=source)
 
@@ -454,7 +467,14 @@ class P2p(Placing, Blocking, Probing, Rendezvous):
     # -- failures -----------------------------------------------------------
 
     def _failure(self, peer: BmlPeer) -> PeerFailed:
+        if peer.rank in self.gone:
+            return self._gone_error(peer.rank)
         return PeerFailed(f"rank {peer.rank} failed: {peer.failed}", rank=peer.rank)
+
+    def _gone_error(self, rank: int) -> PeerFinalized:
+        """A fresh error for an operation naming ``rank``, which finalized."""
+        gone = self.gone[rank]
+        return PeerFinalized(str(gone), rank=rank, after_error=gone.after_error)
 
     def _peer_failed(self, rank: int, error: BaseException) -> None:
         """Fail what waits on ``rank`` (the bml calls it with its lock held).
@@ -462,7 +482,11 @@ class P2p(Placing, Blocking, Probing, Rendezvous):
         Receives from :data:`ANY_SOURCE` stay posted: another rank may still
         send what they wait for.
         """
-        failure = PeerFailed(f"rank {rank} failed: {error}", rank=rank)
+        failure = (
+            self._gone_error(rank)
+            if rank in self.gone
+            else PeerFailed(f"rank {rank} failed: {error}", rank=rank)
+        )
         with self._bml.lock:
             for request in list(self._pending.values()):
                 if request.peer == rank:

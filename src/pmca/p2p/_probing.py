@@ -76,8 +76,11 @@ class Probing:
     _bml: Bml
     _peers: list[BmlPeer]
     _unexpected: Unexpected[Any]
+    #: Peers that finalized, with their error (:mod:`._leaving`).
+    gone: dict[int, Any]
 
     # P2p's, used here:
+    _gone_error: Callable[[int], PeerFailed]
     _checked: Callable[..., tuple[int, int]]
     _ensure_open: Callable[[], None]
     _track: Callable[[Request], None]
@@ -97,7 +100,8 @@ class Probing:
         """Wait until a message for ``(source, tag)`` is there; its :class:`Status`.
 
         :class:`TimeoutError` after ``timeout`` seconds; :class:`PeerFailed`
-        when ``source`` failed with nothing from it left to receive.
+        when ``source`` failed (:class:`~pmca.btl.PeerFinalized`: finalized)
+        with nothing from it left to receive.
         """
         source, tag = self._checked(source, tag, "p2p probe", wildcard=True)
         timeout = check_timeout(timeout, "p2p probe")
@@ -136,6 +140,8 @@ class Probing:
         incoming = unexpected.take(source, tag) if take else unexpected.first(source, tag)
         if incoming is None and source != ANY_SOURCE:
             peer = self._peers[source]
+            if source in self.gone:
+                raise self._gone_error(source)
             if peer.failed is not None:
                 raise PeerFailed(f"rank {source} failed: {peer.failed}", rank=source)
         return incoming

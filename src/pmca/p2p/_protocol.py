@@ -3,13 +3,15 @@
 Every message starts with a kind byte. Matching messages (eager, rget,
 rndv) carry the sender's per-peer sequence number, so messages from one
 source are matched in the order they were sent whatever btl carried them.
+LEAVE and LEAVE_ACK carry the next sequence number, so they take effect
+only after every matching message sent before them (see :mod:`._leaving`).
 """
 
 from __future__ import annotations
 
 import struct
 
-EAGER, RGET, RNDV, FIN, CTS, FRAG = range(1, 7)
+EAGER, RGET, RNDV, FIN, CTS, FRAG, LEAVE, LEAVE_ACK = range(1, 9)
 
 #: kind, flags, sequence, user tag, total size.
 MATCH = struct.Struct("<BBxxIqQ")
@@ -23,6 +25,12 @@ FIN_MSG = struct.Struct("<BxxxIQ")
 CTS_MSG = struct.Struct("<BxxxQQ")
 #: kind, receive request id, offset; the data follows.
 FRAG_HEAD = struct.Struct("<BxxxQQ")
+#: LEAVE (the sender finalized) and LEAVE_ACK (the sender saw this rank's LEAVE):
+#: kind, flags, the sender's next sequence number to this rank (all matching
+#: messages before it were sent first, so the receiver knows when it has them).
+LEAVE_MSG = struct.Struct("<BBxxI")
+#: LEAVE flag: the sender finalized because of an exception.
+LEAVE_AFTER_ERROR = 1
 
 STATUS_OK = 0
 STATUS_TRUNCATED = 1

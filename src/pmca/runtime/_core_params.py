@@ -177,6 +177,19 @@ def register_core_params(space: ParamSpace) -> None:
     space.register(
         "pmca",
         "base",
+        "finalize_timeout",
+        type=float,
+        default=5.0,
+        help="Seconds a session finalize keeps moving this rank's own messages before it "
+        "gives up on those not delivered (a warning names peer, tag, count and bytes; "
+        "their requests fail); a finalize after an error also waits at most this long "
+        "for its peers to acknowledge that it left (0 to a week)",
+        level=4,
+        **within(0, MAX_TIMEOUT, "s"),
+    )
+    space.register(
+        "pmca",
+        "base",
         "world",
         type=str,
         default="single",

@@ -74,11 +74,13 @@ class DataPathSlot:
                 raise
         return self._path
 
-    def close(self, timeout: float) -> None:
+    def close(
+        self, timeout: float, *, after_error: bool = False, finalize_timeout: float | None = None
+    ) -> None:
         path, self._path = self._path, None
         self._failure = BtlError("this session's data path is closed")
         try:
             if path is not None:
-                path.close(timeout)
+                path.close(timeout, after_error=after_error, finalize_timeout=finalize_timeout)
         finally:
             _tags_in_use.discard(self.tag)

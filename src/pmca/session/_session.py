@@ -148,6 +148,9 @@ class Session:
         self._slot: DataPathSlot | None = None
         #: An interrupt ended the last transition (a retried finalize is a no-op).
         self._interrupted = False
+        #: Finalize runs because of an exception (its peers are told so, and it
+        #: does not wait long for them).
+        self._after_error = False
         #: Cleanups run at this session's finalize, last registered first.
         self.domain = FinalizeDomain("session")
 
@@ -168,6 +171,7 @@ class Session:
             if self._state is _State.ACTIVE:
                 with self._runtime.lock, deferred_interrupts():
                     self._interrupted = True
+                    self._after_error = True
                     self._finalize_locked()
             raise
         finally:
@@ -199,6 +203,7 @@ class Session:
                 self._attach_data_path()
             except BaseException:
                 self._interrupted = deferral.interrupted
+                self._after_error = True
                 self._finalize_locked()
                 raise
             self._state = _State.ACTIVE
@@ -318,8 +323,13 @@ class Session:
         slot, self._slot = self._slot, None
         if slot is None:
             return []
+        params = self._runtime.params
         try:
-            slot.close(float(self._runtime.params.value("pmca_base_modex_timeout")))
+            slot.close(
+                float(params.value("pmca_base_modex_timeout")),
+                after_error=self._after_error,
+                finalize_timeout=float(params.value("pmca_base_finalize_timeout")),
+            )
         except BaseException as exc:
             return [exc]
         return []
@@ -334,6 +344,7 @@ class Session:
         tb: TracebackType | None,
     ) -> None:
         if self._state is _State.ACTIVE:
+            self._after_error = exc_type is not None
             self.finalize()
 
     @property
@@ -534,6 +545,7 @@ def _finalize_live(runtime: Runtime) -> None:
             stacklevel=1,
         )
         try:
+            session._after_error = True  # never finalized by the program: its peers may wait
             session.finalize()
         except BaseException as exc:  # exiting: report and go on
             print(f"pmca: finalize at exit: {exc!r}", file=sys.stderr)

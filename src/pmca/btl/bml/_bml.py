@@ -122,6 +122,9 @@ class Bml:
         )
         self._liveness_due = 0.0
         self._failure_listeners: list[Any] = []
+        #: Ranks that finalized and said so (the message layer's LEAVE): their
+        #: connections closing afterwards is expected, not a failure to shout about.
+        self.departed: set[int] = set()
 
     # -- set-up -----------------------------------------------------------
 
@@ -197,11 +200,22 @@ class Bml:
             if peer.failed is not None:
                 return
             peer.failed = error
+            # The state changed above; what reacts to it below can neither undo
+            # it nor stop the others (a listener that raises is reported).
             for listener in list(self._failure_listeners):
-                listener(rank, error)
+                try:
+                    listener(rank, error)
+                except Exception as exc:
+                    self.log.error("peer failure listener raised", rank=rank, error=repr(exc))
+            if rank in self.departed:
+                self.log.debug("connection closed after the peer finalized", rank=rank)
+                return
             self.log.error("peer failed", rank=rank, error=str(error))
             if EVENTS.wanted(PEER_FAILED):
-                EVENTS.emit(PEER_FAILED, Safety.NONE, {"rank": rank, "error": str(error)})
+                try:
+                    EVENTS.emit(PEER_FAILED, Safety.NONE, {"rank": rank, "error": str(error)})
+                except Exception as exc:
+                    self.log.error("peer_failed event callback raised", error=repr(exc))
 
     def queued_sends(self, rank: int | None = None) -> list[QueuedSend]:
         """What every module holds back to ``rank`` (or to anyone), module by module.

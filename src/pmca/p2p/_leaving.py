@@ -1,0 +1,344 @@
+"""Leaving is a message: how a rank finalizes its p2p without losing or stranding anything.
+
+At finalize every rank sends each peer it still reaches a LEAVE, behind all
+its data on the same route, and keeps progressing every btl:
+
+1. until its own sends are delivered (and its LEAVEs handed to the
+   transport), at most ``pmca_base_finalize_timeout`` seconds; what is left
+   then is reported once (peer, tag, count, bytes) and those requests fail;
+2. until every peer acknowledged its LEAVE (LEAVE_ACK) and every message
+   that peer sent before acknowledging has arrived: then nothing more comes
+   from that peer and all of this rank's data reached it, so closing the
+   connection loses nothing. Bounded by ``pmca_base_modex_timeout`` (like
+   the barrier it replaces); after an exception, by the finalize timeout.
+
+A rank that receives a LEAVE (in sequence: after every message sent before
+it) answers LEAVE_ACK at once, whatever it is doing, and from then on the
+peer is gone: receives waiting on it, and new sends and receives naming it,
+fail at once with :class:`pmca.btl.PeerFinalized`; messages it sent earlier
+can still be received. Messages that arrived and were never received are
+reported once at finalize, naming peer, tag and size.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from .._public import public
+from ..btl import BtlError, PeerFinalized
+from ..mca._errors import warn_user
+from . import _protocol as proto
+from ._requests import Request
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
+    from ..btl.bml import Bml, BmlPeer
+    from ._matching import Posted, Unexpected
+    from ._rendezvous import Fragments, Incoming
+
+__all__ = ["FinalizeWarning", "Leaving", "summary"]
+
+_MATCH_SIZE = proto.MATCH.size
+#: Progress rounds that settle sends to this rank itself a receive matched.
+_SELF_ROUNDS = 1000
+_MATCHING = frozenset((proto.EAGER, proto.RGET, proto.RNDV))
+
+
+@public
+class FinalizeWarning(UserWarning):
+    """A session's finalize could not deliver some messages, or saw some never received.
+
+    Said once per finding, naming peer, tag, count and bytes; the requests of
+    sends not delivered fail with :class:`pmca.btl.BtlError`.
+    """
+
+
+def counted(count: int, what: str) -> str:
+    """``"1 message"``, ``"3 messages"``."""
+    return f"{count} {what}{'' if count == 1 else 's'}"
+
+
+def summary(entries: Iterable[tuple[int, int, int]], to: str) -> str:
+    """``"rank 1 tag 7: 3 messages, 3072 bytes; ..."`` from (rank, tag, bytes) triples."""
+    totals: dict[tuple[int, int], list[int]] = {}
+    for rank, tag, size in entries:
+        total = totals.setdefault((rank, tag), [0, 0])
+        total[0] += 1
+        total[1] += size
+    return "; ".join(
+        f"{to} rank {rank} tag {tag}: {counted(count, 'message')}, {size} bytes"
+        for (rank, tag), (count, size) in sorted(totals.items())
+    )
+
+
+class Leaving:
+    """The finalize half of :class:`pmca.p2p.P2p`: LEAVE, LEAVE_ACK, and the reports."""
+
+    _bml: Bml
+    _peers: list[BmlPeer]
+    _log: FilteringBoundLogger
+    _tag: int
+    _seq_in: list[int]
+    _seq_out: list[int]
+    _pending: dict[int, Request]
+    _fragments: dict[int, Fragments]
+    _posted: Posted[Request]
+    _unexpected: Unexpected[Incoming]
+    _finish: Callable[..., None]
+    wait_for: Callable[..., None]
+
+    def _init_leaving(self) -> None:
+        #: Peers whose LEAVE took effect, with the error what names them now gets.
+        self.gone: dict[int, PeerFinalized] = {}
+        #: LEAVE / LEAVE_ACK that came ahead of a message sent before them, per source.
+        self._early: dict[int, list[tuple[int, int, int]]] = {}
+        #: Peers this rank told it leaves, and those that acknowledged.
+        self._told: set[int] = set()
+        self._acked: set[int] = set()
+        #: Peers given up on: this rank's data did not reach them within the bound.
+        self._abandoned: set[int] = set()
+        #: Per peer: LEAVE and LEAVE_ACK messages not yet handed to the transport.
+        self._unhanded: dict[int, int] = {}
+        #: What finalize could not deliver or saw never received, said once at the end.
+        self._reports: list[str] = []
+
+    # -- receiving -------------------------------------------------------------
+
+    def _leave_message(self, source: int, data: memoryview) -> None:
+        kind, flags, seq = proto.LEAVE_MSG.unpack_from(data)
+        if seq != self._seq_in[source]:
+            self._early.setdefault(source, []).append((kind, flags, seq))
+            return
+        self._leave_effect(source, kind, flags)
+
+    def _check_early(self) -> None:
+        """Apply the LEAVE / LEAVE_ACK whose earlier messages have now all arrived."""
+        for source, waiting in list(self._early.items()):
+            for entry in [e for e in waiting if e[2] == self._seq_in[source]]:
+                waiting.remove(entry)
+                self._leave_effect(source, entry[0], entry[1])
+            if not waiting:
+                del self._early[source]
+
+    def _leave_effect(self, source: int, kind: int, flags: int) -> None:
+        if kind == proto.LEAVE_ACK:
+            self._acked.add(source)
+            return
+        after_error = bool(flags & proto.LEAVE_AFTER_ERROR)
+        why = " after an error" if after_error else ""
+        gone = PeerFinalized(
+            f"rank {source} finalized its session{why}: it sends and receives nothing more",
+            rank=source,
+            after_error=after_error,
+        )
+        self.gone[source] = gone
+        self._bml.departed.add(source)
+        self._say(source, proto.LEAVE_ACK, 0)
+        for request in [r for r in self._posted if r.peer == source]:
+            self._posted.remove(request)
+            self._finish(request, 0, gone)
+        self._log.info("peer finalized", rank=source, after_error=after_error)
+
+    def _say(self, rank: int, kind: int, flags: int) -> None:
+        """Send LEAVE or LEAVE_ACK to ``rank`` behind its data; count it until handed over."""
+        peer = self._peers[rank]
+        if peer.failed is not None or not peer.send:
+            return
+        route = peer.send[0]
+        message = proto.LEAVE_MSG.pack(kind, flags, self._seq_out[rank])
+        unhanded = self._unhanded
+        unhanded[rank] = unhanded.get(rank, 0) + 1
+
+        def handed(error: BaseException | None) -> None:
+            left = unhanded.get(rank, 0) - 1
+            if left > 0:
+                unhanded[rank] = left
+            else:
+                unhanded.pop(rank, None)
+
+        try:
+            route.module.send(route.endpoint, self._tag, [message], handed)
+        except BtlError as exc:  # the peer's failure reaches its requests separately
+            handed(exc)
+            self._log.info("leave message not sent", rank=rank, why=str(exc))
+
+    # -- finalize ---------------------------------------------------------------
+
+    def leave(self, *, after_error: bool, drain: float, barrier: float) -> None:
+        """Tell every peer this rank leaves; deliver, wait for their word, report.
+
+        ``drain`` bounds the wait for this rank's own sends (the finalize
+        timeout); ``barrier`` the wait for the peers' acknowledgements
+        (``drain`` instead after an error).
+        """
+        started = time.monotonic()
+        me = self._bml.world.rank
+        with self._bml.lock:
+            flags = proto.LEAVE_AFTER_ERROR if after_error else 0
+            for peer in self._peers:
+                reached = peer.send and peer.failed is None
+                if reached and peer.rank != me and peer.rank not in self.gone:
+                    self._told.add(peer.rank)
+                    self._say(peer.rank, proto.LEAVE, flags)
+            for _ in range(_SELF_ROUNDS):  # what this rank sent itself, matched or not
+                if not self._bml.progress():
+                    break
+            # Nobody will ever receive what this rank still sends itself.
+            self._give_up(lambda r: r.peer == me, "this rank finalized before receiving it")
+        self._wait(self._drained, drain)
+        with self._bml.lock:
+            if not self._drained():
+                # Peers that did not take this rank's data within the bound are not
+                # waited for any longer: finalize returns within it for them.
+                self._abandoned = {
+                    rank
+                    for rank in self._stuck()
+                    if rank in self._told and not self._peer_done(rank)
+                }
+                self._give_up(
+                    lambda r: True,
+                    f"not delivered within {drain:g} s (pmca_base_finalize_timeout)",
+                )
+        bound = drain if after_error else barrier
+        settled = self._wait(self._settled, max(0.0, started + bound - time.monotonic()))
+        if self._abandoned:
+            self._report_unacknowledged(
+                self._abandoned, f"{drain:g} s (pmca_base_finalize_timeout)"
+            )
+        if not settled:
+            setting = "pmca_base_finalize_timeout" if after_error else "pmca_base_modex_timeout"
+            with self._bml.lock:
+                silent = {r for r in self._told if not self._peer_done(r)}
+            self._report_unacknowledged(silent, f"{bound:g} s ({setting})")
+        self._report_unreceived()
+
+    def _stuck(self) -> set[int]:
+        """Live peers this rank still has sends pending to, or a LEAVE queued for."""
+        peers = self._peers
+        pending = {r.peer for r in self._pending.values() if r.kind == "send" and not r.done}
+        return {r for r in pending | set(self._unhanded) if peers[r].failed is None}
+
+    def _wait(self, condition: Callable[[], bool], timeout: float) -> bool:
+        """Progress until ``condition()``; ``False`` when ``timeout`` passed first."""
+        try:
+            self.wait_for(condition, timeout)
+        except TimeoutError:
+            return False
+        except BtlError as exc:  # a btl's own trouble: finalize goes on and says so
+            self._log.warning("finalize: progress failed", why=str(exc))
+            return condition()
+        return True
+
+    def _drained(self) -> bool:
+        """Every send of this rank finished and its LEAVEs are with the transport."""
+        with self._bml.lock:
+            self._check_early()
+            if self._fragments or self._waiting_transport():
+                return False
+            return not any(
+                r.kind == "send" and self._peers[r.peer].failed is None
+                for r in self._pending.values()
+            )
+
+    def _peer_done(self, rank: int) -> bool:
+        return (
+            self._peers[rank].failed is not None or rank in self._acked or rank in self._abandoned
+        )
+
+    def _settled(self) -> bool:
+        """Every peer told acknowledged (with all it sent before), or failed."""
+        with self._bml.lock:
+            self._check_early()
+            return not self._waiting_transport() and all(self._peer_done(r) for r in self._told)
+
+    def _waiting_transport(self) -> bool:
+        """A LEAVE or LEAVE_ACK to a live peer is still queued in a btl (behind data)."""
+        return any(
+            self._peers[rank].failed is None and rank not in self._abandoned
+            for rank in self._unhanded
+        )
+
+    def _give_up(self, which: Callable[[Request], bool], why: str) -> None:
+        """Fail the sends ``which`` selects, and say once what they were."""
+        dropped = [
+            r
+            for r in self._pending.values()
+            if r.kind == "send" and not r.done and which(r) and self._peers[r.peer].failed is None
+        ]
+        if not dropped:
+            return
+        sends = summary(((r.peer, r.tag, r.view.nbytes) for r in dropped), "to")
+        error = BtlError(f"p2p finalize: a send was dropped: {why}")
+        for request in dropped:
+            self._finish(request, 0, error)
+        self._reports.append(f"{counted(len(dropped), 'send')} not delivered ({why}): {sends}")
+
+    def _report_unacknowledged(self, ranks: set[int], waited: str) -> None:
+        """Say once which peers never confirmed they have all of this rank's data, and
+        what the btls still held for them (where a btl can tell, ``queued_sends``)."""
+        with self._bml.lock:
+            silent = sorted(ranks)
+            held = [q for q in self._transport_backlog() if q[0] in silent]
+            unsent = sorted(r for r in silent if r in self._unhanded)
+        queued = (
+            f"{counted(len(held), 'message')} not delivered (completed, still queued in a btl): "
+            f"{summary(held, 'to')}"
+            if held
+            else "no btl that can tell holds messages for them"
+        )
+        if unsent:
+            behind = ", ".join(map(str, unsent))
+            queued += f"; this rank's LEAVE to rank(s) {behind} is still queued behind data"
+        self._reports.append(
+            f"rank(s) {', '.join(map(str, silent))} did not acknowledge that this rank left "
+            f"within {waited}: what it sent them last may not have arrived, and what they "
+            f"send it now is lost; {queued}"
+        )
+
+    def _transport_backlog(self) -> list[tuple[int, int, int]]:
+        """(rank, tag, bytes) of the p2p messages btls accepted, completed and have not
+        handed to their transport, from the optional btl operation ``queued_sends``."""
+        found: list[tuple[int, int, int]] = []
+        for module in self._bml.modules:
+            queued_sends = getattr(module, "queued_sends", None)
+            if queued_sends is None:
+                continue
+            for queued in queued_sends(None):
+                head = bytes(queued.head)
+                if queued.tag != self._tag or len(head) < _MATCH_SIZE:
+                    continue
+                if not getattr(queued, "completed", True):
+                    continue  # its request is pending: named among the sends not delivered
+                kind, _flags, _seq, tag, size = proto.MATCH.unpack_from(head)
+                if kind in _MATCHING:
+                    found.append((queued.rank, tag, size))
+        return found
+
+    def _report_unreceived(self) -> None:
+        """Say once which messages arrived and no receive ever took."""
+        with self._bml.lock:
+            waiting = [(m.source, m.tag, m.size) for m in self._unexpected_entries()]
+        if waiting:
+            verb = "was" if len(waiting) == 1 else "were"
+            self._reports.append(
+                f"{counted(len(waiting), 'message')} arrived and {verb} never received: "
+                f"{summary(waiting, 'from')}"
+            )
+
+    def _say_reports(self) -> None:
+        """Warn once per finding (:class:`FinalizeWarning`); nothing here can raise."""
+        reports, self._reports = self._reports, []
+        for report in reports:
+            self._log.info("finalize", report=report)
+            me = self._bml.world.rank
+            warning = FinalizeWarning(f"pmca p2p finalize (rank {me}): {report}")
+            try:
+                warn_user(warning)
+            except Exception as exc:  # warnings turned into errors: finalize still completes
+                self._log.error("finalize", report=report, warning_failed=repr(exc))
+
+    def _unexpected_entries(self) -> list[Incoming]:
+        return [entry for queue in self._unexpected.streams.values() for entry in queue]

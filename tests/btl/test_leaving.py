@@ -1,0 +1,312 @@
+"""Finalize moves data within its own bound, and leaving is a message.
+
+Each case runs two real processes joined by a socket pair (a
+:class:`pmca.world.PairWorld`), or one for a world of one rank. Before
+finalize exchanged LEAVE messages over the btls it waited in a launcher
+barrier that moved no data: completed tcp sends queued in the sender were
+dropped, a rank that raised or left early stalled itself and its peers for
+``pmca_base_modex_timeout`` (60 s), and isends to an sm peer that had
+finalized completed and were never received, without a word.
+
+Times are taken with ``time.monotonic()``, one clock for every process of
+the host; only where a bound is the point is one asserted, with a margin
+for a loaded machine.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pmca.btl import FRAMEWORK
+
+_HAS_SM = any(ref.name == "sm" for ref in FRAMEWORK.static_components)
+_BTLS = ["self,tcp"] + (["self,sm"] if _HAS_SM else [])
+
+_PRELUDE = textwrap.dedent(
+    """
+    import json, socket, sys, time
+    import pmca
+    from pmca.btl import PeerFailed, PeerFinalized
+    from pmca.world import PairWorld
+
+    FD, RANK, BTL = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    WORLD = PairWorld(socket.socket(fileno=FD), RANK)
+    MCA = {"btl": BTL}
+
+    def out(**facts):
+        print(json.dumps(facts), flush=True)
+    """
+)
+
+
+def _pair(tmp_path: Path, body: str, btl: str, *args: str, timeout: float = 240.0) -> list[dict]:
+    """Run ``body`` as rank 0 and rank 1; each one's JSON lines merged, and its stderr."""
+    script = tmp_path / "rank.py"
+    script.write_text(_PRELUDE + textwrap.dedent(body))
+    ends = socket.socketpair()
+    children = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(end.fileno()), str(rank), btl, *args],
+            pass_fds=[end.fileno()],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank, end in enumerate(ends)
+    ]
+    for end in ends:
+        end.close()
+    results = []
+    for rank, child in enumerate(children):
+        try:
+            stdout, stderr = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for other in children:
+                other.kill()
+            raise
+        facts: dict = {"rank": rank, "returncode": child.returncode, "stderr": stderr}
+        for line in stdout.splitlines():
+            if line.startswith("{"):
+                facts.update(json.loads(line))
+        results.append(facts)
+    return results
+
+
+_LATE_RECEIVER = """
+COUNT = 100_000
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 0:
+        for i in range(COUNT):
+            s.p2p.send(1, 5, i.to_bytes(4, "little") + bytes(1020))
+        left = time.monotonic()
+    else:
+        time.sleep(1.0)
+        buffer = bytearray(1024)
+        received = 0
+        try:
+            for i in range(COUNT):
+                s.p2p.recv(0, 5, buffer, timeout=120)
+                assert int.from_bytes(buffer[:4], "little") == i, (i, bytes(buffer[:4]))
+                received += 1
+        except Exception as exc:
+            out(error=repr(exc))
+        out(received=received)
+if RANK == 0:
+    out(finalize=time.monotonic() - left)
+"""
+
+
+@pytest.mark.parametrize("btl", _BTLS)
+def test_completed_sends_reach_a_receiver_that_starts_late(pmca_env, tmp_path, btl) -> None:
+    """100,000 completed 1 KiB sends, the receiver starting 1 s late: all arrive.
+
+    Before, a tcp sender's finalize dropped what its btl still queued: the
+    receiver got a part of them, then ``PeerFailed``.
+    """
+    sender, receiver = _pair(tmp_path, _LATE_RECEIVER, btl)
+    assert receiver.get("received") == 100_000, receiver
+    assert "error" not in receiver, receiver
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+    for side in (sender, receiver):
+        assert "not delivered" not in side["stderr"], side["stderr"]
+        assert "never received" not in side["stderr"], side["stderr"]
+        assert "did not acknowledge" not in side["stderr"], side["stderr"]
+
+
+_STALLED_RECEIVER = """
+COUNT = 100_000
+MCA.update(pmca_base_finalize_timeout=2, pmca_base_modex_timeout=30)
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 0:
+        requests = [s.p2p.isend(1, 5, i.to_bytes(4, "little") + bytes(1020)) for i in range(COUNT)]
+        left = time.monotonic()
+    else:
+        time.sleep(12.0)  # reads nothing while rank 0 finalizes
+        buffer = bytearray(1024)
+        received = 0
+        try:
+            while True:
+                s.p2p.recv(0, 5, buffer, timeout=60)
+                assert int.from_bytes(buffer[:4], "little") == received, received
+                received += 1
+        except PeerFailed as exc:
+            out(received=received, error=str(exc))
+if RANK == 0:
+    out(
+        finalize=time.monotonic() - left,
+        failed=sum(r.error is not None for r in requests),
+        completed=sum(r.done and r.error is None for r in requests),
+    )
+"""
+
+
+def test_finalize_gives_up_within_its_bound_naming_exactly_what_was_not_delivered(
+    pmca_env, tmp_path
+) -> None:
+    """100,000 isends over tcp to a rank that reads nothing while the sender finalizes.
+
+    The sender's finalize returns within ``pmca_base_finalize_timeout`` (2 s,
+    plus a margin for a loaded machine; its peer-wait bound is 30 s) and names
+    what it could not deliver: the pending sends, which fail, and the
+    completed ones btl/tcp still queued. The receiver, reading later, gets
+    exactly the rest, in order.
+    """
+    sender, receiver = _pair(tmp_path, _STALLED_RECEIVER, "self,tcp")
+    assert sender["finalize"] < 2.0 + 8.0, sender
+    assert sender["failed"] + sender["completed"] == 100_000, sender
+    stderr = sender["stderr"]
+    failed = re.search(r"(\d+) sends? not delivered \(not delivered within 2 s", stderr)
+    assert failed and int(failed[1]) == sender["failed"] > 0, stderr
+    held = re.search(r"(\d+) messages? not delivered \(completed, still queued in a btl\)", stderr)
+    queued = int(held[1]) if held else 0
+    assert receiver["received"] == 100_000 - sender["failed"] - queued, (receiver, sender, stderr)
+
+
+_RAISES = """
+with_error = sys.argv[4] == "error"
+if RANK == 1:
+    try:
+        with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+            s.p2p.send(0, 1, b"ready")
+            time.sleep(0.5)
+            out(left_at=time.monotonic())
+            if with_error:
+                raise RuntimeError("the program failed")
+    except RuntimeError:
+        pass
+    out(finalized_at=time.monotonic())
+else:
+    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+        s.p2p.recv(1, 1, bytearray(5), timeout=60)
+        try:
+            s.p2p.recv(1, 2, bytearray(8), timeout=30)
+            out(outcome="received")
+        except PeerFinalized as exc:
+            out(outcome="PeerFinalized", learned_at=time.monotonic(), error=str(exc),
+                after_error=exc.after_error, rank_named=exc.rank)
+        except Exception as exc:
+            out(outcome=type(exc).__name__, error=str(exc))
+        try:
+            s.p2p.isend(1, 3, b"late")
+            out(later_send="accepted")
+        except PeerFinalized:
+            out(later_send="PeerFinalized")
+"""
+
+
+@pytest.mark.parametrize("btl", _BTLS)
+@pytest.mark.parametrize("how", ["error", "normal"])
+def test_a_peer_waiting_on_a_rank_that_left_fails_at_once(pmca_env, tmp_path, btl, how) -> None:
+    """Rank 1 leaves its session (raising, or normally) while rank 0 waits on it.
+
+    Rank 0's receive fails with ``PeerFinalized`` naming rank 1 within 2 s
+    (the point of the test), a later send to rank 1 fails at once, and rank
+    1's finalize does not wait for anything it cannot get. Before, rank 0
+    waited until its own timeout and rank 1's finalize 60 s.
+    """
+    waiter, leaver = _pair(tmp_path, _RAISES, btl, how)
+    assert waiter.get("outcome") == "PeerFinalized", waiter
+    assert waiter["rank_named"] == 1 and "rank 1 finalized" in waiter["error"], waiter
+    assert waiter["after_error"] is (how == "error"), waiter
+    learned = waiter["learned_at"] - leaver["left_at"]
+    assert learned < 2.0, f"rank 0 learned {learned:.2f} s after rank 1 left"
+    assert waiter.get("later_send") == "PeerFinalized", waiter
+    took = leaver["finalized_at"] - leaver["left_at"]
+    assert took < 5.0 + 5.0, f"rank 1's finalize took {took:.2f} s"  # its bound, plus margin
+    assert waiter["returncode"] == 0 and leaver["returncode"] == 0, (waiter, leaver)
+    assert "peer failed" not in waiter["stderr"], waiter["stderr"]
+
+
+_ISENDS_TO_A_FINALIZED_PEER = """
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 1:
+        time.sleep(1.0)  # rank 0 is in (or past) its finalize by now
+        requests = [s.p2p.isend(0, 9, bytes(64)) for _ in range(200)]
+        outcomes = []
+        for request in requests:
+            try:
+                request.wait(timeout=60)
+                outcomes.append("sent")
+            except PeerFinalized:
+                outcomes.append("PeerFinalized")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # progress until this rank hears of rank 0's LEAVE
+            try:
+                s.p2p.iprobe(0, 10)
+            except PeerFinalized:
+                break
+        try:
+            s.p2p.isend(0, 9, bytes(64))
+            out(outcomes=outcomes, after="accepted")
+        except PeerFinalized as exc:
+            out(outcomes=outcomes, after="PeerFinalized", error=str(exc))
+    else:
+        started = time.monotonic()
+if RANK == 0:
+    out(finalize=time.monotonic() - started)
+"""
+
+
+@pytest.mark.skipif(not _HAS_SM, reason="btl sm is not built in")
+def test_isends_to_a_finalized_sm_peer_are_reported(pmca_env, tmp_path) -> None:
+    """200 isends over sm to a rank that finalized: reported by it, never silently lost.
+
+    Every isend made before rank 1 heard that rank 0 left (at its next
+    progress) is received into rank 0 before it closes and named in its one
+    warning (peer, tag, count, bytes); once rank 1 progressed, the next isend
+    fails at once with ``PeerFinalized``. Before, all completed and nobody
+    ever said they were not received.
+    """
+    finalized, sender = _pair(tmp_path, _ISENDS_TO_A_FINALIZED_PEER, "self,sm")
+    assert sender.get("after") == "PeerFinalized", sender
+    sent = sender["outcomes"].count("sent")
+    assert sent + sender["outcomes"].count("PeerFinalized") == 200, sender
+    assert "never received" in finalized["stderr"], finalized["stderr"]
+    assert f"from rank 1 tag 9: {sent} messages, {64 * sent} bytes" in finalized["stderr"], (
+        sent,
+        finalized["stderr"],
+    )
+    assert finalized["returncode"] == 0 and sender["returncode"] == 0, (finalized, sender)
+
+
+_UNMATCHED_SEND_TO_SELF = textwrap.dedent(
+    """
+    import sys, time
+    import pmca
+
+    with pmca.Session() as s:
+        try:
+            s.p2p.send(0, 1, bytes(8 << 20), timeout=2)
+            print("sent", flush=True)
+        except TimeoutError:
+            print("TimeoutError", flush=True)
+        leaving = time.monotonic()
+    print(f"left {time.monotonic() - leaving:.3f}", flush=True)
+    """
+)
+
+
+def test_an_unmatched_send_to_itself_is_reported_and_finalize_returns(pmca_env) -> None:
+    """A single process's 8 MiB send to itself nobody receives: ``TimeoutError``, then the
+    block exits at once, naming the send (before: 60 s, and not a word)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _UNMATCHED_SEND_TO_SELF],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    lines = done.stdout.split("\n")
+    assert lines[0] == "TimeoutError", done.stdout + done.stderr
+    took = float(lines[1].split()[1])
+    assert took < 5.0 + 5.0, f"leaving the block took {took:.2f} s"  # the bound, plus margin
+    assert "1 send not delivered" in done.stderr, done.stderr
+    assert "to rank 0 tag 1: 1 message, 8388608 bytes" in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
