@@ -8,6 +8,7 @@ must stay resident (``-z nodelete``).
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -137,69 +138,87 @@ CFLAGS = [
 ]
 
 
+def with_headers(extensions: list[Extension]) -> list[Extension]:
+    """Each library also depends on the headers beside its sources and the forced floor.
+
+    setuptools rebuilds an object only when a source or a listed dependency is
+    newer than it; a header left out of ``depends`` leaves a stale object in
+    place (a library built before the floor header existed kept needing
+    GLIBC_2.34 after every later build).
+    """
+    floor = os.path.join("src", "pmca", "native", "glibc_floor.h")
+    for extension in extensions:
+        folders = sorted({os.path.dirname(source) for source in extension.sources})
+        headers = [h for folder in folders for h in sorted(glob.glob(os.path.join(folder, "*.h")))]
+        extension.depends = sorted({*extension.depends, *headers, floor})
+    return extensions
+
+
 def native_extensions() -> list[Extension]:
     if not sys.platform.startswith("linux"):
         return []
-    return [
-        Extension(
-            "pmca.native.pmca_hooks",
-            sources=[
-                "src/pmca/native/hooks.c",
-                "src/pmca/native/ring.c",
-                "src/pmca/native/patch_x86_64.c",
-                "src/pmca/native/x86_decode.c",
-                "src/pmca/native/ucm.c",
-            ],
-            depends=["src/pmca/native/hooks.h", "src/pmca/native/x86_decode.h"],
-            extra_compile_args=CFLAGS,
-            extra_link_args=["-Wl,-z,nodelete", "-pthread", *old_glibc_homes()],
-            libraries=libdl(),
-        ),
-        # Loaded (fresh copy) and dlclosed by pmca.native.coverage() only.
-        Extension(
-            "pmca.native.pmca_probe",
-            sources=["src/pmca/native/probe.c"],
-            extra_compile_args=CFLAGS,
-            extra_link_args=["-pthread", *old_glibc_homes()],
-        ),
-        Extension(
-            "pmca.patcher.overwrite.pmca_patcher_overwrite",
-            sources=["src/pmca/patcher/overwrite/overwrite.c"],
-            extra_compile_args=CFLAGS,
-            extra_link_args=["-pthread"],
-        ),
-        Extension(
-            "pmca.rcache.grdma.pmca_rcache_itree",
-            sources=["src/pmca/rcache/grdma/itree.c", "src/pmca/rcache/grdma/itree_blocks.c"],
-            extra_compile_args=CFLAGS,
-            extra_link_args=["-pthread"],
-        ),
-        Extension(
-            "pmca.rcache.iouring.pmca_uring",
-            sources=["src/pmca/rcache/iouring/uring.c"],
-            extra_compile_args=CFLAGS,
-            extra_link_args=["-pthread"],
-        ),
-        Extension(
-            "pmca.btl.sm.pmca_btl_sm",
-            sources=[
-                "src/pmca/btl/sm/segment.c",
-                "src/pmca/btl/sm/queue.c",
-                "src/pmca/btl/sm/cma.c",
-                "src/pmca/btl/sm/lane.c",
-            ],
-            depends=["src/pmca/btl/sm/sm.h"],
-            extra_compile_args=CFLAGS,
-        ),
-        # PMIx calls its handler on its own thread until PMIx_Finalize, maybe
-        # later than any Python reference lives: never unloaded.
-        Extension(
-            "pmca.world.pmca_pmix_events",
-            sources=["src/pmca/world/pmix_events.c"],
-            extra_compile_args=CFLAGS,
-            extra_link_args=["-Wl,-z,nodelete"],
-        ),
-    ]
+    return with_headers(
+        [
+            Extension(
+                "pmca.native.pmca_hooks",
+                sources=[
+                    "src/pmca/native/hooks.c",
+                    "src/pmca/native/ring.c",
+                    "src/pmca/native/patch_x86_64.c",
+                    "src/pmca/native/x86_decode.c",
+                    "src/pmca/native/ucm.c",
+                ],
+                depends=["src/pmca/native/hooks.h", "src/pmca/native/x86_decode.h"],
+                extra_compile_args=CFLAGS,
+                extra_link_args=["-Wl,-z,nodelete", "-pthread", *old_glibc_homes()],
+                libraries=libdl(),
+            ),
+            # Loaded (fresh copy) and dlclosed by pmca.native.coverage() only.
+            Extension(
+                "pmca.native.pmca_probe",
+                sources=["src/pmca/native/probe.c"],
+                extra_compile_args=CFLAGS,
+                extra_link_args=["-pthread", *old_glibc_homes()],
+            ),
+            Extension(
+                "pmca.patcher.overwrite.pmca_patcher_overwrite",
+                sources=["src/pmca/patcher/overwrite/overwrite.c"],
+                extra_compile_args=CFLAGS,
+                extra_link_args=["-pthread"],
+            ),
+            Extension(
+                "pmca.rcache.grdma.pmca_rcache_itree",
+                sources=["src/pmca/rcache/grdma/itree.c", "src/pmca/rcache/grdma/itree_blocks.c"],
+                extra_compile_args=CFLAGS,
+                extra_link_args=["-pthread"],
+            ),
+            Extension(
+                "pmca.rcache.iouring.pmca_uring",
+                sources=["src/pmca/rcache/iouring/uring.c"],
+                extra_compile_args=CFLAGS,
+                extra_link_args=["-pthread"],
+            ),
+            Extension(
+                "pmca.btl.sm.pmca_btl_sm",
+                sources=[
+                    "src/pmca/btl/sm/segment.c",
+                    "src/pmca/btl/sm/queue.c",
+                    "src/pmca/btl/sm/cma.c",
+                    "src/pmca/btl/sm/lane.c",
+                ],
+                depends=["src/pmca/btl/sm/sm.h"],
+                extra_compile_args=CFLAGS,
+            ),
+            # PMIx calls its handler on its own thread until PMIx_Finalize, maybe
+            # later than any Python reference lives: never unloaded.
+            Extension(
+                "pmca.world.pmca_pmix_events",
+                sources=["src/pmca/world/pmix_events.c"],
+                extra_compile_args=CFLAGS,
+                extra_link_args=["-Wl,-z,nodelete"],
+            ),
+        ]
+    )
 
 
 setup(

@@ -11,10 +11,8 @@ from .conftest import ok_lines, program
 pytestmark = pytest.mark.mpi
 
 
-def test_a_receiver_that_stops_reading(launcher: Launcher, pmca_env) -> None:
-    # tcp only: sm's push-back is shown by tests/btl/test_backpressure.py in a
-    # pair of processes (under mpirun in dso mode the sm case does not finish).
-    btl = "self,tcp"
+@pytest.mark.parametrize("btl", ["self,tcp", "self,sm"])
+def test_a_receiver_that_stops_reading(launcher: Launcher, pmca_env, btl: str) -> None:
     child = run_mpi(launcher, 2, [program("backpressure.py"), "--btl", btl], timeout=300)
     output = f"--- stdout\n{child.stdout}\n--- stderr\n{child.stderr}"
     assert child.returncode == 0, output
