@@ -125,7 +125,12 @@ class Blocking:
         raise NotImplementedError
 
     def send(self, dest: int, tag: int, buf: Any, *, timeout: float | None = None) -> None:
-        """Send ``buf`` to ``dest``; return when ``buf`` may be reused."""
+        """Send ``buf`` to ``dest``; return when ``buf`` may be reused.
+
+        A ``TimeoutError`` does not take the message back: it stays queued and
+        is still delivered if the peer reads it later (or named at finalize if
+        it never is), so ``buf`` must stay unchanged until the session ends.
+        """
         if timeout is not None:
             timeout = check_timeout(timeout, "p2p send")
         lane = self._lanes.get(dest) if type(dest) is int else None
