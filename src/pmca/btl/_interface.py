@@ -284,7 +284,7 @@ class BtlModule(Protocol):
     Another is ``queued_sends(rank=None) -> list[QueuedSend]``: the active
     messages accepted and not yet handed to the transport, to ``rank`` or to
     every peer, oldest first per peer (see :class:`QueuedSend`); btl ``self``,
-    ``sm`` and ``tcp`` have it. Finalize uses it to say what could not be
+    ``sm``, ``tcp`` and ``ofi`` have it. Finalize uses it to say what could not be
     delivered; a module without it is taken to hold nothing back.
 
     Back-pressure: a send completes (``sendi`` answers ``True``, or the

@@ -133,10 +133,11 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
         dest, tag = self._checked(dest, tag, "p2p send", wildcard=False)
         view = as_bytes(buf, writable=False, rank=dest, tag=tag)
         peer = self._peer(dest)
-        if self.gone and dest in self.gone:
-            raise self._gone_error(dest)
         request = Request(self, "send", dest, tag, view)
         with self._bml.lock:
+            # Under the lock: progress on another thread records a LEAVE in it.
+            if self.gone and dest in self.gone:
+                raise self._gone_error(dest)
             route = self._route(peer)
             seq = self._seq_out[dest]
             self._seq_out[dest] = (seq + 1) & 0xFFFFFFFF
@@ -197,7 +198,13 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
 
     def progress(self) -> int:
         with self._bml.lock:
-            return self._bml.progress()
+            done = self._bml.progress()
+            if self._early:
+                # A LEAVE that came ahead of earlier data takes effect (and is
+                # acknowledged) as soon as that data is in, also for callers
+                # that only poll with test().
+                self._check_early()
+            return done
 
     def wait_for(
         self,

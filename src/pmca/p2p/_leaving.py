@@ -13,11 +13,13 @@ its data on the same route, and keeps progressing every btl:
    the barrier it replaces); after an exception, by the finalize timeout.
 
 A rank that receives a LEAVE (in sequence: after every message sent before
-it) answers LEAVE_ACK at once, whatever it is doing, and from then on the
-peer is gone: receives waiting on it, and new sends and receives naming it,
-fail at once with :class:`pmca.btl.PeerFinalized`; messages it sent earlier
-can still be received. Messages that arrived and were never received are
-reported once at finalize, naming peer, tag and size.
+it) answers LEAVE_ACK at its next progress, and from then on the peer is
+gone: receives waiting on it, and new sends and receives naming it, fail at
+once with :class:`pmca.btl.PeerFinalized`; messages it sent earlier can
+still be received. A rendezvous send to it that it never matched is failed
+when its connection closes (the peer's exit, for sm), not by the LEAVE.
+Messages that arrived and were never received are reported once at
+finalize, naming peer, tag and size.
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ __all__ = ["FinalizeWarning", "Leaving", "summary"]
 _MATCH_SIZE = proto.MATCH.size
 #: Progress rounds that settle sends to this rank itself a receive matched.
 _SELF_ROUNDS = 1000
-_MATCHING = frozenset((proto.EAGER, proto.RGET, proto.RNDV))
 
 
 @public
@@ -313,7 +314,9 @@ class Leaving:
                 if not getattr(queued, "completed", True):
                     continue  # its request is pending: named among the sends not delivered
                 kind, _flags, _seq, tag, size = proto.MATCH.unpack_from(head)
-                if kind in _MATCHING:
+                # An RGET/RNDV header goes out without a callback, so a btl calls
+                # it completed, but its request is pending and named with those.
+                if kind == proto.EAGER:
                     found.append((queued.rank, tag, size))
         return found
 
