@@ -21,12 +21,12 @@ from .._interface import (
 from ._pvars import (
     FAILURES,
     INDEX,
-    SLOTS,
     count_rdma,
     count_received,
     counting_send,
     counting_sendi,
     noting_peers,
+    peer_slot,
     register_module,
 )
 
@@ -89,10 +89,7 @@ class ModuleBase:
     def peer_traffic(self, rank: int) -> list[int]:
         """Peer ``rank``'s counters, made at the first use: a module holds on to
         this list next to the peer's connection or endpoint and counts on it."""
-        slot = self.traffic.get(rank)
-        if slot is None:
-            slot = self.traffic[rank] = [0] * SLOTS
-        return slot
+        return peer_slot(self.traffic, rank)
 
     def counter(self, name: str, rank: int) -> int:
         """The value of counter ``name`` (a ``btl_<component>_<name>`` pvar) for ``rank``."""

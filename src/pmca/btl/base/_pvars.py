@@ -61,6 +61,7 @@ __all__ = [
     "declare",
     "declare_counters",
     "noting_peers",
+    "peer_slot",
     "register_module",
 ]
 
@@ -124,7 +125,8 @@ def _nbytes(part: Any) -> int:
     return len(part) if type(part) is bytes or type(part) is bytearray else memoryview(part).nbytes
 
 
-def _slot(counters: dict[int, list[int]], rank: int) -> list[int]:
+def peer_slot(counters: dict[int, list[int]], rank: int) -> list[int]:
+    """Peer ``rank``'s counters in ``counters``, made at the first use."""
     slot = counters.get(rank)
     if slot is None:
         slot = counters[rank] = [0] * SLOTS
@@ -132,19 +134,19 @@ def _slot(counters: dict[int, list[int]], rank: int) -> list[int]:
 
 
 def count_sent(counters: dict[int, list[int]], rank: int, parts: Sequence[Any]) -> None:
-    slot = _slot(counters, rank)
+    slot = peer_slot(counters, rank)
     slot[MESSAGES_SENT] += 1
     slot[BYTES_SENT] += sum(_nbytes(p) for p in parts)
 
 
 def count_received(counters: dict[int, list[int]], rank: int, nbytes: int) -> None:
-    slot = _slot(counters, rank)
+    slot = peer_slot(counters, rank)
     slot[MESSAGES_RECEIVED] += 1
     slot[BYTES_RECEIVED] += nbytes
 
 
 def count_rdma(counters: dict[int, list[int]], rank: int, nbytes: int) -> None:
-    slot = _slot(counters, rank)
+    slot = peer_slot(counters, rank)
     slot[RDMA_OPERATIONS] += 1
     slot[RDMA_BYTES] += nbytes
 

@@ -54,14 +54,14 @@ def _limit(code: int) -> str:
     )
 
 
-def resource_error(exc: OSError, doing: str) -> BtlError | None:
-    """A :class:`BtlError` saying ``doing`` failed for want of a resource, naming the
-    limit and a remedy; ``None`` when ``exc`` is not an exhaustion error."""
+def socket_error(exc: OSError, doing: str, hint: str = "") -> BtlError:
+    """A :class:`BtlError` saying ``doing`` failed: for want of a resource, naming
+    the limit and a remedy; otherwise with ``exc`` and ``hint`` after it."""
     code = exc.errno
     if code not in EXHAUSTED:
-        return None
+        return BtlError(f"{doing}: {exc}{hint}")
     name = errno.errorcode.get(code, str(code))
     return BtlError(f"{doing}: {os.strerror(code)} ({name}): {_limit(code)}")
 
 
-__all__ = ["EXHAUSTED", "resource_error"]
+__all__ = ["EXHAUSTED", "socket_error"]

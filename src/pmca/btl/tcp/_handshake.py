@@ -12,9 +12,8 @@ from __future__ import annotations
 import socket
 import time
 
-from .._interface import BtlError
 from . import _wire as wire
-from ._exhaustion import resource_error
+from ._exhaustion import socket_error
 from ._interfaces import Interface
 from ._rails import Pairing
 
@@ -31,7 +30,7 @@ def connect(
     try:
         sock = socket.socket(interface.family, socket.SOCK_STREAM)
     except OSError as exc:
-        raise resource_error(exc, doing) or BtlError(f"{doing}: {exc}") from None
+        raise socket_error(exc, doing) from None
     try:
         # From this rail's own address, so the peer sees the address it was told.
         sock.bind((interface.address, 0))
@@ -40,9 +39,7 @@ def connect(
         sock.sendall(wire.HELLO.pack(wire.HELLO_MAGIC, me, nonce))
     except OSError as exc:
         sock.close()
-        raise resource_error(exc, doing) or BtlError(
-            f"{doing}: {exc}; check btl_tcp_if_include/exclude"
-        ) from None
+        raise socket_error(exc, doing, "; check btl_tcp_if_include/exclude") from None
     return sock
 
 

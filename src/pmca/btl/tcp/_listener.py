@@ -35,7 +35,7 @@ from attrs import define, field, frozen
 from ..._records import FrozenValue, Record
 from .._interface import BtlError
 from . import _wire as wire
-from ._exhaustion import EXHAUSTED, resource_error
+from ._exhaustion import EXHAUSTED, socket_error
 from ._interfaces import Interface
 from ._rails import Pairing
 
@@ -220,7 +220,7 @@ class _Listening:
             f"btl tcp: rank {self.me} cannot accept a connection on {self.interface.name} "
             f"{address} port {port} (waiting for {waiting_for})"
         )
-        return resource_error(exc, doing) or BtlError(f"{doing}: {exc}")
+        return socket_error(exc, doing)
 
     def close(self) -> None:
         for half in list(self.half_open.values()):

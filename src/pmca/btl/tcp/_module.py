@@ -44,7 +44,7 @@ from ..base import ModuleBase, NoPinBackend, Registrations, host_name
 from ..base._pvars import BYTES_RECEIVED, BYTES_SENT, MESSAGES_RECEIVED, MESSAGES_SENT
 from . import _wire as wire
 from ._connection import QUEUED_COST, STREAM_MIN, Connection, Outgoing
-from ._exhaustion import resource_error
+from ._exhaustion import socket_error
 from ._group import RailGroup
 from ._handshake import connect, keep_alive
 from ._interfaces import Interface
@@ -596,14 +596,14 @@ def _listen(interface: Interface) -> socket.socket:
     try:
         listener = socket.socket(interface.family, socket.SOCK_STREAM)
     except OSError as exc:
-        raise resource_error(exc, doing) or BtlError(f"{doing}: {exc}") from None
+        raise socket_error(exc, doing) from None
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((interface.address, 0))
         listener.listen(256)
     except OSError as exc:
         listener.close()
-        raise resource_error(exc, doing) or BtlError(f"{doing}: {exc}") from None
+        raise socket_error(exc, doing) from None
     return listener
 
 
