@@ -285,6 +285,17 @@ class TcpModule(ModuleBase):
             chosen = [connection] if connection is not None else []
         return [queued for connection in chosen for queued in connection.queued_sends()]
 
+    def drop_queued(self, rank: int) -> list[QueuedSend]:
+        """Take what every rail queues to ``rank`` off for good (see
+        :meth:`Connection.drop_queued`)."""
+        failure = self.dropped(rank)
+        found: list[QueuedSend] = []
+        for rail in self._group_rails():
+            connection = rail._connections.get(rank)
+            if connection is not None:
+                found.extend(connection.drop_queued(failure))
+        return found
+
     # -- registration and RDMA ---------------------------------------------
 
     def register_mem(self, endpoint: Endpoint | None, base: int, size: int) -> MemoryHandle:
