@@ -276,14 +276,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     subcommand = next((word for word in words if not word.startswith("-")), None)
     # Only as a program: in-process callers (tests, embedding) always compute.
-    recorder: _info_cache.Recorder | None = None
     if argv is None and subcommand == "info":
         cached = _cached_info(words)
         if cached is not None:
             return cached
-        directory = _info_cache.cache_directory()
-        if directory is not None and not sys.stdout.isatty():
-            recorder = _info_cache.Recorder(words, directory)
+        with _no_cycle_collection():
+            return _main(argv, subcommand, _recorder(words))
+    return _main(argv, subcommand, None)
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """No cyclic garbage collection in a ``pmca info`` process, which exits when done.
+
+    Importing every component allocates many objects that live until exit;
+    the collector would traverse them again and again (and once more at
+    interpreter shutdown) to free next to nothing. At the end every object
+    is frozen (:func:`gc.freeze`): the shutdown collections skip them, the
+    process exits sooner, and ``atexit`` handlers run as always.
+    """
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
+def _recorder(words: Sequence[str]) -> _info_cache.Recorder | None:
+    """Where this run's output is kept for the next identical run, if anywhere."""
+    directory = _info_cache.cache_directory()
+    if directory is None or sys.stdout.isatty():
+        return None
+    return _info_cache.Recorder(words, directory)
+
+
+def _main(
+    argv: Sequence[str] | None, subcommand: str | None, recorder: _info_cache.Recorder | None
+) -> int:
     parser = build_parser(doctor_options=subcommand != "info")
     try:
         args, unknown = parser.parse_known_args(argv)
