@@ -8,8 +8,10 @@ from pmca.testing import run_python
 #: the standard library's logging (nothing is logged through it), shutil
 #: (argparse's formatters asked it for the terminal's width), textwrap (only
 #: for wrapping on a terminal), the failure records (nothing failed),
-#: pathlib (the build facts read the libraries through ``str`` paths).
+#: pathlib (the build facts read the libraries through ``str`` paths), json
+#: (the build record is read as a Python literal).
 UNNEEDED = (
+    "json",
     "pathlib",
     "pmca.cli._new",
     "pmca.cli._templates",
