@@ -68,12 +68,16 @@ def _run_doctor(args: argparse.Namespace) -> int:
     return int(run(args))
 
 
-def build_parser(*, doctor_options: bool = True) -> argparse.ArgumentParser:
+def build_parser(
+    *, doctor_options: bool = True, info_only: bool = False
+) -> argparse.ArgumentParser:
     """The ``pmca`` parser with its ``info``, ``doctor`` and ``new`` subcommands.
 
     ``doctor_options=False`` leaves out the options of ``pmca doctor``,
     ``pmca stats`` and ``pmca new``, whose modules (the scenarios doctor
     runs, the templates new writes) need not be imported for ``pmca info``.
+    ``info_only=True`` leaves out those subcommands altogether, for a
+    command line that starts with ``info`` (nothing else can be parsed then).
     """
     import argparse
 
@@ -98,6 +102,8 @@ def build_parser(*, doctor_options: bool = True) -> argparse.ArgumentParser:
     )
     _info.add_arguments(info)
     info.set_defaults(handler=_info.run, prog=info.prog, command_parser=info)
+    if info_only:
+        return parser
 
     stats = commands.add_parser(
         "stats",
@@ -281,8 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if cached is not None:
             return cached
         with _no_cycle_collection():
-            return _main(argv, subcommand, _recorder(words))
-    return _main(argv, subcommand, None)
+            return _main(words, subcommand, _recorder(words))
+    return _main(words, subcommand, None)
 
 
 @contextlib.contextmanager
@@ -316,11 +322,13 @@ def _recorder(words: Sequence[str]) -> _info_cache.Recorder | None:
 
 
 def _main(
-    argv: Sequence[str] | None, subcommand: str | None, recorder: _info_cache.Recorder | None
+    words: Sequence[str], subcommand: str | None, recorder: _info_cache.Recorder | None
 ) -> int:
-    parser = build_parser(doctor_options=subcommand != "info")
+    parser = build_parser(
+        doctor_options=subcommand != "info", info_only=bool(words) and words[0] == "info"
+    )
     try:
-        args, unknown = parser.parse_known_args(argv)
+        args, unknown = parser.parse_known_args(words)
         if unknown:
             # The subcommand's own usage, not pmca's: the option was meant for it.
             command: argparse.ArgumentParser = args.command_parser
