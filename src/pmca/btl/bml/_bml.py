@@ -291,8 +291,8 @@ class Bml:
         return self._with_liveness(fds)
 
     def spin_fds(self) -> list[int] | None:
-        """What to poll natively while a wait spins (:mod:`._spin`), or ``None`` if
-        some module's input comes without a descriptor. Arms nothing.
+        """What a spinning wait polls in C, the GIL released (``libpmca_bml_spin.so``),
+        or ``None`` if some module's input comes without a descriptor. Arms nothing.
 
         A module answers through its optional ``spin_fds()``: descriptors
         readable whenever :meth:`progress` would find work (``[]``: none
