@@ -76,6 +76,8 @@ class Counted(Protocol):
     name: str
     traffic: dict[int, list[int]]
     reachable: set[int]
+    #: Its ``counter`` reads ``traffic`` only (it does not count anything elsewhere).
+    counts_in_traffic: bool
 
     def peer_ranks(self) -> list[int]: ...
 
@@ -193,12 +195,21 @@ def noting_peers(add_procs: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _reader(modules: Producers[Counted], name: str) -> Callable[[Any], float]:
+    index = INDEX.get(name)
+
     def read(rank: Any) -> float:
-        # a tool may call this every millisecond for every peer: no copy, no generator
+        # a tool may call this every millisecond for every peer: no copy, no
+        # generator, and the peer's slot read here when that is all counter() does
         total = 0
         for ref in modules.refs:
             module = ref()
-            if module is not None:
+            if module is None:
+                continue
+            if index is not None and module.counts_in_traffic:
+                slot = module.traffic.get(rank)
+                if slot is not None:
+                    total += slot[index]
+            else:
                 total += module.counter(name, rank)
         return total
 
