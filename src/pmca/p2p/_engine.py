@@ -228,7 +228,7 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
         give_way = os.sched_yield if yielding else None
         # While spinning, the btls' descriptors are polled in C between two
         # progress calls, the GIL released for a slice (see pmca.btl.bml._spin);
-        # the first _SPINS slices last no longer than the spin phase.
+        # the _SPINS counted slices together last no longer than ``spin``.
         native = spinner()
         spin_fds = bml.spin_fds
         slice_ = min(SPIN_SLICE, self.spin / _SPINS)
