@@ -263,13 +263,14 @@ sys.argv = ["pmca", "info"]  # as the program (PMCA_INFO_CACHE=none: computed af
 with contextlib.redirect_stdout(io.StringIO()):
     pmca.cli.main()
 done = time.process_time()
+modules = len(sys.modules)
 import json
 print(json.dumps({
     "interpreter start": start,
     "attrs, pluggy, argparse": dependencies - start,
     "pmca's modules for info": imported - dependencies,
     "the inventory and listing": done - imported,
-    "modules": len(sys.modules),
+    "modules": modules,
 }))
 """
 
