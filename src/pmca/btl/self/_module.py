@@ -165,6 +165,11 @@ class SelfModule(ModuleBase):
                 callback(self.dropped(endpoint.rank))
         return found
 
+    def spin_fds(self) -> list[int] | None:
+        """Nothing comes from outside: a spinning wait polls only the other btls
+        (while something is queued here, progress has work: ``None``)."""
+        return None if self._queue or self._completions else []
+
     def progress(self) -> int:
         done = 0
         while self._completions:
