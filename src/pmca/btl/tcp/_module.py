@@ -398,6 +398,8 @@ class TcpModule(ModuleBase):
         return self.placement(self._endpoints[connection.rank], tag, head, length)
 
     def _serve_get(self, connection: Connection, request: int, body: memoryview) -> None:
+        if connection.writes_ended:
+            return  # finalize gave up on this peer: its get fails when the connection ends
         key, address, size = wire.GET_REQUEST.unpack(body)
         try:
             self._registrations.check(key, address, size)
