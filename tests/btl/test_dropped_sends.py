@@ -52,15 +52,8 @@ try:
         else:
             while not os.path.exists(MARKER):
                 time.sleep(0.02)
-            buffer = bytearray(SIZE)
-            received = 0
-            try:
-                while True:
-                    s.p2p.recv(0, 5, buffer, timeout=60)
-                    assert int.from_bytes(buffer[:4], "little") == received, received
-                    received += 1
-            except (PeerFailed, PeerFinalized) as exc:
-                out(received=received, ended=type(exc).__name__)
+            received, error = receive_numbered(s, 0, 5, SIZE, (PeerFailed, PeerFinalized))
+            out(received=received, ended=type(error).__name__)
 except RuntimeError:
     pass
 """

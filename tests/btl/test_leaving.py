@@ -83,15 +83,8 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
         while not os.path.exists(FINALIZING) and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(6.0)
-        buffer = bytearray(1024)
-        received = 0
-        try:
-            while True:
-                s.p2p.recv(0, 5, buffer, timeout=60)
-                assert int.from_bytes(buffer[:4], "little") == received, received
-                received += 1
-        except PeerFailed as exc:
-            out(received=received, error=str(exc))
+        received, error = receive_numbered(s, 0, 5, 1024, PeerFailed)
+        out(received=received, error=str(error))
 if RANK == 0:
     out(
         finalize=time.monotonic() - left,

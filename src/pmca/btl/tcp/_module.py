@@ -287,7 +287,7 @@ class TcpModule(ModuleBase):
 
     def drop_queued(self, rank: int) -> list[QueuedSend]:
         """Take what every rail queues to ``rank`` off for good (see
-        :meth:`Connection.drop_queued`)."""
+        ``Connection.drop_queued``)."""
         failure = self.dropped(rank)
         found: list[QueuedSend] = []
         for rail in self._group_rails():
