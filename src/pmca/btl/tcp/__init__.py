@@ -122,12 +122,12 @@ class TcpComponent(Component):
         params.register(
             "bulk_chunk",
             type="size",
-            default=256 * 1024,
+            default=0,
             level=5,
             help="Pacing of large bodies: written at most this many bytes per system call "
-            "and, on loopback, read once this many bytes (or the rest) are waiting; 0 "
-            "writes and reads whatever the socket takes (else at least 1 KiB: one system "
-            "call per byte would crawl)",
+            "and, on loopback, read once this many bytes (or the rest) are waiting; 0 (the "
+            "default) writes and reads whatever the socket takes (else at least 1 KiB: one "
+            "system call per byte would crawl)",
             **within(1024, MAX_INT32, "bytes", or_zero=True),
         )
         params.register(
