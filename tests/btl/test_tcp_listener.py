@@ -240,3 +240,80 @@ def test_out_of_descriptors_a_stranger_makes_room_for_a_rank(pmca_env) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "endpoint True stranger closed True" in done.stdout, done.stdout + done.stderr
     assert "its descriptor is needed" in done.stderr and "Too many open files" in done.stderr
+
+
+_ADOPTION_FAILS = """
+import ctypes, os, resource, socket, sys, traceback, warnings
+warnings.simplefilter("always", ResourceWarning)
+import pmca
+from pmca.btl import Proc
+from pmca.btl.base import host_id
+from pmca.btl.tcp import _wire as wire
+
+def descriptors():
+    return {{int(name) for name in os.listdir("/proc/self/fd")}}
+
+def private_data():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) << 10 for line in f if line.startswith("VmData:"))
+
+mca = {mca!r}
+with pmca.Session(mca=mca, frameworks=["btl"]) as s:
+    (tcp,) = (m for m in s.modules("btl") if m.name == "tcp")
+    here = host_id()
+    elsewhere = wire.pack_address(
+        wire.TcpAddress(bytes(8), (wire.Listening("127.0.0.1", 8, 9),))
+    )
+    procs = [Proc(0, here, os.getpid(), tcp.address(), local=True)]
+    procs += [Proc(rank, here, 2, elsewhere) for rank in (1, 2, 3)]
+    # Ranks 1 to 3 connect and say hello before rank 0 listens: one batch.
+    peers = []
+    for rank in (1, 2, 3):
+        peer = socket.create_connection(("127.0.0.1", tcp.port))
+        peer.sendall(wire.HELLO.pack(wire.HELLO_MAGIC, rank, tcp.group.nonce))
+        peers.append(peer)
+    before = descriptors()
+    # Blocks of 1 MiB always mapped afresh (never from room the heap kept), and
+    # hardly any data segment left (RLIMIT_DATA, which also bounds the room malloc
+    # would take in another thread's arena): a connection's 1 MiB read buffer
+    # cannot be had.
+    ctypes.CDLL(None).mallopt(-3, 128 << 10)  # M_MMAP_THRESHOLD
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    resource.setrlimit(resource.RLIMIT_DATA, (private_data() + (512 << 10), hard))
+    try:
+        tcp.add_procs(procs)
+    except MemoryError as exc:
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+        failed = exc
+    else:
+        raise SystemExit("add_procs did not run out of memory")
+    # Counted while the error is held, as a caller handling it holds it.
+    frames = [frame.name for frame in traceback.extract_tb(failed.__traceback__)]
+    print("adopting", "_adopt" in frames, frames)
+    print("left open", len(descriptors() - before))
+    closed = []
+    for peer in peers:
+        peer.settimeout(5)
+        try:
+            closed.append(peer.recv(1) == b"")
+        except TimeoutError:
+            closed.append(False)
+    print("closed", closed, flush=True)
+    del failed
+    for peer in peers:
+        peer.close()
+"""
+
+
+def test_a_failed_adoption_closes_every_connection_of_its_batch(pmca_env) -> None:
+    """Three ranks' connections accepted in one batch, and adopting the first runs out
+    of memory (a lowered RLIMIT_DATA): all three are closed when add_procs raises, while
+    the error is still held, not when the garbage collector finds them."""
+    code = _ADOPTION_FAILS.format(mca=MCA)
+    done = run_python(code, timeout=180)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "adopting True" in done.stdout, output
+    assert "left open 0" in done.stdout, output
+    assert "closed [True, True, True]" in done.stdout, output
+    assert "unclosed" not in done.stderr, output

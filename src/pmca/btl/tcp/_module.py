@@ -165,18 +165,18 @@ class TcpModule(ModuleBase):
             if rank > self._me and rank not in self._connections
         }
         timeout = self.settings.connect_timeout
-        for rank, sock in accept(
+        accept(
             self._listener,
             self.interface,
             self._me,
             self._nonce,
             expected,
+            self._adopt,
             deadline,
             timeout,
             self.log,
             self.settings.hello,
-        ):
-            self._adopt(rank, sock)
+        )
         endpoints: list[Endpoint | None] = []
         for proc in procs:
             if proc.rank in self._connections:
