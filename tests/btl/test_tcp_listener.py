@@ -3,8 +3,11 @@ capped, and running out of descriptors is an error naming the limit."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -30,10 +33,16 @@ PAIR_MCA = {
 MCA = {**PAIR_MCA, "pmca_base_modex_timeout": 60, "btl_base_verbose": 40}
 
 
-def _pair(what: tuple[str, str], *, needed: tuple[int, ...] = (0, 1)) -> dict[int, Any]:
+def _pair(
+    what: tuple[str, str],
+    *,
+    needed: tuple[int, ...] = (0, 1),
+    env: dict[int, dict[str, str]] | None = None,
+) -> dict[int, Any]:
     """Run the two ranks of ``_tcp_listener_side.py``; their reports, by rank.
 
     Only the ranks in ``needed`` are waited for; the other is then killed.
+    ``env``: variables added to a rank's environment.
     """
     ends = socket.socketpair()
     children = {}
@@ -42,6 +51,7 @@ def _pair(what: tuple[str, str], *, needed: tuple[int, ...] = (0, 1)) -> dict[in
         children[rank] = subprocess.Popen(
             [*argv, what[rank]],
             pass_fds=[end.fileno()],
+            env={**os.environ, **(env or {}).get(rank, {})},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -184,6 +194,62 @@ def test_running_out_of_descriptors_names_the_limit(pmca_env, exhausted: int, ca
     assert "127.0.0.1" in message and f"rank {1 - exhausted}" in message, message
     assert "(EMFILE)" in message and "RLIMIT_NOFILE" in message, message
     assert f"soft {soft}, hard {hard}" in message and "ulimit -n" in message, message
+
+
+@pytest.fixture(scope="module")
+def socket_faults(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``_socket_faults.c`` built into a shared library, for LD_PRELOAD."""
+    compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the socket fault injection with")
+    library = tmp_path_factory.mktemp("faults") / "libsocket_faults.so"
+    source = Path(__file__).with_name("_socket_faults.c")
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(source), "-ldl"],
+        check=True,
+        timeout=120,
+    )
+    return str(library)
+
+
+#: What each kind of exhaustion must name besides rank, peer and address.
+_CAUSES = {
+    errno.ENFILE: ("Too many open files in system (ENFILE)", "fs.file-max"),
+    errno.ENOBUFS: ("No buffer space available (ENOBUFS)", "net.ipv4.tcp_mem"),
+    errno.ENOMEM: ("Cannot allocate memory (ENOMEM)", "memory cgroup"),
+}
+
+
+@pytest.mark.parametrize("code", sorted(_CAUSES), ids=lambda code: errno.errorcode[code])
+@pytest.mark.parametrize(
+    ("failing", "call", "doing"),
+    [
+        (0, "accept4", "accept a connection"),
+        (1, "socket", "connect to rank 0"),
+        (1, "connect", "connect to rank 0"),
+    ],
+)
+def test_a_socket_call_out_of_resources_names_the_cause(
+    pmca_env, socket_faults: str, failing: int, call: str, doing: str, code: int
+) -> None:
+    """After the modex, one rank's ``accept4``, ``socket`` or ``connect`` fails with
+    ENFILE, ENOBUFS or ENOMEM (the libc call itself, interposed): its init raises a
+    BtlError naming the btl, the rank, the peer, the address and the cause with the
+    limit behind it, not a bare OSError."""
+    what = ["none", "none"]
+    what[failing] = f"fault:{call}:{code}"
+    report = _pair(
+        (what[0], what[1]),
+        needed=(failing,),
+        env={failing: {"LD_PRELOAD": socket_faults}},
+    )[failing]
+    assert report.get("error"), report
+    assert report["btl_error"] and report["error"] != "OSError", report
+    message = report["message"]
+    assert f"btl tcp: rank {failing} cannot {doing}" in message, message
+    assert "127.0.0.1" in message and f"rank {1 - failing}" in message, message
+    cause, limit = _CAUSES[code]
+    assert cause in message and limit in message, message
 
 
 _EVICTION = """
