@@ -51,6 +51,7 @@ from ._interfaces import Interface
 from ._listener import HelloRules, accept
 from ._rails import Pairing
 from ._silence import unacknowledged_silence
+from ._wakeup import Wakeup
 from ._zerocopy import ZeroCopyStats
 
 if TYPE_CHECKING:
@@ -129,6 +130,7 @@ class TcpModule(ModuleBase):
         self._silence_due = 0.0
         #: Per peer rank: the host name its modex entry gave (for error messages).
         self._hosts: dict[int, str] = {}
+        self._wakeup = Wakeup()
 
     # -- modex and connections ---------------------------------------------
 
@@ -554,8 +556,10 @@ class TcpModule(ModuleBase):
 
     def wait_fds(self) -> list[int] | None:
         live = [c for c in self._connections.values() if c.closed is None]
-        if any(c.queue or c.in_bulk() for c in live):
-            return None  # output waits for room (or a bulk body streams): keep polling
+        if any(c.in_bulk() for c in live):
+            return None  # a bulk body streams: keep polling
+        if any(c.queue for c in live):
+            return [self._wakeup.arm(live)]  # readable once output has room (or input came)
         return [c.fd for c in live]
 
     def _retire(self, connection: Connection) -> None:
@@ -587,6 +591,7 @@ class TcpModule(ModuleBase):
             callback(failure)
         self._registrations.close()
         self._listener.close()
+        self._wakeup.close()
 
 
 def _listen(interface: Interface) -> socket.socket:
