@@ -37,9 +37,10 @@ from .._interface import (
 )
 from ..base import ModuleBase, Registrations
 from ..base._pvars import BYTES_RECEIVED, BYTES_SENT, MESSAGES_RECEIVED, MESSAGES_SENT, SLOTS
+from ..base._remote import remote_range
 from . import _cdef as c
 from ._fabric import Fabric, FabricError
-from ._rma import RMA_CHUNK, Mr, MrBackend, Transfer, remote_key
+from ._rma import RMA_CHUNK, Mr, MrBackend, Transfer
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -385,7 +386,7 @@ class OfiModule(ModuleBase):
     ) -> None:
         peer = self._endpoint(endpoint)
         size = local.nbytes
-        key, base = remote_key(kind, peer.rank, remote_address, size, remote_handle)
+        key, base = remote_range("ofi", kind, peer.rank, remote_address, size, remote_handle)
         if size == 0:
             callback(None)
             return

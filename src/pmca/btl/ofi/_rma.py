@@ -1,28 +1,26 @@
 """btl/ofi's memory registrations and what a put or get needs of them.
 
 A registration is an ``fi_mr_regattr`` of a page range (the rcache's
-backend, :class:`MrBackend`); its remote key travels in
-:attr:`~pmca.btl.MemoryHandle.packed` together with the registered range, so
-the side that posts ``fi_write``/``fi_read`` checks the transfer against the
-range before libfabric sees it (:func:`remote_key`). A transfer larger than
-:data:`RMA_CHUNK` is posted in chunks and completes once, after its last
-(:class:`Transfer`).
+backend, :class:`MrBackend`); its libfabric key travels in
+:attr:`~pmca.btl.MemoryHandle.packed` together with the registered range
+(``pmca.btl.base._remote``), so the side that posts ``fi_write``/``fi_read``
+checks the transfer against the range before libfabric sees it. A transfer
+larger than :data:`RMA_CHUNK` is posted in chunks and completes once, after
+its last (:class:`Transfer`).
 """
 
 from __future__ import annotations
 
 import itertools
-import struct
 from typing import Any
 
 from attrs import define, frozen
 
-from .._interface import BtlError, Completion
+from .._interface import Completion
+from ..base._remote import pack_remote
 from . import _cdef as c
 from ._fabric import Fabric
 
-#: Packed remote key: libfabric key, registered base, registered length.
-_REMOTE = struct.Struct("<QQQ")
 #: The largest single RMA operation posted; larger transfers are split.
 RMA_CHUNK = 4 << 20
 
@@ -36,8 +34,8 @@ class Mr:
     size: int
 
     def packed(self) -> bytes:
-        """The remote key a peer needs to reach this range (see :func:`remote_key`)."""
-        return _REMOTE.pack(int(self.mr.key), self.base, self.size)
+        """The remote key a peer needs to reach this range."""
+        return pack_remote(int(self.mr.key), self.base, self.size)
 
 
 class MrBackend:
@@ -62,24 +60,6 @@ class MrBackend:
         self._fabric.close_fid(self._fabric.fid(handle.mr), "memory region")
 
 
-def remote_key(
-    kind: str, rank: int, remote_address: int, size: int, remote_handle: bytes
-) -> tuple[int, int]:
-    """The libfabric key and registered base of a ``kind`` ("put" or "get") of
-    ``size`` bytes at ``remote_address`` of ``rank``; a :class:`BtlError` when
-    the handle is malformed or the transfer leaves the registered range."""
-    try:
-        key, base, length = _REMOTE.unpack(remote_handle)
-    except struct.error as exc:
-        raise BtlError(f"btl ofi: malformed remote handle from rank {rank}") from exc
-    if remote_address < base or remote_address + size > base + length:
-        raise BtlError(
-            f"btl ofi: {kind} of [{remote_address:#x}, +{size}) is outside rank "
-            f"{rank}'s registration [{base:#x}, +{length})"
-        )
-    return key, base
-
-
 @define(eq=False)
 class Transfer:
     """A put or get split into operations; ``callback`` runs once, after the last."""
@@ -96,4 +76,4 @@ class Transfer:
             self.callback(self.error)
 
 
-__all__ = ["RMA_CHUNK", "Mr", "MrBackend", "Transfer", "remote_key"]
+__all__ = ["RMA_CHUNK", "Mr", "MrBackend", "Transfer"]
