@@ -339,6 +339,10 @@ with pmca.Session(mca=mca, frameworks=["btl"]) as s:
         peer.sendall(wire.HELLO.pack(wire.HELLO_MAGIC, rank, tcp.group.nonce))
         peers.append(peer)
     before = descriptors()
+    # Room in Python's small-object arenas (every other object freed), so that
+    # nothing before the read buffer needs a new arena under the limit.
+    room = [str(i) * (i % 60) for i in range(100_000)]
+    del room[::2]
     # Blocks of 1 MiB always mapped afresh (never from room the heap kept), and
     # hardly any data segment left (RLIMIT_DATA, which also bounds the room malloc
     # would take in another thread's arena): a connection's 1 MiB read buffer
