@@ -562,6 +562,10 @@ class TcpModule(ModuleBase):
             return [self._wakeup.arm(live)]  # readable once output has room (or input came)
         return [c.fd for c in live]
 
+    def spin_fds(self) -> list[int] | None:
+        """The sockets a spinning wait polls natively: those it sleeps on (arming nothing)."""
+        return self.wait_fds()
+
     def _retire(self, connection: Connection) -> None:
         """Close ``connection`` and keep its zero-copy figures."""
         self._closed_zerocopy.add(connection.zerocopy.stats)
