@@ -563,8 +563,12 @@ class TcpModule(ModuleBase):
         return [c.fd for c in live]
 
     def spin_fds(self) -> list[int] | None:
-        """The sockets a spinning wait polls natively: those it sleeps on (arming nothing)."""
-        return self.wait_fds()
+        """The sockets a spinning wait polls natively, arming nothing: ``None`` while output
+        waits for room (a readable socket does not show it) or a bulk body streams."""
+        live = [c for c in self._connections.values() if c.closed is None]
+        if any(c.queue or c.in_bulk() for c in live):
+            return None
+        return [c.fd for c in live]
 
     def _retire(self, connection: Connection) -> None:
         """Close ``connection`` and keep its zero-copy figures."""
