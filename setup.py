@@ -66,7 +66,8 @@ class build_checked(build_plain_shared):
             "libraries": sorted(os.path.relpath(path, package) for path in self.get_outputs()),
         }
         with open(os.path.join(root, BUILD_INFO), "w", encoding="utf-8") as stream:
-            json.dump(info, stream, indent=1)
+            # Unescaped (a Python literal too: pmca._build reads it without json).
+            json.dump(info, stream, indent=1, ensure_ascii=False)
             stream.write("\n")
 
 
