@@ -554,21 +554,17 @@ class TcpModule(ModuleBase):
                 total.add(connection.zerocopy.stats)
         return total
 
-    def wait_fds(self) -> list[int] | None:
+    def wait_fds(self, *, arm: bool = True) -> list[int] | None:
         live = [c for c in self._connections.values() if c.closed is None]
         if any(c.in_bulk() for c in live):
             return None  # a bulk body streams: keep polling
-        if any(c.queue for c in live):
-            return [self._wakeup.arm(live)]  # readable once output has room (or input came)
+        if any(c.queue for c in live):  # a readable socket does not show room to write
+            return [self._wakeup.arm(live)] if arm else None
         return [c.fd for c in live]
 
     def spin_fds(self) -> list[int] | None:
-        """The sockets a spinning wait polls natively, arming nothing: ``None`` while output
-        waits for room (a readable socket does not show it) or a bulk body streams."""
-        live = [c for c in self._connections.values() if c.closed is None]
-        if any(c.queue or c.in_bulk() for c in live):
-            return None
-        return [c.fd for c in live]
+        """The sockets a spinning wait polls natively, arming nothing."""
+        return self.wait_fds(arm=False)
 
     def _retire(self, connection: Connection) -> None:
         """Close ``connection`` and keep its zero-copy figures."""
