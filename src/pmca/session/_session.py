@@ -28,6 +28,7 @@ from ._handle import FrameworkHandle
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+    from ..btl.bml import Bml
     from ..mca._component_info import ComponentInfo
     from ..mca.params import Param
     from ..p2p import P2p
@@ -379,8 +380,8 @@ class Session:
         in a world of one rank, asking for them builds the data path.
         """
         opened = self._framework(framework)
-        if framework == "btl" and self._slot is not None and self._slot.built is None:
-            self._data_path()
+        if framework == "btl" and self._slot is not None and self._slot.connected is None:
+            self._connected()
         return opened.modules()
 
     def module(self, framework: str) -> object:
@@ -395,7 +396,7 @@ class Session:
         """Components of ``framework`` that failed and were skipped, with why."""
         return list(self._framework(framework).failures)
 
-    def _data_path(self) -> DataPath:
+    def _data_slot(self) -> DataPathSlot:
         self._require_active()
         slot = self._slot
         if slot is None:
@@ -403,14 +404,27 @@ class Session:
                 "this session has no data path: open the btl framework "
                 "(frameworks=None or including 'btl')"
             )
-        built = slot.built
-        if built is not None:
-            return built
+        return slot
+
+    def _connected(self) -> Bml:
+        """The btl modules connected to the world's ranks (built at first use)."""
+        slot = self._data_slot()
+        connected = slot.connected
+        if connected is not None:
+            return connected
         # First use in a world of one rank: built like a transition, so a
         # concurrent finalize waits for it (or has already run).
         with self._runtime.lock, deferred_interrupts():
-            self._require_active()
-            return slot.get()
+            return self._data_slot().connect()
+
+    def _data_path(self) -> DataPath:
+        """The connected btl modules with the message layer on them (built at first use)."""
+        slot = self._data_slot()
+        built = slot.built
+        if built is not None:
+            return built
+        with self._runtime.lock, deferred_interrupts():
+            return self._data_slot().get()
 
     @property
     def world(self) -> World | None:
@@ -424,9 +438,9 @@ class Session:
 
     def reach(self, peer: int) -> list[str]:
         """The btl components that reach rank ``peer``, best first."""
-        from ..p2p._checks import check_rank  # with the data path: p2p is imported by now
+        from ..p2p._checks import check_rank
 
-        bml = self._data_path().bml
+        bml = self._connected()
         return bml.reach(check_rank(peer, len(bml.peers), "Session.reach", wildcard=False))
 
     def param(self, name: str) -> Param:
