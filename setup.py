@@ -209,6 +209,11 @@ def native_extensions() -> list[Extension]:
                 depends=["src/pmca/btl/sm/sm.h"],
                 extra_compile_args=CFLAGS,
             ),
+            Extension(
+                "pmca.btl.bml.pmca_bml_spin",
+                sources=["src/pmca/btl/bml/spin.c"],
+                extra_compile_args=CFLAGS,
+            ),
             # PMIx calls its handler on its own thread until PMIx_Finalize, maybe
             # later than any Python reference lives: never unloaded.
             Extension(

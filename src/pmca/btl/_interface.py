@@ -251,7 +251,8 @@ class PeerFailed(BtlError):
 class PeerFinalized(PeerFailed):
     """The peer finalized its session (it left, told its peers so, and is not lost).
 
-    What waits on it fails at once with this error instead of a timeout;
+    What waits on it fails at once with this error instead of a timeout
+    (a rendezvous send it never matched included, once its LEAVE arrived);
     ``after_error`` is true when it left because of an exception (a
     ``with Session`` block that raised, or interpreter exit).
     """
@@ -440,6 +441,12 @@ class BtlModule(Protocol):
         ``self`` module); ``None`` means work can arrive without any
         descriptor becoming readable (shared-memory queues), so the engine
         keeps polling :meth:`progress` and only yields the CPU.
+
+        A module may also define ``spin_fds()``, answering alike but arming
+        nothing: while a wait spins, the message layer polls those
+        descriptors in C with the GIL released between two progress calls
+        (btl/tcp does; without it, or when it answers ``None``, the wait
+        polls :meth:`progress` from Python).
         """
         ...
 

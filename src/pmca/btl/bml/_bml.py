@@ -19,7 +19,16 @@ from attrs import define, evolve, field, frozen
 
 from ..._public import public
 from ...mca._events import EVENTS, Safety
-from .._interface import BtlModule, Endpoint, Flags, ModexError, PeerFailed, Proc, QueuedSend
+from .._interface import (
+    BtlModule,
+    Endpoint,
+    Flags,
+    ModexError,
+    PeerFailed,
+    PeerFinalized,
+    Proc,
+    QueuedSend,
+)
 from ..base import _modex
 
 if TYPE_CHECKING:
@@ -59,8 +68,11 @@ class BmlPeer:
     pidfd: int | None = field(default=None)
 
     def check(self) -> None:
-        if self.failed is not None:
-            raise PeerFailed(f"rank {self.rank} is unreachable: {self.failed}", rank=self.rank)
+        failed = self.failed
+        if failed is not None:
+            if isinstance(failed, PeerFinalized):  # it left: say so, not "unreachable"
+                raise PeerFinalized(str(failed), rank=self.rank, after_error=failed.after_error)
+            raise PeerFailed(f"rank {self.rank} is unreachable: {failed}", rank=self.rank)
 
 
 def _order(route: Route) -> tuple[int, int]:
@@ -207,7 +219,7 @@ class Bml:
                     listener(rank, error)
                 except Exception as exc:
                     self.log.error("peer failure listener raised", rank=rank, error=repr(exc))
-            if rank in self.departed:
+            if rank in self.departed or isinstance(error, PeerFinalized):
                 self.log.debug("connection closed after the peer finalized", rank=rank)
                 return
             self.log.error("peer failed", rank=rank, error=str(error))
@@ -288,6 +300,27 @@ class Bml:
             if module_fds is None:
                 return None
             fds.extend(module_fds)
+        return self._with_liveness(fds)
+
+    def spin_fds(self) -> list[int] | None:
+        """What a spinning wait polls in C, the GIL released (``libpmca_bml_spin.so``),
+        or ``None`` if some module's input comes without a descriptor. Arms nothing.
+
+        A module answers through its optional ``spin_fds()``: descriptors
+        readable whenever :meth:`progress` would find work (``[]``: none
+        comes from outside), or ``None``. Call it with :attr:`lock` held.
+        """
+        fds: list[int] = []
+        for module in self.modules:
+            module_spin_fds = getattr(module, "spin_fds", None)
+            module_fds = module_spin_fds() if module_spin_fds is not None else None
+            if module_fds is None:
+                return None
+            fds.extend(module_fds)
+        return self._with_liveness(fds)
+
+    def _with_liveness(self, fds: list[int]) -> list[int]:
+        """``fds`` and what says a peer is gone: live peers' pidfds, the launcher's."""
         fds.extend(p.pidfd for p in self.peers if p.pidfd is not None and p.failed is None)
         notice_fd = getattr(self.world, "notice_fd", None)
         launcher_fd = notice_fd() if notice_fd is not None else None

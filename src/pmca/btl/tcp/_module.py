@@ -558,6 +558,10 @@ class TcpModule(ModuleBase):
             return None  # output waits for room (or a bulk body streams): keep polling
         return [c.fd for c in live]
 
+    def spin_fds(self) -> list[int] | None:
+        """The sockets a spinning wait polls natively: those it sleeps on (arming nothing)."""
+        return self.wait_fds()
+
     def _retire(self, connection: Connection) -> None:
         """Close ``connection`` and keep its zero-copy figures."""
         self._closed_zerocopy.add(connection.zerocopy.stats)
