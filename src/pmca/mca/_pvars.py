@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar
 from attrs import frozen
 
 from .._public import public
+from .._records import FrozenValue
 from ._errors import PmcaError
 from ._names import check_component_name, check_framework_name
 
@@ -97,8 +98,8 @@ class PVarFlag(enum.Flag):
 
 
 @public
-@frozen
-class PVar:
+@frozen(eq=False, repr=False)
+class PVar(FrozenValue):
     """What ``s.pvars()`` lists about one performance variable."""
 
     name: str
