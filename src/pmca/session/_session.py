@@ -10,7 +10,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._interrupts import deferred_interrupts
 from .._public import public
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     from ..world import World
     from ._data import DataPathSlot
     from ._live import LiveView
+
+
+_T = TypeVar("_T")
 
 
 def _checked_mca(mca: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -413,25 +416,25 @@ class Session:
             )
         return slot
 
-    def _connected(self) -> Bml:
-        """The btl modules connected to the world's ranks (built at first use)."""
-        slot = self._data_slot()
-        connected = slot.connected
-        if connected is not None:
-            return connected
+    def _first_use(
+        self, built: Callable[[DataPathSlot], _T | None], build: Callable[[DataPathSlot], _T]
+    ) -> _T:
+        """What ``built`` finds on the data path, else what ``build`` makes (once)."""
+        found = built(self._data_slot())
+        if found is not None:
+            return found
         # First use in a world of one rank: built like a transition, so a
         # concurrent finalize waits for it (or has already run).
         with self._runtime.lock, deferred_interrupts():
-            return self._data_slot().connect()
+            return build(self._data_slot())
+
+    def _connected(self) -> Bml:
+        """The btl modules connected to the world's ranks (built at first use)."""
+        return self._first_use(lambda slot: slot.connected, lambda slot: slot.connect())
 
     def _data_path(self) -> DataPath:
         """The connected btl modules with the message layer on them (built at first use)."""
-        slot = self._data_slot()
-        built = slot.built
-        if built is not None:
-            return built
-        with self._runtime.lock, deferred_interrupts():
-            return self._data_slot().get()
+        return self._first_use(lambda slot: slot.built, lambda slot: slot.get())
 
     @property
     def world(self) -> World | None:
