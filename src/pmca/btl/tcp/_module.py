@@ -51,6 +51,7 @@ from ._interfaces import Interface
 from ._listener import HelloRules, accept
 from ._rails import Pairing
 from ._silence import unacknowledged_silence
+from ._wakeup import Wakeup
 from ._zerocopy import ZeroCopyStats
 
 if TYPE_CHECKING:
@@ -129,6 +130,7 @@ class TcpModule(ModuleBase):
         self._silence_due = 0.0
         #: Per peer rank: the host name its modex entry gave (for error messages).
         self._hosts: dict[int, str] = {}
+        self._wakeup = Wakeup()
 
     # -- modex and connections ---------------------------------------------
 
@@ -165,18 +167,18 @@ class TcpModule(ModuleBase):
             if rank > self._me and rank not in self._connections
         }
         timeout = self.settings.connect_timeout
-        for rank, sock in accept(
+        accept(
             self._listener,
             self.interface,
             self._me,
             self._nonce,
             expected,
+            self._adopt,
             deadline,
             timeout,
             self.log,
             self.settings.hello,
-        ):
-            self._adopt(rank, sock)
+        )
         endpoints: list[Endpoint | None] = []
         for proc in procs:
             if proc.rank in self._connections:
@@ -508,6 +510,8 @@ class TcpModule(ModuleBase):
                 )
 
     def progress(self) -> int:
+        if not self._connections:
+            return 0  # a rail no peer is reached through (on one host: all but loopback)
         self._check_silence()
         done = 0
         for connection in list(self._connections.values()):
@@ -565,15 +569,17 @@ class TcpModule(ModuleBase):
                 total.add(connection.zerocopy.stats)
         return total
 
-    def wait_fds(self) -> list[int] | None:
+    def wait_fds(self, *, arm: bool = True) -> list[int] | None:
         live = [c for c in self._connections.values() if c.closed is None]
-        if any(c.queue or c.in_bulk() for c in live):
-            return None  # output waits for room (or a bulk body streams): keep polling
+        if any(c.in_bulk() for c in live):
+            return None  # a bulk body streams: keep polling
+        if any(c.queue for c in live):  # a readable socket does not show room to write
+            return [self._wakeup.arm(live)] if arm else None
         return [c.fd for c in live]
 
     def spin_fds(self) -> list[int] | None:
-        """The sockets a spinning wait polls natively: those it sleeps on (arming nothing)."""
-        return self.wait_fds()
+        """The sockets a spinning wait polls natively, arming nothing."""
+        return self.wait_fds(arm=False)
 
     def _retire(self, connection: Connection) -> None:
         """Close ``connection`` and keep its zero-copy figures."""
@@ -604,6 +610,7 @@ class TcpModule(ModuleBase):
             callback(failure)
         self._registrations.close()
         self._listener.close()
+        self._wakeup.close()
 
 
 def _listen(interface: Interface) -> socket.socket:
