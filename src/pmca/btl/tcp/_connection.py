@@ -274,9 +274,10 @@ class Connection:
                     return handled
                 handled += 1
                 continue
-            handled += self._parse()
-            if self._sink is not None:
-                continue
+            if self._end > self._start:
+                handled += self._parse()
+                if self.in_bulk():
+                    continue
             if drained:
                 return handled
             if self._start == self._end:

@@ -61,6 +61,8 @@ class Polling:
 
     def progress(self) -> int:
         """Read what arrived, write what waits, reap zero-copy notices; return work done."""
+        if not self.connections:
+            return 0  # a rail no peer is reached through (or all its peers gone)
         if self._bound is not None and _monotonic() >= self._silence_due:
             self._check_silence()
         done = 0
