@@ -378,7 +378,8 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
                 self._stash[source][header[2]] = (kind, bytes(data))
                 return
             self._in_order(source, header, data[_MATCH_SIZE:])
-            self._drain_stash(source)
+            if self._stash[source]:  # messages that came early (another route)
+                self._drain_stash(source)
         elif kind == proto.FIN:
             _, status, send_id = proto.FIN_MSG.unpack(data)
             self._fin(source, status, send_id)
