@@ -15,70 +15,16 @@ for a loaded machine.
 
 from __future__ import annotations
 
-import json
 import re
-import socket
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from pmca.btl import FRAMEWORK
-
-_HAS_SM = any(ref.name == "sm" for ref in FRAMEWORK.static_components)
-_BTLS = ["self,tcp"] + (["self,sm"] if _HAS_SM else [])
-
-_PRELUDE = textwrap.dedent(
-    """
-    import json, socket, sys, time
-    import pmca
-    from pmca.btl import PeerFailed, PeerFinalized
-    from pmca.world import PairWorld
-
-    FD, RANK, BTL = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    WORLD = PairWorld(socket.socket(fileno=FD), RANK)
-    MCA = {"btl": BTL}
-
-    def out(**facts):
-        print(json.dumps(facts), flush=True)
-    """
-)
-
-
-def _pair(tmp_path: Path, body: str, btl: str, *args: str, timeout: float = 240.0) -> list[dict]:
-    """Run ``body`` as rank 0 and rank 1; each one's JSON lines merged, and its stderr."""
-    script = tmp_path / "rank.py"
-    script.write_text(_PRELUDE + textwrap.dedent(body))
-    ends = socket.socketpair()
-    children = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(end.fileno()), str(rank), btl, *args],
-            pass_fds=[end.fileno()],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank, end in enumerate(ends)
-    ]
-    for end in ends:
-        end.close()
-    results = []
-    for rank, child in enumerate(children):
-        try:
-            stdout, stderr = child.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            for other in children:
-                other.kill()
-            raise
-        facts: dict = {"rank": rank, "returncode": child.returncode, "stderr": stderr}
-        for line in stdout.splitlines():
-            if line.startswith("{"):
-                facts.update(json.loads(line))
-        results.append(facts)
-    return results
-
+from ._pairs import BTLS as _BTLS
+from ._pairs import HAS_SM as _HAS_SM
+from ._pairs import pair as _pair
 
 _LATE_RECEIVER = """
 COUNT = 100_000
@@ -275,6 +221,57 @@ def test_isends_to_a_finalized_sm_peer_are_reported(pmca_env, tmp_path) -> None:
         finalized["stderr"],
     )
     assert finalized["returncode"] == 0 and sender["returncode"] == 0, (finalized, sender)
+
+
+_SENDS_AFTER_THE_SEGMENT_CLOSED = """
+import os
+MARKER = sys.argv[4]
+MCA.update(pmca_base_finalize_timeout=1)
+if RANK == 1:
+    try:
+        with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+            s.p2p.recv(0, 1, bytearray(5), timeout=60)
+            raise RuntimeError("this rank leaves at once")
+    except RuntimeError:
+        pass
+    out(closed_at=time.monotonic())
+    deadline = time.monotonic() + 10.0  # finalized and alive until rank 0 is done
+    while time.monotonic() < deadline and not os.path.exists(MARKER):
+        time.sleep(0.02)
+else:
+    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+        s.p2p.send(1, 1, b"ready")
+        time.sleep(4.0)  # no progress: rank 1 stops waiting for this rank's word and closes
+        outcomes = {}
+        for name, call in (
+            ("isend", lambda: s.p2p.isend(1, 9, bytes(64))),
+            ("send", lambda: s.p2p.send(1, 9, bytes(64))),
+            ("isend-8k", lambda: s.p2p.isend(1, 9, bytes(8192)).wait(timeout=60)),
+        ):
+            try:
+                call()
+                outcomes[name] = "accepted"
+            except PeerFinalized as exc:
+                outcomes[name] = f"PeerFinalized rank {exc.rank}: {exc}"
+        out(outcomes=outcomes)
+        open(MARKER, "w").close()
+"""
+
+
+@pytest.mark.skipif(not _HAS_SM, reason="btl sm is not built in")
+def test_sends_to_an_sm_peer_that_closed_its_segment_fail(pmca_env, tmp_path) -> None:
+    """Rank 1 finalizes (after an error, its bound 1 s) while rank 0 does not progress,
+    closes its sm segment and stays alive; rank 0's next sends, which have not yet
+    seen rank 1's LEAVE, fail with ``PeerFinalized`` naming rank 1. Before, they
+    completed and were lost without a word."""
+    marker = str(tmp_path / "done")
+    sender, closed = _pair(tmp_path, _SENDS_AFTER_THE_SEGMENT_CLOSED, "self,sm", marker)
+    outcomes = sender["outcomes"]
+    assert set(outcomes) == {"isend", "send", "isend-8k"}, sender
+    for name, outcome in outcomes.items():
+        assert outcome.startswith("PeerFinalized rank 1: "), (name, outcome)
+        assert "rank 1 finalized" in outcome, (name, outcome)
+    assert sender["returncode"] == 0 and closed["returncode"] == 0, (sender, closed)
 
 
 _UNMATCHED_SEND_TO_SELF = textwrap.dedent(

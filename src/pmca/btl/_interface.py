@@ -251,7 +251,8 @@ class PeerFailed(BtlError):
 class PeerFinalized(PeerFailed):
     """The peer finalized its session (it left, told its peers so, and is not lost).
 
-    What waits on it fails at once with this error instead of a timeout;
+    What waits on it fails at once with this error instead of a timeout
+    (a rendezvous send it never matched included, once its LEAVE arrived);
     ``after_error`` is true when it left because of an exception (a
     ``with Session`` block that raised, or interpreter exit).
     """

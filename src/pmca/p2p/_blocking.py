@@ -109,11 +109,9 @@ class Blocking:
     #: Peers whose lane may carry a rendezvous: their only RDMA route is the lane's btl.
     _rget_lanes: dict[int, Lane]
     _ids: itertools.count[int]
-    _sends: dict[int, Request]
     # P2p's, used here:
     _track: Callable[[Request], None]
-    _finish: Callable[..., None]
-    _failure: Callable[[BmlPeer], BaseException]
+    _awaiting_answer: Callable[..., int]
 
     def isend(self, dest: int, tag: int, buf: Any) -> Request:
         raise NotImplementedError
@@ -130,6 +128,8 @@ class Blocking:
         A ``TimeoutError`` does not take the message back: it stays queued and
         is still delivered if the peer reads it later (or named at finalize if
         it never is), so ``buf`` must stay unchanged until the session ends.
+        :class:`pmca.btl.PeerFinalized` when ``dest`` finalized, also while a
+        large (rendezvous) message waited for it to be received.
         """
         if timeout is not None:
             timeout = check_timeout(timeout, "p2p send")
@@ -213,21 +213,19 @@ class Blocking:
         """The request a lane's rendezvous send becomes while its FIN has not come."""
         request = Request(cast("Progress", self), "send", dest, tag, view)
         self._track(request)
-        self._sends[send_id] = request
         request.cleanup.append(functools.partial(lane.deregister, key))
-        request.cleanup.append(functools.partial(self._sends.pop, send_id, None))
-        peer = self._peers[dest]
-        if peer.failed is not None:  # met while polling: its requests are failed already
-            self._finish(request, 0, self._failure(peer))
+        self._awaiting_answer(request, send_id)
         return request
 
     def _await_fin(self, dest: int, lane: Lane, send_id: int, size: int) -> int:
         """Poll ``lane`` for the FIN of ``send_id`` while ``size`` bytes are read:
-        ``2 + status`` when it came, 0 when it did not in time or ``dest`` failed."""
+        ``2 + status`` when it came, 0 when it did not in time or ``dest`` failed or
+        finalized (a LEAVE handed on: no FIN comes after it)."""
         peer = self._peers[dest]
+        gone = self.gone
         patience = 1 + (size >> _FIN_SHIFT)
         idle = others = 0
-        while peer.failed is None:
+        while peer.failed is None and dest not in gone:
             status = lane.await_fin(send_id)
             if status >= _LANDED:
                 return status

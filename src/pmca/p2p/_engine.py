@@ -23,7 +23,7 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from .._public import public
-from ..btl import BtlError, Endpoint, PeerFailed, PeerFinalized
+from ..btl import BtlError, Completion, Endpoint, PeerFailed, PeerFinalized
 from ..btl.bml import Bml, BmlPeer, Route
 from . import _protocol as proto
 from ._blocking import LANE_SPIN, Blocking
@@ -77,7 +77,9 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
         self._fragments: dict[int, Fragments] = {}
         self._pending: dict[int, Request] = {}
         self._ids = itertools.count(1)
+        #: No new operations (finalize began), and finalize done.
         self._closed = False
+        self._finalized = False
         self._init_leaving()
         register_engine(self)
         self._spin = 0.05
@@ -149,8 +151,7 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
             if peer.rdma:
                 self._send_rget(request, peer, route, seq, size)
             else:
-                send_id = next(self._ids)
-                self._sends[send_id] = request
+                send_id = self._awaiting_answer(request)
                 header = proto.MATCH.pack(proto.RNDV, 0, seq, tag, size)
                 self._control(route, header + proto.RNDV_BODY.pack(send_id))
         return request
@@ -272,13 +273,15 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
         (default: ``timeout``); ``timeout`` the wait for the peers'
         acknowledgements (``finalize_timeout`` after an error).
         """
-        if self._closed:
-            return
+        with self._bml.lock:
+            if self._closed:
+                return
+            self._closed = True  # no new operations: the LEAVEs follow under this lock
         try:
             drain = timeout if finalize_timeout is None else finalize_timeout
             self.leave(after_error=after_error, drain=drain, barrier=timeout)
         finally:
-            self._closed = True
+            self._finalized = True
             failure = BtlError("the pmca session was finalized before this operation finished")
             with self._bml.lock:
                 for request in list(self._pending.values()):
@@ -292,7 +295,11 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
 
     def _ensure_open(self) -> None:
         if self._closed:
-            raise BtlError("p2p is closed (its session was finalized)")
+            if self._finalized:
+                raise BtlError("p2p is closed (its session was finalized)")
+            raise BtlError(
+                f"p2p: rank {self.rank}'s session is finalizing: it accepts no new send or receive"
+            )
 
     def _peer(self, rank: int) -> BmlPeer:
         self._ensure_open()
@@ -337,9 +344,7 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
             handle = rdma.module.register_mem(rdma.endpoint, address, size)
             request.cleanup.append(functools.partial(rdma.module.deregister_mem, handle))
             handles.append((rdma.name, handle.packed))
-        send_id = next(self._ids)
-        self._sends[send_id] = request
-        request.cleanup.append(lambda: self._sends.pop(send_id, None))
+        send_id = self._awaiting_answer(request)
         lane = self._lanes.get(request.peer)
         if lane is not None and len(handles) == 1 and peer.rdma[0][0].module is route.module:
             # the lane packs the same header in one native call
@@ -355,16 +360,28 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
         )
         self._control(route, message)
 
-    def _control(self, route: Route, message: bytes) -> None:
-        if not route.module.sendi(route.endpoint, self._tag, [message]):
-            route.module.send(route.endpoint, self._tag, [message], None)
+    def _control(self, route: Route, message: bytes, handed: Completion | None = None) -> None:
+        """Send a control message on ``route``; ``handed`` once the btl took it."""
+        module = route.module
+        if module.sendi(route.endpoint, self._tag, [message]):
+            if handed is not None:
+                handed(None)
+        else:
+            module.send(route.endpoint, self._tag, [message], handed)
 
-    def _control_to(self, rank: int, message: bytes) -> None:
+    def _control_to(self, rank: int, message: bytes, handed: Completion | None = None) -> None:
+        """Send a control message to ``rank`` on its first route, behind its data.
+
+        ``handed`` is called once: when a btl took the message, or with the
+        error when none could (a failed peer's requests learn it separately).
+        """
         peer = self._bml.peer(rank)
-        if peer.failed is None and peer.send:
-            try:
-                self._control(peer.send[0], message)
-            except BtlError as exc:  # the peer's failure reaches its requests separately
+        try:
+            self._control(self._route(peer), message, handed)
+        except BtlError as exc:
+            if handed is not None:
+                handed(exc)
+            if peer.failed is None:
                 self._log.info("control message not sent", rank=rank, why=str(exc))
 
     # -- receiving ----------------------------------------------------------
@@ -418,7 +435,11 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
         """Match one message; ``owned`` holds an eager payload that may be kept as it is."""
         kind, _flags, seq, tag, size = header
         self._seq_in[source] = (seq + 1) & 0xFFFFFFFF
-        if MATCHING_TIMER.on:
+        if kind != proto.EAGER and self._said and source in self._said:
+            # This rank told the sender it left: it reads nothing more from it,
+            # and the sender fails the send at that LEAVE. Reported unreceived.
+            request = None
+        elif MATCHING_TIMER.on:
             began = perf_counter_ns()
             request = self._posted.take(source, tag)
             self.matching_ns += perf_counter_ns() - began
@@ -478,9 +499,15 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
     # -- failures -----------------------------------------------------------
 
     def _failure(self, peer: BmlPeer) -> PeerFailed:
-        if peer.rank in self.gone:
-            return self._gone_error(peer.rank)
-        return PeerFailed(f"rank {peer.rank} failed: {peer.failed}", rank=peer.rank)
+        return self._lost(peer.rank, peer.failed)
+
+    def _lost(self, rank: int, error: BaseException | None) -> PeerFailed:
+        """The error of an operation on ``rank``, which failed with ``error`` or finalized."""
+        if rank in self.gone:
+            return self._gone_error(rank)
+        if isinstance(error, PeerFinalized):  # a btl saw it leave before its LEAVE came
+            return PeerFinalized(str(error), rank=rank, after_error=error.after_error)
+        return PeerFailed(f"rank {rank} failed: {error}", rank=rank)
 
     def _gone_error(self, rank: int) -> PeerFinalized:
         """A fresh error for an operation naming ``rank``, which finalized."""
@@ -493,11 +520,7 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
         Receives from :data:`ANY_SOURCE` stay posted: another rank may still
         send what they wait for.
         """
-        failure = (
-            self._gone_error(rank)
-            if rank in self.gone
-            else PeerFailed(f"rank {rank} failed: {error}", rank=rank)
-        )
+        failure = self._lost(rank, error)
         with self._bml.lock:
             for request in list(self._pending.values()):
                 if request.peer == rank:

@@ -12,14 +12,20 @@ its data on the same route, and keeps progressing every btl:
    connection loses nothing. Bounded by ``pmca_base_modex_timeout`` (like
    the barrier it replaces); after an exception, by the finalize timeout.
 
+From its LEAVE on, a rank accepts no new send or receive (another thread's
+fails at once, saying the session is finalizing).
+
 A rank that receives a LEAVE (in sequence: after every message sent before
 it) answers LEAVE_ACK at its next progress, and from then on the peer is
-gone: receives waiting on it, and new sends and receives naming it, fail at
-once with :class:`pmca.btl.PeerFinalized`; messages it sent earlier can
-still be received. A rendezvous send to it that it never matched is failed
-when its connection closes (the peer's exit, for sm), not by the LEAVE.
-Messages that arrived and were never received are reported once at
-finalize, naming peer, tag and size.
+gone: receives waiting on it, rendezvous sends to it still waiting for its
+answer, and new sends and receives naming it, fail at once with
+:class:`pmca.btl.PeerFinalized`; messages it sent earlier can still be
+received. That no answer can follow: a rank sends its LEAVE on the route
+of its FINs and clear-to-sends, behind them, only once it finished the
+rendezvous reads from that peer under way (within the finalize bound),
+and it starts no read from a peer after telling it it leaves (such a
+message stays unreceived and is reported). Messages that arrived and were
+never received are reported once at finalize, naming peer, tag and size.
 """
 
 from __future__ import annotations
@@ -88,7 +94,9 @@ class Leaving:
     _fragments: dict[int, Fragments]
     _posted: Posted[Request]
     _unexpected: Unexpected[Incoming]
+    _sends: dict[int, Request]
     _finish: Callable[..., None]
+    _control_to: Callable[..., None]
     wait_for: Callable[..., None]
 
     def _init_leaving(self) -> None:
@@ -103,6 +111,12 @@ class Leaving:
         self._abandoned: set[int] = set()
         #: Per peer: LEAVE and LEAVE_ACK messages not yet handed to the transport.
         self._unhanded: dict[int, int] = {}
+        #: Per peer: rendezvous reads from it under way (their FIN is still to go).
+        self._reading: dict[int, int] = {}
+        #: Peers whose LEAVE waits for those reads (with the LEAVE's flags).
+        self._deferred: dict[int, int] = {}
+        #: Peers this rank's LEAVE went to: it reads nothing more from them.
+        self._said: set[int] = set()
         #: What finalize could not deliver or saw never received, said once at the end.
         self._reports: list[str] = []
 
@@ -141,15 +155,27 @@ class Leaving:
         for request in [r for r in self._posted if r.peer == source]:
             self._posted.remove(request)
             self._finish(request, 0, gone)
+        # Its FINs and clear-to-sends came before this LEAVE, on the same route:
+        # a rendezvous send still waiting for one will never get it.
+        for request in [r for r in self._sends.values() if r.peer == source]:
+            self._finish(request, 0, self._unanswered(request))
         self._log.info("peer finalized", rank=source, after_error=after_error)
+
+    def _unanswered(self, request: Request) -> PeerFinalized:
+        """The error of a rendezvous send whose receiver finalized without answering it."""
+        gone = self.gone[request.peer]
+        why = " after an error" if gone.after_error else ""
+        return PeerFinalized(
+            f"rank {request.peer} finalized its session{why} without receiving this message "
+            f"(tag {request.tag}, {request.view.nbytes} bytes)",
+            rank=request.peer,
+            after_error=gone.after_error,
+        )
 
     def _say(self, rank: int, kind: int, flags: int) -> None:
         """Send LEAVE or LEAVE_ACK to ``rank`` behind its data; count it until handed over."""
-        peer = self._peers[rank]
-        if peer.failed is not None or not peer.send:
-            return
-        route = peer.send[0]
-        message = proto.LEAVE_MSG.pack(kind, flags, self._seq_out[rank])
+        if kind == proto.LEAVE:
+            self._said.add(rank)
         unhanded = self._unhanded
         unhanded[rank] = unhanded.get(rank, 0) + 1
 
@@ -160,11 +186,29 @@ class Leaving:
             else:
                 unhanded.pop(rank, None)
 
-        try:
-            route.module.send(route.endpoint, self._tag, [message], handed)
-        except BtlError as exc:  # the peer's failure reaches its requests separately
-            handed(exc)
-            self._log.info("leave message not sent", rank=rank, why=str(exc))
+        self._control_to(rank, proto.LEAVE_MSG.pack(kind, flags, self._seq_out[rank]), handed)
+
+    # -- rendezvous reads --------------------------------------------------------
+
+    def _read_started(self, source: int) -> None:
+        """A rendezvous read from ``source`` began: this rank's LEAVE to it waits."""
+        self._reading[source] = self._reading.get(source, 0) + 1
+
+    def _read_finished(self, source: int, fin: bytes) -> bool:
+        """Answer ``fin`` for a read from ``source`` that ended, then say a LEAVE that
+        waited for it; ``False`` (nothing sent) when the LEAVE went first (finalize
+        stopped waiting): the sender failed that send already."""
+        left = self._reading.get(source, 0) - 1
+        if left > 0:
+            self._reading[source] = left
+        else:
+            self._reading.pop(source, None)
+        if source in self._said:
+            return False
+        self._control_to(source, fin)
+        if left <= 0 and source in self._deferred:
+            self._say(source, proto.LEAVE, self._deferred.pop(source))
+        return True
 
     # -- finalize ---------------------------------------------------------------
 
@@ -183,7 +227,10 @@ class Leaving:
                 reached = peer.send and peer.failed is None
                 if reached and peer.rank != me and peer.rank not in self.gone:
                     self._told.add(peer.rank)
-                    self._say(peer.rank, proto.LEAVE, flags)
+                    if self._reading.get(peer.rank):
+                        self._deferred[peer.rank] = flags  # said behind the reads' FINs
+                    else:
+                        self._say(peer.rank, proto.LEAVE, flags)
             for _ in range(_SELF_ROUNDS):  # what this rank sent itself, matched or not
                 if not self._bml.progress():
                     break
@@ -192,6 +239,9 @@ class Leaving:
         self._wait(self._drained, drain)
         with self._bml.lock:
             if not self._drained():
+                deferred, self._deferred = self._deferred, {}
+                for rank, deferred_flags in deferred.items():  # reads not done: leave anyway
+                    self._say(rank, proto.LEAVE, deferred_flags)
                 # Peers that did not take this rank's data within the bound are not
                 # waited for any longer: finalize returns within it for them.
                 self._abandoned = {
@@ -239,6 +289,8 @@ class Leaving:
             self._check_early()
             if self._fragments or self._waiting_transport():
                 return False
+            if any(self._peers[rank].failed is None for rank in self._deferred):
+                return False  # a LEAVE waits for a read's FIN
             return not any(
                 r.kind == "send" and self._peers[r.peer].failed is None
                 for r in self._pending.values()

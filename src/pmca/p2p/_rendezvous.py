@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from attrs import define
 
-from ..btl import BtlError, Flags
+from ..btl import BtlError, Flags, PeerFinalized
 from . import _protocol as proto
 from ._buffers import address_of
 from ._requests import Request, fin_error
@@ -74,10 +74,34 @@ class Rendezvous:
     _sends: dict[int, Request]
     _fragments: dict[int, Fragments]
 
-    # P2p's, used here:
+    # P2p's and Leaving's, used here:
+    _peers: list[BmlPeer]
+    gone: dict[int, PeerFinalized]
     _finish: Callable[..., None]
     _control_to: Callable[[int, bytes], None]
     _route: Callable[[BmlPeer], Route]
+    _failure: Callable[[BmlPeer], BaseException]
+    _unanswered: Callable[[Request], PeerFinalized]
+    _read_started: Callable[[int], None]
+    _read_finished: Callable[[int, bytes], bool]
+
+    def _awaiting_answer(self, request: Request, send_id: int | None = None) -> int:
+        """Register the rendezvous send ``request`` until its receiver answers (FIN, or
+        clear-to-send): its id (``send_id``, or a new one) for that answer to name.
+
+        A send whose peer failed or finalized meanwhile (a lane's send that met
+        it while polling for its FIN) fails at once: no answer will come.
+        """
+        if send_id is None:
+            send_id = next(self._ids)
+        self._sends[send_id] = request
+        request.cleanup.append(functools.partial(self._sends.pop, send_id, None))
+        rank = request.peer
+        if rank in self.gone:
+            self._finish(request, 0, self._unanswered(request))
+        elif self._peers[rank].failed is not None:
+            self._finish(request, 0, self._failure(self._peers[rank]))
+        return send_id
 
     def _clear_to_send(self, request: Request, incoming: Incoming) -> None:
         """Answer a matched RNDV: the sender may push its fragments."""
@@ -107,14 +131,19 @@ class Rendezvous:
         total = sum(weight for _, weight in routes)
         pieces = stripes([(r, w / total) for r, w in routes], size)
         state = _Countdown(len(pieces))
+        source = incoming.source
+        self._read_started(source)  # this rank's LEAVE to it waits for the FIN
 
         def piece_done(error: BaseException | None) -> None:
             if state.count(error):
                 failed = state.error
                 status = proto.STATUS_OK if failed is None else proto.STATUS_FAILED
-                self._control_to(
-                    incoming.source, proto.FIN_MSG.pack(proto.FIN, status, incoming.send_id)
-                )
+                fin = proto.FIN_MSG.pack(proto.FIN, status, incoming.send_id)
+                if not self._read_finished(source, fin) and failed is None:
+                    failed = BtlError(
+                        f"p2p finalize: the read of rank {source}'s {size}-byte message "
+                        f"(tag {request.tag}) ended after this rank told it that it left"
+                    )
                 self._finish(request, size if failed is None else 0, failed)
 
         if not pieces:

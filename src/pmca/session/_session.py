@@ -146,6 +146,8 @@ class Session:
         self._world: World | None = None if isinstance(world, str) else world
         #: The btl data path's tag and builder, and the path once built.
         self._slot: DataPathSlot | None = None
+        #: Finalize took the data path away: another thread asking for it is told so.
+        self._data_closing = False
         #: An interrupt ended the last transition (a retried finalize is a no-op).
         self._interrupted = False
         #: Finalize runs because of an exception (its peers are told so, and it
@@ -323,6 +325,7 @@ class Session:
         slot, self._slot = self._slot, None
         if slot is None:
             return []
+        self._data_closing = True
         params = self._runtime.params
         try:
             slot.close(
@@ -399,6 +402,10 @@ class Session:
         self._require_active()
         slot = self._slot
         if slot is None:
+            if self._data_closing:
+                raise SessionError(
+                    "session is finalizing: its data path (p2p, reach) accepts nothing new"
+                )
             raise FrameworkError(
                 "this session has no data path: open the btl framework "
                 "(frameworks=None or including 'btl')"

@@ -10,7 +10,8 @@ import structlog
 
 from pmca.btl import Flags, ModexError, Proc
 from pmca.btl.base import host_id
-from pmca.btl.sm._module import DEFAULTS, SmModule, pack_address, pid_namespace
+from pmca.btl.sm._address import pack_address, pid_namespace
+from pmca.btl.sm._module import DEFAULTS, SmModule
 from pmca.btl.sm._transport import Transport
 
 

@@ -19,7 +19,16 @@ from attrs import define, evolve, field, frozen
 
 from ..._public import public
 from ...mca._events import EVENTS, Safety
-from .._interface import BtlModule, Endpoint, Flags, ModexError, PeerFailed, Proc, QueuedSend
+from .._interface import (
+    BtlModule,
+    Endpoint,
+    Flags,
+    ModexError,
+    PeerFailed,
+    PeerFinalized,
+    Proc,
+    QueuedSend,
+)
 from ..base import _modex
 
 if TYPE_CHECKING:
@@ -59,8 +68,11 @@ class BmlPeer:
     pidfd: int | None = field(default=None)
 
     def check(self) -> None:
-        if self.failed is not None:
-            raise PeerFailed(f"rank {self.rank} is unreachable: {self.failed}", rank=self.rank)
+        failed = self.failed
+        if failed is not None:
+            if isinstance(failed, PeerFinalized):  # it left: say so, not "unreachable"
+                raise PeerFinalized(str(failed), rank=self.rank, after_error=failed.after_error)
+            raise PeerFailed(f"rank {self.rank} is unreachable: {failed}", rank=self.rank)
 
 
 def _order(route: Route) -> tuple[int, int]:
@@ -207,7 +219,7 @@ class Bml:
                     listener(rank, error)
                 except Exception as exc:
                     self.log.error("peer failure listener raised", rank=rank, error=repr(exc))
-            if rank in self.departed:
+            if rank in self.departed or isinstance(error, PeerFinalized):
                 self.log.debug("connection closed after the peer finalized", rank=rank)
                 return
             self.log.error("peer failed", rank=rank, error=str(error))

@@ -46,18 +46,20 @@ from .._interface import (
     MemoryHandle,
     ModexError,
     PeerFailed,
+    PeerFinalized,
     Proc,
     QueuedSend,
 )
 from ..base import ModuleBase, NoPinBackend, Registrations, host_id
 from ..base._pvars import INDEX
+from ._address import pack_address, parse_address, pid_namespace
 from ._defaults import DEFAULTS, MECHANISMS
 from ._emulated import INTERNAL_TAGS, Emulation
 from ._lane import SmLane
 from ._transport import (
     COUNT_INDEX,
+    PeerClosed,
     PeerFault,
-    SegmentAddress,
     Transport,
     TransportError,
     buffer_address,
@@ -74,10 +76,6 @@ _FLAGS = {
     "none": Flags.SEND | Flags.SEND_INPLACE,
 }
 
-_MAGIC = b"PMSM"
-_VERSION = 1
-# magic, version, reserved, pid, memfd, wake fd, segment size, segment base, pid namespace
-_ADDRESS = struct.Struct("<4sHHiiiQQQ")
 # registration key, base, size
 _KEY = struct.Struct("<QQQ")
 
@@ -96,20 +94,6 @@ def _limits_for(limits: Limits, mechanism: str) -> Limits:
 class SmEndpoint(FrozenValue):
     rank: int
     pid: int
-
-
-def pack_address(address: SegmentAddress, namespace: int) -> bytes:
-    """What a process publishes in the modex for its sm segment."""
-    a = address
-    return _ADDRESS.pack(_MAGIC, _VERSION, 0, a.pid, a.fd, a.wake_fd, a.size, a.base, namespace)
-
-
-def pid_namespace() -> int:
-    """The inode of this process's pid namespace (pids mean the same only inside one)."""
-    try:
-        return os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        return 0
 
 
 @attrs.define(eq=False, repr=False)
@@ -156,6 +140,7 @@ class SmModule(ModuleBase):
         self._lanes_blocked = False
         self._queues: dict[int, deque[_Queued]] = {}
         self._queued = 0  # sends waiting in _queues, so progress skips them cheaply
+        self._closed_peers: set[int] = set()  # peers met with their segment closed
         self._armed = False
         self._registrations = Registrations("sm", NoPinBackend(), cached=False, log=log)
         self._emulation = Emulation(
@@ -175,27 +160,6 @@ class SmModule(ModuleBase):
     def address(self) -> bytes:
         return pack_address(self.transport.address, self._namespace)
 
-    def _parse(self, proc: Proc) -> tuple[SegmentAddress, int]:
-        raw = proc.address or b""
-        try:
-            magic, version, _, pid, fd, wake_fd, size, base, namespace = _ADDRESS.unpack(raw)
-        except struct.error:
-            raise ModexError(
-                f"btl sm: rank {proc.rank} published a {len(raw)}-byte address, "
-                f"not the {_ADDRESS.size}-byte sm address ({raw[:16]!r})"
-            ) from None
-        if magic != _MAGIC or version != _VERSION:
-            raise ModexError(
-                f"btl sm: rank {proc.rank} published {magic!r} version {version}, "
-                f"not {_MAGIC!r} version {_VERSION} (another pmca version?)"
-            )
-        if pid != proc.pid:
-            raise ModexError(
-                f"btl sm: rank {proc.rank}'s address names pid {pid}, but the rank is pid "
-                f"{proc.pid}"
-            )
-        return SegmentAddress(pid, fd, wake_fd, size, base), namespace
-
     def add_procs(self, procs: Sequence[Proc]) -> list[Endpoint | None]:
         me = next((proc for proc in procs if proc.local), None)
         if me is None:
@@ -210,7 +174,7 @@ class SmModule(ModuleBase):
     def _add(self, proc: Proc) -> SmEndpoint | None:
         if proc.address is None or proc.host != self._host:
             return None
-        address, namespace = self._parse(proc)
+        address, namespace = parse_address(proc)
         if namespace != self._namespace:
             self.log.info("peer in another pid namespace; not reachable", rank=proc.rank)
             return None
@@ -262,13 +226,10 @@ class SmModule(ModuleBase):
             queued = self._queues.pop(endpoint.rank, deque())
             self.transport.detach(endpoint.rank)
             self.attached_via.pop(endpoint.rank, None)
-            self._queued -= len(queued)
             for lane in self._lanes.pop(endpoint.rank, []):
                 lane.close()
+            self._drop_queue(queued, failure)
             self._queue_changed()
-            for item in queued:
-                if item.callback is not None:
-                    item.callback(failure)
             self._emulation.fail(endpoint.rank, failure)
 
     def endpoint(self, rank: int) -> SmEndpoint | None:
@@ -311,6 +272,22 @@ class SmModule(ModuleBase):
             return self.transport.send(rank, tag, head, body)
         except ValueError as exc:
             raise BtlError(f"btl sm: send to rank {rank}: {exc}") from exc
+        except PeerClosed:
+            raise self._closed_peer(rank) from None
+
+    def _closed_peer(self, rank: int) -> PeerFinalized:
+        """Rank ``rank`` closed its segment: what waits on it fails (once), and so does
+        the send that found it closed (a send completed before is its finalize's to report)."""
+        error = PeerFinalized(
+            f"btl sm: rank {rank} finalized (its segment is closed): nothing sent to it "
+            "is received any more",
+            rank=rank,
+        )
+        endpoint = self._endpoints.get(rank)
+        if endpoint is not None and rank not in self._closed_peers:
+            self._closed_peers.add(rank)
+            self.peer_lost(endpoint, error)
+        return error
 
     def send(
         self,
@@ -355,7 +332,11 @@ class SmModule(ModuleBase):
         for rank, queue in self._queues.items():
             while queue:
                 item = queue[0]
-                if not self._send_now(rank, item.tag, item.head, item.body):
+                try:
+                    if not self._send_now(rank, item.tag, item.head, item.body):
+                        break
+                except PeerFinalized as exc:  # never read: each queued send fails
+                    done += self._drop_queue(queue, exc)
                     break
                 queue.popleft()
                 self._queued -= 1
@@ -365,6 +346,16 @@ class SmModule(ModuleBase):
         if done:
             self._queue_changed()
         return done
+
+    def _drop_queue(self, queue: deque[_Queued], error: BaseException) -> int:
+        """Fail every send ``queue`` holds with ``error``; how many there were."""
+        dropped = list(queue)
+        queue.clear()
+        self._queued -= len(dropped)
+        for item in dropped:
+            if item.callback is not None:
+                item.callback(error)
+        return len(dropped)
 
     def queued_sends(self, rank: int | None = None) -> list[QueuedSend]:
         """Active messages waiting for FIFO room (to ``rank``, or all), oldest first."""

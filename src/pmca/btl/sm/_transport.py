@@ -47,6 +47,17 @@ class PeerFault(TransportError):
         self.peer = peer
 
 
+class PeerClosed(TransportError):
+    """Peer :attr:`peer` closed its segment (it finalized): nothing sent to it is read."""
+
+    def __init__(self, peer: int) -> None:
+        super().__init__(
+            errno.ESHUTDOWN,
+            f"sm peer {peer} closed its segment (it finalized): nothing sent to it is read",
+        )
+        self.peer = peer
+
+
 def fault(status: int, source: int) -> PeerFault | None:
     """The :class:`PeerFault` a receive status reports about ``source``, if it is one."""
     if status == -errno.EOWNERDEAD:
@@ -445,6 +456,8 @@ class Transport:
             raise ValueError(
                 f"sm message of {len(head) + size} bytes exceeds max_send_size {self.max_payload}"
             )
+        if status == -errno.ESHUTDOWN:
+            raise PeerClosed(ident)
         raise _error(-status, f"sm send to peer {ident}")
 
     def poll(self) -> tuple[int, int, memoryview] | None:
@@ -586,6 +599,7 @@ __all__ = [
     "COUNT_INDEX",
     "LIBRARY_NAME",
     "LaneCalls",
+    "PeerClosed",
     "PeerFault",
     "SegmentAddress",
     "Transport",

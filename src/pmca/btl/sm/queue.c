@@ -155,12 +155,17 @@ static void wake(struct sm_ctx *ctx, struct sm_peer *peer)
 /* Send `head` then `body` (either may be empty) as one message with `tag`
  * to peer `id`.  0 on success; -EAGAIN when no fragment is free or the
  * receiver's FIFO is full (progress and retry); -EMSGSIZE when it exceeds
- * the large fragment; -ENOTCONN for a peer that is not attached. */
+ * the large fragment; -ENOTCONN for a peer that is not attached, -ESHUTDOWN
+ * for one that closed its segment. */
 int sm_send_parts(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const void *head,
                   uint64_t head_length, const void *body, uint64_t body_length)
 {
     if (!ctx->peers || id >= ctx->slots || !ctx->peers[id].segment)
         return -ENOTCONN;
+    /* The peer closed its segment (it finalized, and may live on): nothing
+     * sent to it is read any more.  One load, of the line wake() reads. */
+    if (atomic_load_explicit(&ctx->peers[id].segment->closing, memory_order_relaxed))
+        return -ESHUTDOWN;
     uint64_t length = head_length + body_length;
     if (length + FRAG_HEADER_BYTES > ctx->pools[POOLS - 1].desc.stride)
         return -EMSGSIZE;

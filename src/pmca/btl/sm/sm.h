@@ -106,7 +106,7 @@ struct sm_header {
     _Alignas(CACHE_LINE) uint64_t dequeue_position;         /* owner only */
     _Alignas(CACHE_LINE) _Atomic uint32_t wake_sequence;    /* futex word */
     _Atomic uint32_t sleepers;
-    _Atomic uint32_t closing;
+    _Atomic uint32_t closing; /* set by the owner as it closes: senders stop (-ESHUTDOWN) */
     _Atomic uint32_t armed; /* the owner sleeps in select() on its wake pipe */
     /* The FIFO cell this process (as a producer) claimed and has not yet
      * published: position + 1 in receiver claim_target's FIFO, 0 if none. */

@@ -1,0 +1,73 @@
+"""Two real processes joined by a socket pair (a :class:`pmca.world.PairWorld`).
+
+The body of a test's program runs as rank 0 and rank 1 after a prelude that
+opens the world (``WORLD``, ``RANK``, ``MCA`` with the btl list the test
+chose) and defines ``out(**facts)``, which prints one JSON line the test reads.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from pmca.btl import FRAMEWORK
+
+HAS_SM = any(ref.name == "sm" for ref in FRAMEWORK.static_components)
+#: The btl sets a pair of processes on one host is tested over.
+BTLS = ["self,tcp"] + (["self,sm"] if HAS_SM else [])
+
+PRELUDE = textwrap.dedent(
+    """
+    import json, socket, sys, time
+    import pmca
+    from pmca.btl import PeerFailed, PeerFinalized
+    from pmca.world import PairWorld
+
+    FD, RANK, BTL = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    WORLD = PairWorld(socket.socket(fileno=FD), RANK)
+    MCA = {"btl": BTL}
+
+    def out(**facts):
+        print(json.dumps(facts), flush=True)
+    """
+)
+
+
+def pair(tmp_path: Path, body: str, btl: str, *args: str, timeout: float = 240.0) -> list[dict]:
+    """Run ``body`` as rank 0 and rank 1; each one's JSON lines merged, and its stderr."""
+    script = tmp_path / "rank.py"
+    script.write_text(PRELUDE + textwrap.dedent(body))
+    ends = socket.socketpair()
+    children = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(end.fileno()), str(rank), btl, *args],
+            pass_fds=[end.fileno()],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank, end in enumerate(ends)
+    ]
+    for end in ends:
+        end.close()
+    results = []
+    for rank, child in enumerate(children):
+        try:
+            stdout, stderr = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for other in children:
+                other.kill()
+            raise
+        facts: dict = {"rank": rank, "returncode": child.returncode, "stderr": stderr}
+        for line in stdout.splitlines():
+            if line.startswith("{"):
+                facts.update(json.loads(line))
+        results.append(facts)
+    return results
+
+
+__all__ = ["BTLS", "HAS_SM", "PRELUDE", "pair"]

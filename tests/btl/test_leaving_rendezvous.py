@@ -1,0 +1,228 @@
+"""A rendezvous send to a rank that finalized without receiving it fails at its LEAVE.
+
+The receiver of a large (rendezvous) message finalizes without matching it
+and stays alive. Before, the sender's ``send`` (and ``isend`` + ``wait``)
+waited until that process exited, because only the closing connection
+failed it; now the peer's LEAVE fails it with
+:class:`pmca.btl.PeerFinalized`. A LEAVE travels behind every FIN its rank
+sent on the same route, and a finalizing rank neither starts a read after
+its LEAVE nor sends its LEAVE while a read from that peer is under way, so
+a rendezvous send still waiting for its answer when the LEAVE takes effect
+can never be answered.
+
+Two real processes (:mod:`._pairs`); times on the host's one monotonic clock.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pmca.scenarios.ompi_13021 import ofi_unavailable
+
+from ._pairs import BTLS, pair
+
+_OFI = ofi_unavailable() is None
+_RENDEZVOUS_BTLS = BTLS + (["self,ofi"] if _OFI else [])
+
+#: Message sizes by case: a blocking sm send of 64 KiB goes through the lane
+#: (header and FIN polled natively), the others the general path.
+_SIZES = {
+    "send-64k": 64 << 10,
+    "send-1m": 1 << 20,
+    "send-8m": 8 << 20,
+    "isend-1m": 1 << 20,
+    "isend-8m": 8 << 20,
+}
+#: The cases that are rendezvous on each btl (tcp sends up to 4 MiB eagerly
+#: over one rail: those complete, and the receiver reports them unreceived).
+_CASES = (
+    [("self,sm", case) for case in ("send-64k", "send-1m", "send-8m", "isend-1m")]
+    if "self,sm" in BTLS
+    else []
+)
+_CASES += [("self,tcp", case) for case in ("send-8m", "isend-8m")]
+_CASES += [("self,ofi", case) for case in ("send-1m", "isend-1m")] if _OFI else []
+
+_UNMATCHED = """
+import os
+CASE, MARKER = sys.argv[4], sys.argv[5]
+SIZE = int(sys.argv[6])
+
+def send(s):
+    if CASE.startswith("isend"):
+        s.p2p.isend(1, 5, bytes(SIZE)).wait()
+    else:
+        s.p2p.send(1, 5, bytes(SIZE))
+
+def attempt(s):
+    try:
+        send(s)
+        return {"outcome": "sent"}
+    except Exception as exc:
+        return {"outcome": type(exc).__name__, "error": str(exc),
+                "rank_named": getattr(exc, "rank", None), "at": time.monotonic()}
+
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 1:
+        s.p2p.recv(0, 1, bytearray(5), timeout=60)
+        time.sleep(0.5)  # rank 0's rendezvous header arrives meanwhile; never received
+        out(left_at=time.monotonic())
+    else:
+        s.p2p.send(1, 1, b"ready")
+        out(first=attempt(s))
+        began = time.monotonic()
+        out(later=attempt(s), later_took=time.monotonic() - began)
+        open(MARKER, "w").close()
+if RANK == 1:
+    deadline = time.monotonic() + 10.0  # alive, finalized, until rank 0 is done (at most 10 s)
+    while time.monotonic() < deadline and not os.path.exists(MARKER):
+        time.sleep(0.02)
+"""
+
+
+@pytest.mark.parametrize(("btl", "case"), _CASES, ids=[f"{b}-{c}" for b, c in _CASES])
+def test_a_rendezvous_send_fails_when_its_receiver_finalizes_without_it(
+    pmca_env, tmp_path: Path, btl: str, case: str
+) -> None:
+    """The receiver finalizes without receiving and stays alive (up to 10 s).
+
+    The sender's send fails with ``PeerFinalized`` naming rank 1 within the
+    issue's 2 s of rank 1 leaving its session (before: when rank 1 exited,
+    10 s here); the same send posted afterwards fails at once, and rank 1's
+    finalize names the message it never received.
+    """
+    size = _SIZES[case]
+    marker = tmp_path / "done"
+    sender, receiver = pair(tmp_path, _UNMATCHED, btl, case, str(marker), str(size))
+    first = sender["first"]
+    assert first["outcome"] == "PeerFinalized", sender
+    assert first["rank_named"] == 1 and "rank 1 finalized" in first["error"], first
+    assert f"tag 5, {size} bytes" in first["error"], first
+    learned = first["at"] - receiver["left_at"]
+    assert learned < 2.0, f"rank 0 learned {learned:.2f} s after rank 1 left: {sender}"
+    later = sender["later"]
+    assert later["outcome"] == "PeerFinalized" and later["rank_named"] == 1, sender
+    assert f"from rank 0 tag 5: 1 message, {size} bytes" in receiver["stderr"], receiver
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+
+
+_READ_UNDER_WAY = """
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 1:
+        s.p2p.probe(0, 5, timeout=60)  # the rendezvous header is here
+        buffer = bytearray(8 << 20)
+        request = s.p2p.irecv(0, 5, buffer)  # its read starts; this rank leaves at once
+    else:
+        try:
+            s.p2p.send(1, 5, bytes(range(256)) * (8 << 12), timeout=60)
+            out(outcome="sent")
+        except Exception as exc:
+            out(outcome=type(exc).__name__, error=str(exc))
+if RANK == 1:
+    intact = buffer == bytes(range(256)) * (8 << 12)
+    out(done=request.done, error=repr(request.error), intact=intact)
+"""
+
+
+@pytest.mark.parametrize("btl", _RENDEZVOUS_BTLS)
+def test_a_read_under_way_at_finalize_completes_on_both_sides(
+    pmca_env, tmp_path: Path, btl: str
+) -> None:
+    """Rank 1 matches an 8 MiB rendezvous and finalizes while reading it.
+
+    Its finalize finishes the read and answers FIN before its LEAVE, so both
+    sides agree: the receive completed with every byte and the send
+    succeeded (a LEAVE ahead of the FIN would have failed a send whose
+    message was delivered).
+    """
+    sender, receiver = pair(tmp_path, _READ_UNDER_WAY, btl)
+    assert sender.get("outcome") == "sent", (sender, receiver["stderr"])
+    assert receiver["done"] and receiver["error"] == "None" and receiver["intact"], receiver
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+
+
+_SENT_AFTER_THE_LEAVE = """
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 1:
+        buffer = bytearray(1 << 20)
+        request = s.p2p.irecv(0, 5, buffer)  # posted, never waited for
+        s.p2p.send(0, 1, b"ready")  # then this rank leaves, without progressing between
+    else:
+        s.p2p.recv(1, 1, bytearray(5), timeout=60)
+        try:
+            s.p2p.isend(1, 5, bytes(1 << 20)).wait(timeout=60)
+            out(outcome="sent")
+        except PeerFinalized as exc:
+            out(outcome="PeerFinalized", error=str(exc))
+if RANK == 1:
+    out(done=request.done, error=repr(request.error), count=request.nbytes)
+"""
+
+
+@pytest.mark.parametrize("btl", _RENDEZVOUS_BTLS)
+def test_a_rendezvous_that_arrives_after_the_leave_is_not_read(
+    pmca_env, tmp_path: Path, btl: str
+) -> None:
+    """Rank 0's 1 MiB send reaches rank 1 after rank 1 said LEAVE, though a receive of
+    rank 1's would match it: rank 1 does not read it (its FIN would come after the
+    LEAVE, which fails the send), so both sides agree that it was not received.
+    Without the rule rank 1's receive completed while rank 0's send failed."""
+    sender, receiver = pair(tmp_path, _SENT_AFTER_THE_LEAVE, btl)
+    assert sender.get("outcome") == "PeerFinalized", (sender, receiver["stderr"])
+    assert receiver["done"] and receiver["error"] != "None", receiver
+    if "without receiving this message" in sender["error"]:  # its header went out
+        assert "from rank 0 tag 5: 1 message, 1048576 bytes" in receiver["stderr"], receiver
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+
+
+_LATE_OPERATIONS = """
+import threading
+from pmca.btl import BtlError
+
+results = {}
+
+def late(s, p2p):
+    time.sleep(1.0)  # the main thread is in its finalize by now
+    for name, call in (
+        ("isend", lambda: p2p.isend(1, 3, b"late")),
+        ("send", lambda: p2p.send(1, 3, bytes(1 << 20))),
+        ("irecv", lambda: p2p.irecv(1, 3, bytearray(8))),
+        ("recv", lambda: p2p.recv(1, 3, bytearray(8))),
+        ("iprobe", lambda: p2p.iprobe(1, 3)),
+        ("s.p2p", lambda: s.p2p),
+    ):
+        try:
+            call()
+            results[name] = "accepted"
+        except (BtlError, pmca.SessionError) as exc:
+            results[name] = str(exc)
+
+if RANK == 0:
+    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+        s.p2p.recv(1, 1, bytearray(5), timeout=60)
+        thread = threading.Thread(target=late, args=(s, s.p2p))
+        thread.start()
+    thread.join()
+    out(results=results)
+else:
+    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+        s.p2p.send(0, 1, b"ready")
+        time.sleep(3.0)  # no progress: rank 0's finalize waits for this rank's word
+"""
+
+
+@pytest.mark.parametrize("btl", BTLS)
+def test_operations_posted_while_the_session_finalizes_are_refused(
+    pmca_env, tmp_path: Path, btl: str
+) -> None:
+    """Another thread's send or receive after this rank's LEAVE raises at once, saying
+    that the session is finalizing (before: accepted, then failed or lost at close)."""
+    finalizing, _ = pair(tmp_path, _LATE_OPERATIONS, btl)
+    results = finalizing["results"]
+    assert set(results) == {"isend", "send", "irecv", "recv", "iprobe", "s.p2p"}, finalizing
+    for name in ("isend", "send", "irecv", "recv", "iprobe"):
+        assert "rank 0's session is finalizing" in results[name], (name, results)
+    assert "session is finalizing" in results["s.p2p"], results
+    assert finalizing["returncode"] == 0, finalizing
