@@ -68,7 +68,8 @@ class build_plain_shared(build_ext):
             "libraries": sorted(os.path.relpath(path, package) for path in self.get_outputs()),
         }
         with open(os.path.join(root, BUILD_INFO), "w", encoding="utf-8") as stream:
-            json.dump(info, stream, indent=1)
+            # Unescaped (a Python literal too: pmca._build reads it without json).
+            json.dump(info, stream, indent=1, ensure_ascii=False)
             stream.write("\n")
 
 
@@ -207,6 +208,11 @@ def native_extensions() -> list[Extension]:
                     "src/pmca/btl/sm/lane.c",
                 ],
                 depends=["src/pmca/btl/sm/sm.h"],
+                extra_compile_args=CFLAGS,
+            ),
+            Extension(
+                "pmca.btl.bml.pmca_bml_spin",
+                sources=["src/pmca/btl/bml/spin.c"],
                 extra_compile_args=CFLAGS,
             ),
             # PMIx calls its handler on its own thread until PMIx_Finalize, maybe

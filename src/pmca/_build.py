@@ -10,7 +10,7 @@ files installed, whoever built them.
 
 from __future__ import annotations
 
-import json
+import ast
 import os
 import struct
 
@@ -124,9 +124,33 @@ def glibc_needed(library: str | os.PathLike[str]) -> tuple[int, ...] | None:
 def _recorded() -> dict[str, object]:
     try:
         with open(_RECORD, encoding="utf-8") as record:
-            loaded = json.load(record)
-    except (OSError, ValueError):
+            text = record.read()
+    except OSError:
         return {}
+    return _parsed(text)
+
+
+def _parsed(text: str) -> dict[str, object]:
+    """The record's JSON object; ``{}`` if it is not one.
+
+    setup.py writes strings and lists of strings, unescaped: JSON that is a
+    Python literal too, read here with :mod:`ast` (which attrs imports
+    anyway) rather than by importing :mod:`json` for ``pmca info``'s header.
+    Anything else (``null``, ``\\u`` escapes) is read by :mod:`json`.
+    """
+    loaded: object = None
+    if "\\u" not in text:
+        try:
+            loaded = ast.literal_eval(text)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            loaded = None
+    if not isinstance(loaded, dict):
+        import json
+
+        try:
+            loaded = json.loads(text)
+        except ValueError:
+            return {}
     return loaded if isinstance(loaded, dict) else {}
 
 

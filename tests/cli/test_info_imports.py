@@ -8,8 +8,10 @@ from pmca.testing import run_python
 #: the standard library's logging (nothing is logged through it), shutil
 #: (argparse's formatters asked it for the terminal's width), textwrap (only
 #: for wrapping on a terminal), the failure records (nothing failed),
-#: pathlib (the build facts read the libraries through ``str`` paths).
+#: pathlib (the build facts read the libraries through ``str`` paths), json
+#: (the build record is read as a Python literal).
 UNNEEDED = (
+    "json",
     "pathlib",
     "pmca.cli._new",
     "pmca.cli._templates",
@@ -81,3 +83,29 @@ def test_help_is_wrapped_at_columns_without_shutil() -> None:
     helps = [line for line in lines if line.startswith(" " * 20) and line.strip()]
     assert len(helps) > 20
     assert max(map(len, helps)) <= 50, max(helps, key=len)
+
+
+def test_pmca_info_as_a_program_collects_no_cycles_and_freezes_what_it_leaves() -> None:
+    """Run as a program, ``pmca info`` turns the cycle collector off for its run
+    (everything it allocates lives until exit) and freezes what is left, so the
+    shutdown collections skip it; the collector is on again for ``atexit``.
+    In-process callers (tests, embedding) keep the collector as it was."""
+    child = run_python(
+        """
+        import atexit, gc, sys
+        from pmca.cli import main
+        seen = []
+        gc.callbacks.append(lambda phase, info: seen.append(info["generation"]))
+        sys.argv = ["pmca", "info"]
+        code = main()
+        print(code, gc.isenabled(), gc.get_freeze_count() > 0, seen.count(2), file=sys.stderr)
+        gc.unfreeze()
+        main(["info"])  # in-process: the collector runs as it would anyway
+        print(gc.isenabled(), gc.get_freeze_count(), file=sys.stderr)
+        """,
+        env={"PMCA_INFO_CACHE": "none"},
+        threaded=False,
+        faulthandler=False,
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stderr.splitlines()[-2:] == ["0 True True 0", "True 0"], child.stderr

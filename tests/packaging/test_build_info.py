@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import pmca
-from pmca._build import build_info, glibc_needed, native_libraries
+from pmca._build import _parsed, build_info, glibc_needed, native_libraries
 
 pytestmark = pytest.mark.skipif(
     not native_libraries(), reason="this pmca was installed without its native libraries"
@@ -68,3 +71,25 @@ def test_info_names_the_build(capsys):
     assert f"config:compiler:build:{info.compiler}" in out
     assert f"config:glibc:needed:{info.glibc_needed}" in out
     assert Path(pmca.__file__).parent.joinpath("_build_info.json").is_file()
+
+
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
+_RECORDS = st.dictionaries(
+    _TEXT, st.one_of(st.none(), _TEXT, st.lists(_TEXT, max_size=4)), max_size=4
+)
+
+
+@given(record=_RECORDS, ascii_only=st.booleans())
+def test_the_build_record_reads_as_json_reads_it(
+    record: dict[str, object], ascii_only: bool
+) -> None:
+    """Read without importing json where the text is also a Python literal: the
+    same object as ``json.loads``, whatever setup.py (this one or an older one,
+    escaping non-ASCII) wrote."""
+    text = json.dumps(record, indent=1, ensure_ascii=ascii_only)
+    assert _parsed(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ["", "[1, 2]", "{", "not json", '{"a": __import__("os")}'])
+def test_a_build_record_that_is_no_json_object_reads_as_empty(text: str) -> None:
+    assert _parsed(text) == {}

@@ -193,3 +193,44 @@ def test_start_stop_and_free_notify_the_producer() -> None:
             notify=calls.append,
             description="always counting",
         )
+
+
+def test_a_handle_reads_the_producer_registered_last() -> None:
+    """A handle reads its one producer directly after its first read; a producer
+    registered again afterwards (a component imported afresh) is the one it reads."""
+    registry = PVarRegistry()
+    old, new = [7], [100]
+    registry.register("btl", "demo", "sent", PVarClass.LEVEL, lambda _o: old[0], description="d")
+    session = PVarSession(registry)
+    handle = session.handle("btl_demo_sent")
+    assert handle.read() == 7
+    old[0] = 8
+    assert handle.read() == 8  # read through the kept producer
+    registry.register("btl", "demo", "sent", PVarClass.LEVEL, lambda _o: new[0], description="d")
+    assert handle.read() == 100
+    new[0] = 101
+    assert handle.read() == 101
+    session.free()
+    with pytest.raises(PVarError, match="freed"):
+        handle.read()
+
+
+def test_producers_forget_an_object_that_went_away() -> None:
+    import gc
+
+    from pmca.mca._pvars import Producers
+
+    class Module:
+        def __init__(self, count: int) -> None:
+            self.count = count
+
+    producers: Producers[Module] = Producers()
+    kept, dropped = Module(1), Module(2)
+    producers.add(kept)
+    producers.add(dropped)
+    producers.add(kept)  # once only
+    assert [m.count for m in producers] == [1, 2]
+    del dropped
+    gc.collect()
+    assert len(producers.refs) == 1
+    assert producers.live() == [kept]

@@ -143,3 +143,36 @@ def test_fork_while_draining_from_ucm(run_python, libucs):
         timeout=120,
     )
     assert "fork ok" in result.stdout
+
+
+def test_a_change_under_ucm_s_hooks_raises_the_overwrite_event(run_python, libucs):
+    """memory/patcher switched to ucm (UCX wrote over its patches), then a prologue
+    ucm's hooks live in changes: ``memory_patcher_overwrite`` again, naming no patch
+    of pmca's (none is left) and who holds the changed function now."""
+    from ..memory.test_overwrite_events import END, SESSION
+    from ..native.test_processes import COMMON, FOREIGN
+
+    result = run_python(
+        COMMON
+        + FOREIGN
+        + SESSION
+        + f"""
+ctypes.CDLL({str(libucs)!r})      # UCX writes its jumps over pmca's patches
+memory.support_level()            # noticed (as the next drain would): ucm from now on
+assert session.modules("memory")[0].source == "ucm", session.modules("memory")[0].source
+assert len(events) == 1 and events[0]["symbols"], events
+assert detected.read() == 1
+write_unused(hooks.address("shmdt"), JUMPS["ompi"])   # under ucm's guard now
+memory.support_level()
+assert len(events) == 2, events
+assert events[1]["symbols"] == (), events[1]
+assert "shmdt" in events[1]["foreign"], events[1]
+assert events[1]["foreign"]["shmdt"].found.startswith(JUMPS["ompi"]), events[1]
+assert detected.read() == 2
+memory.drain()
+assert len(events) == 2           # reported once
+"""
+        + END,
+        timeout=120,
+    )
+    assert "event ok" in result.stdout, result.stdout + result.stderr

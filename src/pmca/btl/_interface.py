@@ -441,6 +441,12 @@ class BtlModule(Protocol):
         ``self`` module); ``None`` means work can arrive without any
         descriptor becoming readable (shared-memory queues), so the engine
         keeps polling :meth:`progress` and only yields the CPU.
+
+        A module may also define ``spin_fds()``, answering alike but arming
+        nothing: while a wait spins, the message layer polls those
+        descriptors in C with the GIL released between two progress calls
+        (btl/tcp does; without it, or when it answers ``None``, the wait
+        polls :meth:`progress` from Python).
         """
         ...
 

@@ -68,12 +68,16 @@ def _run_doctor(args: argparse.Namespace) -> int:
     return int(run(args))
 
 
-def build_parser(*, doctor_options: bool = True) -> argparse.ArgumentParser:
+def build_parser(
+    *, doctor_options: bool = True, info_only: bool = False
+) -> argparse.ArgumentParser:
     """The ``pmca`` parser with its ``info``, ``doctor`` and ``new`` subcommands.
 
     ``doctor_options=False`` leaves out the options of ``pmca doctor``,
     ``pmca stats`` and ``pmca new``, whose modules (the scenarios doctor
     runs, the templates new writes) need not be imported for ``pmca info``.
+    ``info_only=True`` leaves out those subcommands altogether, for a
+    command line that starts with ``info`` (nothing else can be parsed then).
     """
     import argparse
 
@@ -98,6 +102,8 @@ def build_parser(*, doctor_options: bool = True) -> argparse.ArgumentParser:
     )
     _info.add_arguments(info)
     info.set_defaults(handler=_info.run, prog=info.prog, command_parser=info)
+    if info_only:
+        return parser
 
     stats = commands.add_parser(
         "stats",
@@ -276,17 +282,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     subcommand = next((word for word in words if not word.startswith("-")), None)
     # Only as a program: in-process callers (tests, embedding) always compute.
-    recorder: _info_cache.Recorder | None = None
     if argv is None and subcommand == "info":
         cached = _cached_info(words)
         if cached is not None:
             return cached
-        directory = _info_cache.cache_directory()
-        if directory is not None and not sys.stdout.isatty():
-            recorder = _info_cache.Recorder(words, directory)
-    parser = build_parser(doctor_options=subcommand != "info")
+        with _no_cycle_collection():
+            return _main(words, subcommand, _recorder(words))
+    return _main(words, subcommand, None)
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """No cyclic garbage collection in a ``pmca info`` process, which exits when done.
+
+    Importing every component allocates many objects that live until exit;
+    the collector would traverse them again and again (and once more at
+    interpreter shutdown) to free next to nothing. At the end every object
+    is frozen (:func:`gc.freeze`): the shutdown collections skip them, the
+    process exits sooner, and ``atexit`` handlers run as always.
+    """
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        args, unknown = parser.parse_known_args(argv)
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
+def _recorder(words: Sequence[str]) -> _info_cache.Recorder | None:
+    """Where this run's output is kept for the next identical run, if anywhere."""
+    directory = _info_cache.cache_directory()
+    if directory is None or sys.stdout.isatty():
+        return None
+    return _info_cache.Recorder(words, directory)
+
+
+def _main(
+    words: Sequence[str], subcommand: str | None, recorder: _info_cache.Recorder | None
+) -> int:
+    parser = build_parser(
+        doctor_options=subcommand != "info", info_only=bool(words) and words[0] == "info"
+    )
+    try:
+        args, unknown = parser.parse_known_args(words)
         if unknown:
             # The subcommand's own usage, not pmca's: the option was meant for it.
             command: argparse.ArgumentParser = args.command_parser

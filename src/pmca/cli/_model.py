@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 
 from attrs import frozen
 
+from .._records import FrozenValue
 from .._version import __version__
 from ..mca.params import Param, ParamSpace
 from ..runtime import ComponentEntry, FrameworkEntry
@@ -34,8 +35,8 @@ BASE = "base"
 CORE = "mca"
 
 
-@frozen
-class Group:
+@frozen(eq=False, repr=False)
+class Group(FrozenValue):
     """One ``MCA <framework> <component>`` block of parameters."""
 
     framework: str
@@ -61,8 +62,8 @@ class Group:
         return f"MCA{marker} {self.framework} {self.component}"
 
 
-@frozen
-class Section:
+@frozen(eq=False, repr=False)
+class Section(FrozenValue):
     """Everything ``--param <name> all`` shows: one framework or pseudo framework."""
 
     name: str
@@ -70,8 +71,8 @@ class Section:
     groups: tuple[Group, ...]
 
 
-@frozen
-class Selector:
+@frozen(eq=False, repr=False)
+class Selector(FrozenValue):
     """One ``--param FRAMEWORK COMPONENT`` request; either may be ``all``."""
 
     framework: str = ALL
@@ -91,8 +92,8 @@ class Selector:
         return self.framework in names and self.wants_component(group.component)
 
 
-@frozen
-class ParamFilter:
+@frozen(eq=False, repr=False)
+class ParamFilter(FrozenValue):
     """Which parameters are shown: ``--level``, ``--internal`` and ``-t/--type``."""
 
     level: int
@@ -108,8 +109,8 @@ class ParamFilter:
         )
 
 
-@frozen
-class Listing:
+@frozen(eq=False, repr=False)
+class Listing(FrozenValue):
     """One framework's lines in the component list."""
 
     entry: FrameworkEntry
@@ -117,8 +118,8 @@ class Listing:
     failures: tuple[ComponentFailure, ...]
 
 
-@frozen
-class Fact:
+@frozen(eq=False, repr=False)
+class Fact(FrozenValue):
     """One header line: a readable label, a parsable key and the value."""
 
     label: str
@@ -140,8 +141,8 @@ def _groups(params: Iterable[Param]) -> list[Group]:
     return [Group(fw, comp, False, tuple(ps)) for (fw, comp), ps in grouped.items()]
 
 
-@frozen
-class Report:
+@frozen(eq=False, repr=False)
+class Report(FrozenValue):
     """An inventory arranged into sections and groups, plus what failed."""
 
     entries: tuple[FrameworkEntry, ...]

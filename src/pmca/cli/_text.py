@@ -19,6 +19,7 @@ from typing import Protocol
 
 from attrs import frozen
 
+from .._records import FrozenValue
 from .._version import __version__
 from ..mca._events import EventType
 from ..mca._pvars import PVar
@@ -40,8 +41,8 @@ SEPARATOR = "-" * 51
 MCA_VERSION = __version__
 
 
-@frozen
-class View:
+@frozen(eq=False, repr=False)
+class View(FrozenValue):
     """What one ``pmca info`` invocation shows."""
 
     selectors: tuple[Selector, ...]

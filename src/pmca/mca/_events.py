@@ -23,6 +23,7 @@ from typing import Any
 from attrs import frozen
 
 from .._public import public
+from .._records import FrozenValue
 from ._names import check_component_name, check_framework_name
 from ._pvars import PVarError
 
@@ -52,8 +53,8 @@ class Safety(enum.IntEnum):
 
 
 @public
-@frozen
-class EventType:
+@frozen(eq=False, repr=False)
+class EventType(FrozenValue):
     name: str
     fields: tuple[str, ...]
     level: int

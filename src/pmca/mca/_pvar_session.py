@@ -22,9 +22,15 @@ from ._pvars import (
     PVarError,
     PVarFlag,
     PVarRegistry,
+    PVarSource,
+    Reader,
 )
 
 __all__ = ["PVarHandle", "PVarSession"]
+
+
+def _unset(_obj: Any) -> float:
+    raise AssertionError("a handle read its fast path before choosing one")
 
 
 @public
@@ -51,6 +57,12 @@ class PVarHandle:
         #: The watermark, and the producer's own peak when it was last restarted.
         self._mark: float = 0
         self._peak_base: float | None = None
+        #: The entry's list of sources when it held one process-wide producer,
+        #: and that producer's read and peak: read directly while the entry
+        #: keeps that very list (registration replaces it, freeing forgets it).
+        self._seen: list[PVarSource] | None = None
+        self._fast: Reader = _unset
+        self._fast_peak: Reader | None = None
         if self._continuous:
             self._restart()
             self._running = True
@@ -64,12 +76,25 @@ class PVarHandle:
         return self._running
 
     def _now(self) -> float:
+        sources = self._entry.sources
+        if sources is self._seen:
+            return self._fast(self.obj)
+        return self._now_looked_up(sources)
+
+    def _now_looked_up(self, sources: list[PVarSource]) -> float:
         if self._freed:
             raise PVarError(f"pvar handle for {self.name!r} was freed with its session")
-        sources = self._entry.sources
         if len(sources) == 1 and sources[0].ownerless:
-            return sources[0].read(self.obj)  # one process-wide producer: no lookup
+            # one process-wide producer: read it directly from now on
+            self._seen, self._fast, self._fast_peak = sources, sources[0].read, sources[0].peak
+            return self._fast(self.obj)
+        self._seen = None
         return self._registry.read(self.pvar.name, self.obj)
+
+    def _peak(self) -> float | None:
+        if self._entry.sources is self._seen:
+            return None if self._fast_peak is None else self._fast_peak(self.obj)
+        return self._registry.peak(self.name, self.obj)
 
     def _restart(self, now: float | None = None) -> None:
         """Snapshot the producer: the handle counts from here."""
@@ -77,7 +102,7 @@ class PVarHandle:
         self._base = now
         if self.pvar.klass in WATERMARKS:
             self._mark = now
-            self._peak_base = self._registry.peak(self.name, self.obj)
+            self._peak_base = self._peak()
 
     def start(self) -> None:
         if self._continuous:
@@ -103,6 +128,7 @@ class PVarHandle:
             self._registry.notify(self.name, False)
         self._running = False
         self._freed = True
+        self._seen = None
 
     def _value(self, now: float) -> float:
         klass = self.pvar.klass
@@ -111,7 +137,7 @@ class PVarHandle:
         if klass in WATERMARKS:
             if self._running:
                 self._mark = self._extreme(self._mark, now)
-                peak = self._registry.peak(self.name, self.obj)
+                peak = self._peak()
                 # A producer's peak that moved since our start was reached after it.
                 if peak is not None and self._peak_base is not None and peak != self._peak_base:
                     self._mark = self._extreme(self._mark, peak)
@@ -123,7 +149,9 @@ class PVarHandle:
 
     def read(self) -> float:
         """The handle's value: growth while started, a watermark, or the value now."""
-        now = self._now()
+        # _now() inlined: tools call this for every pvar, often
+        sources = self._entry.sources
+        now = self._fast(self.obj) if sources is self._seen else self._now_looked_up(sources)
         if self._accumulating:  # the common case, without a call more (tools poll this)
             return self._accumulated + (now - self._base if self._running else 0)
         return self._value(now)

@@ -18,12 +18,13 @@ from __future__ import annotations
 import enum
 import threading
 import weakref
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
 
 from attrs import frozen
 
 from .._public import public
+from .._records import FrozenValue
 from ._errors import PmcaError
 from ._names import check_component_name, check_framework_name
 
@@ -37,10 +38,13 @@ __all__ = [
     "PVarFlag",
     "PVarRegistry",
     "PVarSource",
+    "Producers",
+    "Reader",
     "weak_reader",
 ]
 
 _Owner = TypeVar("_Owner")
+_Producer = TypeVar("_Producer")
 
 
 @public
@@ -94,8 +98,8 @@ class PVarFlag(enum.Flag):
 
 
 @public
-@frozen
-class PVar:
+@frozen(eq=False, repr=False)
+class PVar(FrozenValue):
     """What ``s.pvars()`` lists about one performance variable."""
 
     name: str
@@ -160,6 +164,46 @@ def weak_reader(owner: _Owner, read: Callable[[_Owner, Any], float]) -> Reader:
         return 0 if alive is None else read(alive, obj)
 
     return weak
+
+
+class Producers(Generic[_Producer]):
+    """The live objects a pvar's reader sums over (modules, engines), held weakly.
+
+    :attr:`refs` is a tuple replaced, never changed in place, as producers
+    come and go: a reader walks it with no copy and no iteration guard
+    (``weakref.WeakSet`` costs both on every read), and one that goes away
+    is dropped by its weak reference's callback.
+    """
+
+    __slots__ = ("__weakref__", "_lock", "refs")
+
+    def __init__(self) -> None:
+        self.refs: tuple[weakref.ref[_Producer], ...] = ()
+        self._lock = threading.Lock()
+
+    def add(self, producer: _Producer) -> None:
+        mine = weakref.ref(self)
+
+        def gone(ref: weakref.ref[_Producer]) -> None:
+            producers = mine()
+            if producers is not None:
+                with producers._lock:
+                    producers.refs = tuple(r for r in producers.refs if r is not ref)
+
+        with self._lock:
+            if any(r() is producer for r in self.refs):
+                return
+            self.refs = (*self.refs, weakref.ref(producer, gone))
+
+    def live(self) -> list[_Producer]:
+        """The producers alive now."""
+        return [p for p in (r() for r in self.refs) if p is not None]
+
+    def __iter__(self) -> Iterator[_Producer]:
+        return iter(self.live())
+
+    def __len__(self) -> int:
+        return len(self.live())
 
 
 class Entry:
@@ -245,8 +289,12 @@ class PVarRegistry:
                 )
             # One source per owner; an ownerless (process-wide) source replaces
             # the last one (a component module imported afresh registers again).
-            entry.sources = [s for s in entry.sources if s.alive and not s.same_owner(owner)]
-            entry.sources.append(PVarSource(read, objects, owner, peak, notify))
+            # A new list, assigned once: a handle that kept the old one as its
+            # fast path sees the change by identity (see PVarHandle).
+            entry.sources = [
+                *(s for s in entry.sources if s.alive and not s.same_owner(owner)),
+                PVarSource(read, objects, owner, peak, notify),
+            ]
         return entry.pvar
 
     def pvars(self) -> list[PVar]:

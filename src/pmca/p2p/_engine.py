@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 from .._public import public
 from ..btl import BtlError, Completion, Endpoint, PeerFailed, PeerFinalized
 from ..btl.bml import Bml, BmlPeer, Route
+from ..btl.bml._spin import SLICE as SPIN_SLICE
+from ..btl.bml._spin import spinner
 from . import _protocol as proto
 from ._blocking import LANE_SPIN, Blocking
 from ._buffers import address_of, as_bytes
@@ -226,17 +228,29 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
             condition = request.finished
         bml = self._bml
         lock, progress = bml.lock, bml.progress
-        give_way = os.sched_yield if self.yield_when_idle else None
+        yielding = self.yield_when_idle
+        give_way = os.sched_yield if yielding else None
+        # While spinning, the btls' descriptors are polled in C between two
+        # progress calls, the GIL released for a slice (see pmca.btl.bml._spin);
+        # the _SPINS counted slices together last no longer than ``spin``.
+        native = spinner()
+        spin_fds = bml.spin_fds
+        slice_ = min(SPIN_SLICE, self.spin / _SPINS)
         deadline = None if timeout is None else time.monotonic() + timeout
         idle = 0
         spin_until = 0.0
+        spinning = True
         while not condition():
             with lock:
                 progressed = progress()
+                polled = spin_fds() if native is not None and spinning and not progressed else None
             if progressed:
                 idle = 0
+                spinning = True
                 continue
-            if give_way is not None:
+            if polled is not None and native is not None:
+                native.spin(polled, slice_, yielding)
+            elif give_way is not None:
                 give_way()  # the rank that would answer may be waiting for this core
             idle += 1
             if idle < _SPINS:
@@ -246,6 +260,7 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
                 spin_until = now + self.spin
             if now < spin_until:
                 continue
+            spinning = False
             bml.check_liveness(0.05)  # takes the lock: failures change the queues
             if self._early:
                 with lock:

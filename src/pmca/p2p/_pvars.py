@@ -13,11 +13,10 @@ against the unexpected messages); otherwise it tests one flag.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from ..mca._pvars import REGISTRY, PVarClass, PVarFlag
+from ..mca._pvars import REGISTRY, Producers, PVarClass, PVarFlag
 
 __all__ = ["MATCHING_TIMER", "queued", "register_engine"]
 
@@ -30,7 +29,7 @@ class _Engine(Protocol):
     def queue_lengths(self) -> tuple[int, int]: ...
 
 
-_engines: weakref.WeakSet[_Engine] = weakref.WeakSet()
+_engines: Producers[_Engine] = Producers()
 
 
 def queued(queues: Iterable[Any]) -> int:
@@ -42,7 +41,24 @@ def register_engine(engine: _Engine) -> None:
 
 
 def _total(read: Callable[[_Engine], int]) -> Callable[[object], float]:
-    return lambda _obj: sum(read(engine) for engine in list(_engines))
+    def total(_obj: object) -> float:
+        count = 0
+        for ref in _engines.refs:  # no copy, no generator: tools read this often
+            engine = ref()
+            if engine is not None:
+                count += read(engine)
+        return count
+
+    return total
+
+
+def _matching_seconds(_obj: object) -> float:
+    nanoseconds = 0
+    for ref in _engines.refs:
+        engine = ref()
+        if engine is not None:
+            nanoseconds += engine.matching_ns
+    return nanoseconds / 1e9
 
 
 class _Timer:
@@ -63,7 +79,12 @@ MATCHING_TIMER = _Timer()
 
 
 def _peak(_obj: object) -> float:
-    return max((engine.unexpected_peak for engine in list(_engines)), default=0)
+    peak = 0
+    for ref in _engines.refs:
+        engine = ref()
+        if engine is not None and engine.unexpected_peak > peak:
+            peak = engine.unexpected_peak
+    return peak
 
 
 REGISTRY.register(
@@ -105,7 +126,7 @@ REGISTRY.register(
     "base",
     "matching_time",
     PVarClass.TIMER,
-    lambda _obj: sum(engine.matching_ns for engine in list(_engines)) / 1e9,
+    _matching_seconds,
     unit="seconds",
     type="float",
     level=5,

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from attrs import frozen
 
 from .._public import public
+from .._records import FrozenValue
 from ..mca._errors import SessionError
 from ..mca._framework import Framework
 from ..mca._open import LoadedComponent, OpenFramework
@@ -20,8 +21,8 @@ if TYPE_CHECKING:  # annotations only: the failure records are built at the firs
 
 
 @public
-@frozen
-class ComponentEntry:
+@frozen(eq=False, repr=False)
+class ComponentEntry(FrozenValue):
     """One component as ``pmca info`` shows it."""
 
     framework: str
@@ -36,8 +37,8 @@ class ComponentEntry:
 
 
 @public
-@frozen
-class FrameworkEntry:
+@frozen(eq=False, repr=False)
+class FrameworkEntry(FrozenValue):
     """One framework as ``pmca info`` shows it."""
 
     framework: Framework

@@ -84,6 +84,8 @@ class ModuleBase:
         self.traffic: dict[int, list[int]] = {}
         #: Ranks ``add_procs`` gave an endpoint for (the per-peer pvars' objects).
         self.reachable: set[int] = set()
+        #: ``counter`` is this class's: a pvar read takes ``traffic``'s slot itself.
+        self.counts_in_traffic = type(self).counter is ModuleBase.counter
         register_module(self)
 
     def peer_traffic(self, rank: int) -> list[int]:

@@ -35,11 +35,10 @@ in ``bytes_sent``/``bytes_received``.
 from __future__ import annotations
 
 import functools
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from ...mca._pvars import REGISTRY, Binding, PVarClass, PVarFlag
+from ...mca._pvars import REGISTRY, Binding, Producers, PVarClass, PVarFlag
 
 __all__ = [
     "BYTES_RECEIVED",
@@ -77,6 +76,8 @@ class Counted(Protocol):
     name: str
     traffic: dict[int, list[int]]
     reachable: set[int]
+    #: Its ``counter`` reads ``traffic`` only (it does not count anything elsewhere).
+    counts_in_traffic: bool
 
     def peer_ranks(self) -> list[int]: ...
 
@@ -116,7 +117,7 @@ INDEX = {
 }
 
 #: Live modules by component name (the pvars read these).
-_modules: dict[str, weakref.WeakSet[Counted]] = {}
+_modules: dict[str, Producers[Counted]] = {}
 #: Counter names already declared, by component.
 _declared: dict[str, set[str]] = {}
 
@@ -193,17 +194,32 @@ def noting_peers(add_procs: Callable[..., Any]) -> Callable[..., Any]:
     return add_procs_noted
 
 
-def _reader(component: str, name: str) -> Callable[[Any], float]:
+def _reader(modules: Producers[Counted], name: str) -> Callable[[Any], float]:
+    index = INDEX.get(name)
+
     def read(rank: Any) -> float:
-        return sum(module.counter(name, rank) for module in list(_modules.get(component, ())))
+        # a tool may call this every millisecond for every peer: no copy, no
+        # generator, and the peer's slot read here when that is all counter() does
+        total = 0
+        for ref in modules.refs:
+            module = ref()
+            if module is None:
+                continue
+            if index is not None and module.counts_in_traffic:
+                slot = module.traffic.get(rank)
+                if slot is not None:
+                    total += slot[index]
+            else:
+                total += module.counter(name, rank)
+        return total
 
     return read
 
 
-def _peers(component: str) -> Callable[[], list[int]]:
+def _peers(modules: Producers[Counted]) -> Callable[[], list[int]]:
     def peers() -> list[int]:
         ranks: set[int] = set()
-        for module in list(_modules.get(component, ())):
+        for module in modules.live():
             ranks.update(module.peer_ranks())
         return sorted(ranks)
 
@@ -215,7 +231,7 @@ def register_module(module: Counted) -> None:
     declare(module.name).add(module)
 
 
-def declare(component: str) -> weakref.WeakSet[Counted]:
+def declare(component: str) -> Producers[Counted]:
     """Declare ``btl_<component>_*`` (at the component's parameter registration)."""
     declare_counters(component, COMMON)
     return _modules[component]
@@ -224,7 +240,7 @@ def declare(component: str) -> weakref.WeakSet[Counted]:
 def declare_counters(component: str, counters: Sequence[Counter]) -> None:
     """Declare per-peer counter pvars ``btl_<component>_<name>`` a module's
     :meth:`~pmca.btl.base.ModuleBase.counter` answers for."""
-    _modules.setdefault(component, weakref.WeakSet())
+    modules = _modules.setdefault(component, Producers())
     done = _declared.setdefault(component, set())
     for name, unit, description in counters:
         if name in done:
@@ -235,11 +251,11 @@ def declare_counters(component: str, counters: Sequence[Counter]) -> None:
             component,
             name,
             PVarClass.COUNTER,
-            _reader(component, name),
+            _reader(modules, name),
             unit=unit,
             level=4,
             binding=Binding.PEER,
-            objects=_peers(component),
+            objects=_peers(modules),
             flags=PVarFlag.CONTINUOUS,
             description=f"{description} (btl {component}; obj is the peer's rank)",
         )

@@ -300,6 +300,27 @@ class Bml:
             if module_fds is None:
                 return None
             fds.extend(module_fds)
+        return self._with_liveness(fds)
+
+    def spin_fds(self) -> list[int] | None:
+        """What a spinning wait polls in C, the GIL released (``libpmca_bml_spin.so``),
+        or ``None`` if some module's input comes without a descriptor. Arms nothing.
+
+        A module answers through its optional ``spin_fds()``: descriptors
+        readable whenever :meth:`progress` would find work (``[]``: none
+        comes from outside), or ``None``. Call it with :attr:`lock` held.
+        """
+        fds: list[int] = []
+        for module in self.modules:
+            module_spin_fds = getattr(module, "spin_fds", None)
+            module_fds = module_spin_fds() if module_spin_fds is not None else None
+            if module_fds is None:
+                return None
+            fds.extend(module_fds)
+        return self._with_liveness(fds)
+
+    def _with_liveness(self, fds: list[int]) -> list[int]:
+        """``fds`` and what says a peer is gone: live peers' pidfds, the launcher's."""
         fds.extend(p.pidfd for p in self.peers if p.pidfd is not None and p.failed is None)
         notice_fd = getattr(self.world, "notice_fd", None)
         launcher_fd = notice_fd() if notice_fd is not None else None

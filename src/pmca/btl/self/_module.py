@@ -152,6 +152,11 @@ class SelfModule(ModuleBase):
             if rank is None or rank == endpoint.rank
         ]
 
+    def spin_fds(self) -> list[int] | None:
+        """Nothing comes from outside: a spinning wait polls only the other btls
+        (while something is queued here, progress has work: ``None``)."""
+        return None if self._queue or self._completions else []
+
     def progress(self) -> int:
         done = 0
         while self._completions:

@@ -540,6 +540,10 @@ class TcpModule(ModuleBase):
     def wait_fds(self) -> list[int] | None:
         return self._polling.wait_fds()
 
+    def spin_fds(self) -> list[int] | None:
+        """The sockets a spinning wait polls natively: those it sleeps on (arming nothing)."""
+        return self.wait_fds()
+
     def _retire(self, connection: Connection) -> None:
         """Close ``connection`` and keep its zero-copy figures."""
         self._polling.remove(connection)

@@ -129,12 +129,13 @@ def parse_param_text(text: str, path: str) -> list[Entry]:
                 lineno,
                 f"{problem} (keys match [A-Za-z_][A-Za-z0-9_]*) in {line.strip()!r}",
             )
-        entries.append(Entry(key, _TRAILING_COMMENT.sub("", value).strip(), path, lineno))
+        entries.append(Entry(key, re.sub(_TRAILING_COMMENT, "", value).strip(), path, lineno))
     return entries
 
 
-#: A ``#`` at the start of the value or after a blank, and the rest of the line.
-_TRAILING_COMMENT = re.compile(r"(?:^|\s)#.*\Z", re.DOTALL)
+#: A ``#`` at the start of the value or after a blank, and the rest of the line
+#: (compiled at first use, by ``re``'s cache: most runs read no file).
+_TRAILING_COMMENT = r"(?s)(?:^|\s)#.*\Z"
 
 
 @public

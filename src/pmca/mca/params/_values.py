@@ -26,15 +26,14 @@ _UINT64_MAX = 2**64 - 1
 
 #: ``strtoull(s, &end, 0)`` followed by an optional k/m/g suffix, as one regex.
 #: A leading ``0`` means octal, exactly as in C; ``08`` is therefore invalid.
-_INTEGER = re.compile(r"([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)([kKmMgG]?)")
+#: Compiled at first use (``re`` caches it): a plain ``pmca info`` parses no value.
+_INTEGER = r"([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)([kKmMgG]?)"
 _SHIFT = {"": 0, "k": 10, "m": 20, "g": 30}
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
 #: A C ``strtod`` number in ASCII: Python's ``float()`` also takes other
 #: scripts' digits (ARABIC-INDIC THREE, FULLWIDTH ZERO) and ``_`` separators.
-_FLOAT = re.compile(
-    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)",
-    re.IGNORECASE,
-)
+#: Compiled at first use, as ``_INTEGER``.
+_FLOAT = r"(?i)[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)"
 #: The blanks stripped around a value: C's isspace(), not Unicode's.
 _BLANKS = " \t\n\r\f\v"
 
@@ -327,7 +326,7 @@ def resolve_type(spec: object) -> tuple[ParamType, Enumeration | None]:
 
 def parse_integer(text: str, *, unsigned: bool) -> int:
     """Parse like ``strtoull(text, &end, 0)`` plus a k/m/g suffix (x2^10/20/30)."""
-    match = _INTEGER.fullmatch(text.strip(_BLANKS))
+    match = re.fullmatch(_INTEGER, text.strip(_BLANKS))
     if match is None:
         raise InvalidValue("not an integer")
     sign, digits, suffix = match.groups()
@@ -354,7 +353,7 @@ def check_integer(number: int, *, unsigned: bool) -> int:
 def parse_float(text: str) -> float:
     """Parse a C-style floating-point number (ASCII digits, no ``_`` separators, no NaN)."""
     stripped = text.strip(_BLANKS)
-    if not _FLOAT.fullmatch(stripped):
+    if not re.fullmatch(_FLOAT, stripped):
         raise InvalidValue("not a floating-point number (ASCII digits)")
     number = float(stripped)
     if math.isnan(number):

@@ -1,0 +1,74 @@
+"""A wait's polling phase in C, without the GIL (``libpmca_bml_spin.so``).
+
+A blocking p2p call polls its btls for a while before it sleeps. Polled
+from Python, each poll is a short system call that releases the GIL and
+takes it back at once: another thread of the process that wants the GIL
+(a tool reading pvars every millisecond) is woken at every poll to find it
+taken again, and gets it only by luck or after a forced switch, while its
+futile wake-ups take the processor from the ranks. When every module
+says which descriptors bring it input (:meth:`spin_fds`, tcp's sockets),
+the wait instead polls them in C for a short slice with the GIL released
+throughout: the other thread takes the GIL once, at once, and the wait
+wants it back only when input came or the slice ended.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+
+__all__ = ["LIBRARY_NAME", "SLICE", "Spinner", "library_path", "spinner"]
+
+LIBRARY_NAME = "libpmca_bml_spin.so"
+#: Longest native poll in one go: what a wait may be late for a request
+#: another thread of the process completed meanwhile.
+SLICE = 50e-6
+_ABI = 1
+
+
+def library_path() -> str:
+    """Where the library is installed: next to this module."""
+    return os.path.join(os.path.dirname(__file__), LIBRARY_NAME)
+
+
+class Spinner:
+    """``spin(fds, seconds, give_way)``: poll ``fds`` in C until one has input or
+    ``seconds`` pass; True when one has (or a signal came), False when time was up."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        # CFUNCTYPE: ctypes releases the GIL for the whole call.
+        prototype = ctypes.CFUNCTYPE(
+            ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int64, ctypes.c_int
+        )
+        self._spin = prototype(("pmca_bml_spin", lib))
+        #: The last descriptors polled and their C array, swapped as one tuple:
+        #: waits on several threads may share this spinner.
+        self._last: tuple[tuple[int, ...], ctypes.Array[ctypes.c_int]] = ((), (ctypes.c_int * 0)())
+
+    def spin(self, fds: Sequence[int], seconds: float, give_way: bool) -> bool:
+        key = tuple(fds)
+        last = self._last
+        if key != last[0]:  # the same descriptors wait after wait: built once
+            last = (key, (ctypes.c_int * len(key))(*key))
+            self._last = last
+        status: int = self._spin(last[1], len(key), int(seconds * 1e9), int(give_way))
+        return status != 0
+
+
+_loaded: list[Spinner | None] = []
+
+
+def spinner() -> Spinner | None:
+    """The process's :class:`Spinner`, or ``None`` when the library is not built here
+    (waits then poll from Python, as they always may)."""
+    if not _loaded:
+        path = library_path()
+        found: Spinner | None = None
+        if os.path.exists(path):
+            lib = ctypes.CDLL(path)
+            abi = ctypes.CFUNCTYPE(ctypes.c_uint)(("pmca_bml_spin_abi", lib))
+            if abi() == _ABI:
+                found = Spinner(lib)
+        _loaded.append(found)
+    return _loaded[0]

@@ -1,0 +1,70 @@
+/* A wait's polling phase without the GIL.
+ *
+ * While a blocking p2p call waits for a btl whose input arrives on file
+ * descriptors (tcp's sockets), the engine polls them here, in C, for a
+ * short slice: the caller releases the GIL for the whole slice (ctypes'
+ * CFUNCTYPE), so another thread of the process (a tool reading
+ * performance variables, a progress thread) takes the GIL at once
+ * instead of waking up to find it taken again after every short
+ * system call of a Python polling loop.
+ */
+#define _GNU_SOURCE
+#include <poll.h>
+#include <sched.h>
+#include <stdint.h>
+#include <time.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+#include <stdlib.h>
+
+/* Descriptors polled from the stack; more are polled from the heap. */
+#define PMCA_SPIN_STACK_FDS 64
+/* Polls between two reads of the clock. */
+#define PMCA_SPIN_CLOCK_EVERY 16
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+EXPORT unsigned pmca_bml_spin_abi(void) { return 1; }
+
+/* Poll fds[0..nfds) for input (or an error, or a hang-up) until one has it or
+ * nanoseconds pass, yielding the processor between polls when give_way.
+ * 0 when the time is up; 1 when some descriptor is ready, and also when
+ * poll() fails or memory runs short: the caller then looks for itself
+ * (its Python progress call), as it would without this library. */
+EXPORT int pmca_bml_spin(const int *fds, uint32_t nfds, int64_t nanoseconds, int give_way)
+{
+    struct pollfd stack[PMCA_SPIN_STACK_FDS];
+    struct pollfd *polled = stack;
+    if (nfds > PMCA_SPIN_STACK_FDS) {
+        polled = malloc(sizeof(*polled) * nfds);
+        if (polled == NULL)
+            return 1;
+    }
+    for (uint32_t i = 0; i < nfds; i++) {
+        polled[i].fd = fds[i];
+        polled[i].events = POLLIN;
+        polled[i].revents = 0;
+    }
+    const int64_t deadline = now_ns() + (nanoseconds > 0 ? nanoseconds : 0);
+    int status = 0;
+    for (unsigned round = 1;; round++) {
+        int ready = poll(polled, nfds, 0);
+        if (ready != 0) {
+            status = 1; /* ready, or failed (EINTR: a signal for Python to handle) */
+            break;
+        }
+        if (give_way)
+            sched_yield();
+        if (round % PMCA_SPIN_CLOCK_EVERY == 0 && now_ns() >= deadline)
+            break;
+    }
+    if (polled != stack)
+        free(polled);
+    return status;
+}
