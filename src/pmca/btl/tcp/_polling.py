@@ -38,8 +38,9 @@ class Polling:
     def __init__(self, keepalive: tuple[int, ...] | None) -> None:
         self._poll = select.poll()
         self._by_fd: dict[int, Connection] = {}
-        #: Every connection still polled, in the order they were added.
+        #: Every connection still polled, in the order they were added, and their sockets.
         self.connections: tuple[Connection, ...] = ()
+        self._fds: list[int] = []
         #: ``btl_tcp_keepalive_time + _interval * _probes`` (None: no keepalive).
         self._bound: int | None = None
         if keepalive is not None:
@@ -51,6 +52,7 @@ class Polling:
         self._poll.register(connection.fd, select.POLLIN)
         self._by_fd[connection.fd] = connection
         self.connections = (*self.connections, connection)
+        self._fds = [c.fd for c in self.connections]
 
     def remove(self, connection: Connection) -> None:
         """Stop polling ``connection`` (closed or lost; its descriptor may be reused)."""
@@ -58,6 +60,7 @@ class Polling:
             del self._by_fd[connection.fd]
             self._poll.unregister(connection.fd)
         self.connections = tuple(c for c in self.connections if c is not connection)
+        self._fds = [c.fd for c in self.connections]
 
     def progress(self) -> int:
         """Read what arrived, write what waits, reap zero-copy notices; return work done."""
@@ -101,11 +104,15 @@ class Polling:
                 )
 
     def wait_fds(self) -> list[int] | None:
-        """What to sleep on, or ``None`` while some connection must be polled."""
-        live = [c for c in self.connections if c.closed is None]
-        if any(c.queue or c.in_bulk() for c in live):
-            return None  # output waits for room (or a bulk body streams): keep polling
-        return [c.fd for c in live]
+        """What to sleep on, or ``None`` while some connection must be polled.
+
+        Asked at every idle turn of a spinning wait: the list is kept (a copy is
+        handed out), not made from the connections.
+        """
+        for connection in self.connections:
+            if connection.closed is None and (connection.queue or connection.in_bulk()):
+                return None  # output waits for room (or a bulk body streams): keep polling
+        return self._fds.copy()
 
 
 __all__ = ["SILENCE_EVERY", "Polling"]
