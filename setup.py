@@ -8,7 +8,6 @@ must stay resident (``-z nodelete``).
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import shutil
@@ -16,27 +15,26 @@ import subprocess
 import sys
 
 from setuptools import Extension, setup
-from setuptools.command.bdist_wheel import bdist_wheel
-from setuptools.command.build_ext import build_ext
 from setuptools.errors import PlatformError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # setuptools.build_meta does not put it there
+
+from native_build import (  # noqa: E402
+    build_plain_shared,
+    glibc,
+    glibc_floor,
+    old_glibc_homes,
+    platform_wheel,
+    with_headers,
+)
+
 #: What the build records about itself, read by ``pmca --version`` and ``pmca info``.
 BUILD_INFO = os.path.join("pmca", "_build_info.json")
 
 
-class build_plain_shared(build_ext):
-    """Link each extension as ``lib<name>.so`` with no Python ABI suffix."""
-
-    def get_ext_filename(self, fullname: str) -> str:
-        package, _, name = fullname.rpartition(".")
-        return os.path.join(*package.split("."), f"lib{name}.so")
-
-    def get_export_symbols(self, ext: Extension) -> list[str]:
-        return []
-
-    def get_libraries(self, ext: Extension) -> list[str]:
-        return list(ext.libraries)
+class build_checked(build_plain_shared):
+    """Say clearly when no C compiler is found; record what built the libraries."""
 
     def build_extensions(self) -> None:
         command = self.compiler.compiler_so[0] if self.extensions else None
@@ -73,31 +71,6 @@ class build_plain_shared(build_ext):
             stream.write("\n")
 
 
-class platform_wheel(bdist_wheel):
-    """Tag the wheel ``py3-none-<platform>``.
-
-    The native libraries do not link against libpython, so one wheel serves
-    every Python 3 on the platform (and tox can share one build across its
-    interpreter matrix).
-    """
-
-    def get_tag(self) -> tuple[str, str, str]:
-        _python, _abi, platform = super().get_tag()
-        return "py3", "none", platform
-
-
-def glibc() -> tuple[int, int] | None:
-    """The version of the glibc being built against; None for another C library."""
-    try:
-        version = os.confstr("CS_GNU_LIBC_VERSION")
-    except (AttributeError, ValueError, OSError):  # not glibc (musl), or no confstr
-        return None
-    if not version:
-        return None
-    major, minor = (int(part) for part in version.split()[1].split(".")[:2])
-    return major, minor
-
-
 def libdl() -> list[str]:
     """dlopen/dladdr1 live in libc from glibc 2.34 on, in libdl before."""
     version = glibc()
@@ -106,24 +79,7 @@ def libdl() -> list[str]:
 
 #: Binds the libc functions that moved to GLIBC_2.34 to their original
 #: versions, so libraries built on a new glibc load on older ones too.
-GLIBC_FLOOR = ["-include", os.path.join(HERE, "src", "pmca", "native", "glibc_floor.h")]
-
-
-def old_glibc_homes() -> list[str]:
-    """Where those functions lived before glibc 2.34, as dependencies of the library.
-
-    Every glibc has ``libdl.so.2`` and ``libpthread.so.0`` (empty since 2.34),
-    so the library finds dlopen and pthread_create on an old glibc without
-    relying on the process to have loaded them.
-    """
-    if glibc() is None:
-        return []
-    return [
-        "-Wl,--push-state,--no-as-needed",
-        "-l:libdl.so.2",
-        "-l:libpthread.so.0",
-        "-Wl,--pop-state",
-    ]
+FLOOR = os.path.join("src", "pmca", "native", "glibc_floor.h")
 
 
 CFLAGS = [
@@ -135,24 +91,8 @@ CFLAGS = [
     "-Wextra",
     "-fno-strict-aliasing",
     "-fno-omit-frame-pointer",
-    *(GLIBC_FLOOR if glibc() is not None else []),
+    *glibc_floor(os.path.join(HERE, FLOOR)),
 ]
-
-
-def with_headers(extensions: list[Extension]) -> list[Extension]:
-    """Each library also depends on the headers beside its sources and the forced floor.
-
-    setuptools rebuilds an object only when a source or a listed dependency is
-    newer than it; a header left out of ``depends`` leaves a stale object in
-    place (a library built before the floor header existed kept needing
-    GLIBC_2.34 after every later build).
-    """
-    floor = os.path.join("src", "pmca", "native", "glibc_floor.h")
-    for extension in extensions:
-        folders = sorted({os.path.dirname(source) for source in extension.sources})
-        headers = [h for folder in folders for h in sorted(glob.glob(os.path.join(folder, "*.h")))]
-        extension.depends = sorted({*extension.depends, *headers, floor})
-    return extensions
 
 
 def native_extensions() -> list[Extension]:
@@ -223,11 +163,12 @@ def native_extensions() -> list[Extension]:
                 extra_compile_args=CFLAGS,
                 extra_link_args=["-Wl,-z,nodelete"],
             ),
-        ]
+        ],
+        FLOOR,
     )
 
 
 setup(
     ext_modules=native_extensions(),
-    cmdclass={"build_ext": build_plain_shared, "bdist_wheel": platform_wheel},
+    cmdclass={"build_ext": build_checked, "bdist_wheel": platform_wheel},
 )

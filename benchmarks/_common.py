@@ -107,6 +107,25 @@ def interleave(
     return samples
 
 
+def pingpong(
+    rank: int, send: Any, recv: Any, data: bytearray, into: bytearray, n: int, blocks: int = 5
+) -> float:
+    """Half round trip in seconds between two ranks, median of ``blocks`` blocks of ``n``
+    exchanges: rank 0 sends ``data`` and receives into ``into``, the other echoes."""
+    times = []
+    for _ in range(blocks):
+        start = time.perf_counter()
+        for _ in range(n):
+            if rank == 0:
+                send(data)
+                recv(into)
+            else:
+                recv(into)
+                send(into)
+        times.append((time.perf_counter() - start) / n / 2)
+    return statistics.median(times)
+
+
 def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 

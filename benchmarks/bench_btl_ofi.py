@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,18 +80,7 @@ def _iterations(size: int, quick: bool, provider: str) -> int:
 
 def _pingpong(rank: int, send: Any, recv: Any, data: bytearray, into: bytearray, n: int) -> float:
     """Half round trip in seconds, median of 3 blocks of ``n`` exchanges."""
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(n):
-            if rank == 0:
-                send(data)
-                recv(into)
-            else:
-                recv(into)
-                send(into)
-        times.append((time.perf_counter() - start) / n / 2)
-    return statistics.median(times)
+    return common.pingpong(rank, send, recv, data, into, n, blocks=3)
 
 
 def _measure(rank: int, send: Any, recv: Any, quick: bool, provider: str) -> dict[str, Any]:

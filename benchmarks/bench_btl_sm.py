@@ -79,22 +79,8 @@ def _iterations(size: int, quick: bool) -> int:
 # -- inside mpirun -------------------------------------------------------------------
 
 
-def _pingpong(
-    rank: int, send: Any, recv: Any, data: bytearray, into: bytearray, n: int, blocks: int = 5
-) -> float:
-    """Half round trip in seconds, median of ``blocks`` blocks of ``n`` exchanges."""
-    times = []
-    for _ in range(blocks):
-        start = time.perf_counter()
-        for _ in range(n):
-            if rank == 0:
-                send(data)
-                recv(into)
-            else:
-                recv(into)
-                send(into)
-        times.append((time.perf_counter() - start) / n / 2)
-    return statistics.median(times)
+#: Also what bench_btl.py measures with.
+_pingpong = common.pingpong
 
 
 def _per_call(rank: int, send: Any, recv: Any, barrier: Any, quick: bool) -> dict[str, float]:

@@ -12,7 +12,10 @@ each, and writes ``DIR/rank<N>.json``: the init times of each kind.
 each of this rank's listeners and sends nothing); ``short`` (a stranger
 sends the first 5 bytes of a hello, then nothing); ``exhaust`` (after the
 modex, ``RLIMIT_NOFILE`` is lowered to the descriptors open and every free
-one below it is taken, so tcp's next ``socket`` or ``accept`` fails).
+one below it is taken, so tcp's next ``socket`` or ``accept`` fails);
+``fault:CALL:ERRNO`` (after the modex, ``PMCA_TEST_FAULT`` is set to
+``CALL:ERRNO``: with ``_socket_faults.c`` preloaded, every later ``CALL``
+fails with ``ERRNO``).
 """
 
 import json
@@ -71,6 +74,8 @@ class Disturbing:
         gathered: list[bytes] = super().allgather(data, timeout=timeout)  # type: ignore[misc]
         if first and self.what == "exhaust":
             exhaust()
+        if first and self.what.startswith("fault:"):
+            os.environ["PMCA_TEST_FAULT"] = self.what.removeprefix("fault:")
         return gathered
 
 

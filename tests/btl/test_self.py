@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import array
+import ctypes
 import os
 
 import pytest
 
 import pmca
+from pmca.btl import BtlError
 from pmca.p2p import TruncationError
 
 
@@ -120,3 +122,29 @@ def test_no_btl_framework_no_data_path(pmca_env) -> None:
         pytest.raises(pmca.FrameworkError, match="no data path"),
     ):
         _ = s.p2p
+
+
+def test_a_put_or_get_outside_the_registration_is_refused(session) -> None:
+    """A remote handle is checked before any byte moves: a malformed one, or a transfer
+    leaving the registered range, is a BtlError naming the btl, the rank and the ranges."""
+    (route,) = session._data_path().bml.peers[0].routes
+    module, endpoint = route.module, route.endpoint
+    target = bytearray(64)
+    address = ctypes.addressof((ctypes.c_char * len(target)).from_buffer(target))
+    handle = module.register_mem(None, address, 32)
+    local = memoryview(bytearray(16))
+    done: list[BaseException | None] = []
+    with pytest.raises(BtlError, match=r"^btl self: malformed remote handle from rank 0"):
+        module.put(endpoint, local, None, handle.base, b"short", done.append)
+    with pytest.raises(
+        BtlError,
+        match=rf"^btl self: get of \[{handle.base + 24:#x}, \+16\) is outside rank 0's "
+        rf"registration \[{handle.base:#x}, \+32\)",
+    ):
+        module.get(endpoint, local, None, handle.base + 24, handle.packed, done.append)
+    assert not done and target == bytearray(64)
+    data = memoryview(bytes(range(16)))
+    module.put(endpoint, data, None, handle.base + 16, handle.packed, done.append)
+    module.progress()
+    assert done == [None] and target[16:32] == bytes(range(16))
+    module.deregister_mem(handle)

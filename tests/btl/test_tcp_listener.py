@@ -3,8 +3,11 @@ capped, and running out of descriptors is an error naming the limit."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -30,10 +33,16 @@ PAIR_MCA = {
 MCA = {**PAIR_MCA, "pmca_base_modex_timeout": 60, "btl_base_verbose": 40}
 
 
-def _pair(what: tuple[str, str], *, needed: tuple[int, ...] = (0, 1)) -> dict[int, Any]:
+def _pair(
+    what: tuple[str, str],
+    *,
+    needed: tuple[int, ...] = (0, 1),
+    env: dict[int, dict[str, str]] | None = None,
+) -> dict[int, Any]:
     """Run the two ranks of ``_tcp_listener_side.py``; their reports, by rank.
 
     Only the ranks in ``needed`` are waited for; the other is then killed.
+    ``env``: variables added to a rank's environment.
     """
     ends = socket.socketpair()
     children = {}
@@ -42,6 +51,7 @@ def _pair(what: tuple[str, str], *, needed: tuple[int, ...] = (0, 1)) -> dict[in
         children[rank] = subprocess.Popen(
             [*argv, what[rank]],
             pass_fds=[end.fileno()],
+            env={**os.environ, **(env or {}).get(rank, {})},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -186,6 +196,62 @@ def test_running_out_of_descriptors_names_the_limit(pmca_env, exhausted: int, ca
     assert f"soft {soft}, hard {hard}" in message and "ulimit -n" in message, message
 
 
+@pytest.fixture(scope="module")
+def socket_faults(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``_socket_faults.c`` built into a shared library, for LD_PRELOAD."""
+    compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the socket fault injection with")
+    library = tmp_path_factory.mktemp("faults") / "libsocket_faults.so"
+    source = Path(__file__).with_name("_socket_faults.c")
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(source), "-ldl"],
+        check=True,
+        timeout=120,
+    )
+    return str(library)
+
+
+#: What each kind of exhaustion must name besides rank, peer and address.
+_CAUSES = {
+    errno.ENFILE: ("Too many open files in system (ENFILE)", "fs.file-max"),
+    errno.ENOBUFS: ("No buffer space available (ENOBUFS)", "net.ipv4.tcp_mem"),
+    errno.ENOMEM: ("Cannot allocate memory (ENOMEM)", "memory cgroup"),
+}
+
+
+@pytest.mark.parametrize("code", sorted(_CAUSES), ids=lambda code: errno.errorcode[code])
+@pytest.mark.parametrize(
+    ("failing", "call", "doing"),
+    [
+        (0, "accept4", "accept a connection"),
+        (1, "socket", "connect to rank 0"),
+        (1, "connect", "connect to rank 0"),
+    ],
+)
+def test_a_socket_call_out_of_resources_names_the_cause(
+    pmca_env, socket_faults: str, failing: int, call: str, doing: str, code: int
+) -> None:
+    """After the modex, one rank's ``accept4``, ``socket`` or ``connect`` fails with
+    ENFILE, ENOBUFS or ENOMEM (the libc call itself, interposed): its init raises a
+    BtlError naming the btl, the rank, the peer, the address and the cause with the
+    limit behind it, not a bare OSError."""
+    what = ["none", "none"]
+    what[failing] = f"fault:{call}:{code}"
+    report = _pair(
+        (what[0], what[1]),
+        needed=(failing,),
+        env={failing: {"LD_PRELOAD": socket_faults}},
+    )[failing]
+    assert report.get("error"), report
+    assert report["btl_error"] and report["error"] != "OSError", report
+    message = report["message"]
+    assert f"btl tcp: rank {failing} cannot {doing}" in message, message
+    assert "127.0.0.1" in message and f"rank {1 - failing}" in message, message
+    cause, limit = _CAUSES[code]
+    assert cause in message and limit in message, message
+
+
 _EVICTION = """
 import os, resource, socket, sys, threading, time
 sys.path.insert(0, {here!r})
@@ -240,3 +306,84 @@ def test_out_of_descriptors_a_stranger_makes_room_for_a_rank(pmca_env) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "endpoint True stranger closed True" in done.stdout, done.stdout + done.stderr
     assert "its descriptor is needed" in done.stderr and "Too many open files" in done.stderr
+
+
+_ADOPTION_FAILS = """
+import ctypes, os, resource, socket, sys, traceback, warnings
+warnings.simplefilter("always", ResourceWarning)
+import pmca
+from pmca.btl import Proc
+from pmca.btl.base import host_id
+from pmca.btl.tcp import _wire as wire
+
+def descriptors():
+    return {{int(name) for name in os.listdir("/proc/self/fd")}}
+
+def private_data():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) << 10 for line in f if line.startswith("VmData:"))
+
+mca = {mca!r}
+with pmca.Session(mca=mca, frameworks=["btl"]) as s:
+    (tcp,) = (m for m in s.modules("btl") if m.name == "tcp")
+    here = host_id()
+    elsewhere = wire.pack_address(
+        wire.TcpAddress(bytes(8), (wire.Listening("127.0.0.1", 8, 9),))
+    )
+    procs = [Proc(0, here, os.getpid(), tcp.address(), local=True)]
+    procs += [Proc(rank, here, 2, elsewhere) for rank in (1, 2, 3)]
+    # Ranks 1 to 3 connect and say hello before rank 0 listens: one batch.
+    peers = []
+    for rank in (1, 2, 3):
+        peer = socket.create_connection(("127.0.0.1", tcp.port))
+        peer.sendall(wire.HELLO.pack(wire.HELLO_MAGIC, rank, tcp.group.nonce))
+        peers.append(peer)
+    before = descriptors()
+    # Room in Python's small-object arenas (every other object freed), so that
+    # nothing before the read buffer needs a new arena under the limit.
+    room = [str(i) * (i % 60) for i in range(100_000)]
+    del room[::2]
+    # Blocks of 1 MiB always mapped afresh (never from room the heap kept), and
+    # hardly any data segment left (RLIMIT_DATA, which also bounds the room malloc
+    # would take in another thread's arena): a connection's 1 MiB read buffer
+    # cannot be had.
+    ctypes.CDLL(None).mallopt(-3, 128 << 10)  # M_MMAP_THRESHOLD
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    resource.setrlimit(resource.RLIMIT_DATA, (private_data() + (512 << 10), hard))
+    try:
+        tcp.add_procs(procs)
+    except MemoryError as exc:
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+        failed = exc
+    else:
+        raise SystemExit("add_procs did not run out of memory")
+    # Counted while the error is held, as a caller handling it holds it.
+    frames = [frame.name for frame in traceback.extract_tb(failed.__traceback__)]
+    print("adopting", "_adopt" in frames, frames)
+    print("left open", len(descriptors() - before))
+    closed = []
+    for peer in peers:
+        peer.settimeout(5)
+        try:
+            closed.append(peer.recv(1) == b"")
+        except TimeoutError:
+            closed.append(False)
+    print("closed", closed, flush=True)
+    del failed
+    for peer in peers:
+        peer.close()
+"""
+
+
+def test_a_failed_adoption_closes_every_connection_of_its_batch(pmca_env) -> None:
+    """Three ranks' connections accepted in one batch, and adopting the first runs out
+    of memory (a lowered RLIMIT_DATA): all three are closed when add_procs raises, while
+    the error is still held, not when the garbage collector finds them."""
+    code = _ADOPTION_FAILS.format(mca=MCA)
+    done = run_python(code, timeout=180)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "adopting True" in done.stdout, output
+    assert "left open 0" in done.stdout, output
+    assert "closed [True, True, True]" in done.stdout, output
+    assert "unclosed" not in done.stderr, output

@@ -1,7 +1,8 @@
 /*
- * Forced into every native library of pmca (gcc -include): binds the few
- * libc functions whose default symbol version moved when glibc 2.34 merged
- * libdl and libpthread into libc back to their original versions.
+ * Forced into every native library of pmca and of its bundled plugins (gcc
+ * -include, see native_build.py): binds the few libc functions whose default
+ * symbol version moved when glibc 2.34 merged libdl and libpthread into libc,
+ * and that these libraries call, back to their original versions.
  *
  * Built against glibc >= 2.34, a plain call to dlopen references
  * dlopen@GLIBC_2.34, and the library then refuses to load on any older
@@ -40,6 +41,9 @@
 #define pthread_once pmca_glibc_floor_pthread_once
 #define pthread_create pmca_glibc_floor_pthread_create
 #define pthread_join pmca_glibc_floor_pthread_join
+#define pthread_rwlock_rdlock pmca_glibc_floor_pthread_rwlock_rdlock
+#define pthread_rwlock_wrlock pmca_glibc_floor_pthread_rwlock_wrlock
+#define pthread_rwlock_unlock pmca_glibc_floor_pthread_rwlock_unlock
 PMCA_GLIBC_BIND(dlopen, PMCA_GLIBC_BASE);
 PMCA_GLIBC_BIND(dlsym, PMCA_GLIBC_BASE);
 PMCA_GLIBC_BIND(dlclose, PMCA_GLIBC_BASE);
@@ -49,6 +53,9 @@ PMCA_GLIBC_BIND(dladdr1, PMCA_GLIBC_DLADDR1);
 PMCA_GLIBC_BIND(pthread_once, PMCA_GLIBC_BASE);
 PMCA_GLIBC_BIND(pthread_create, PMCA_GLIBC_BASE);
 PMCA_GLIBC_BIND(pthread_join, PMCA_GLIBC_BASE);
+PMCA_GLIBC_BIND(pthread_rwlock_rdlock, PMCA_GLIBC_BASE);
+PMCA_GLIBC_BIND(pthread_rwlock_wrlock, PMCA_GLIBC_BASE);
+PMCA_GLIBC_BIND(pthread_rwlock_unlock, PMCA_GLIBC_BASE);
 #endif
 
 #endif

@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -145,11 +145,18 @@ def run_child(
     return Child(done.returncode, hung, payload, done.stdout, done.stderr)
 
 
-def skipped_without_native(scenario: str) -> list[ScenarioResult] | None:
-    """A ``skipped`` row when this machine has no native hook backend, else None."""
+def skipped_without_native(
+    scenario: str, unavailable: Callable[[], str | None] | None = None
+) -> list[ScenarioResult] | None:
+    """A ``skipped`` row when this machine has no native hook backend, or when
+    ``unavailable()`` names what else the scenario lacks; else None."""
     from .. import native
 
     reason = native.unavailable_reason()
+    if reason is not None:
+        reason = f"no native backend: {reason}"
+    elif unavailable is not None:
+        reason = unavailable()
     if reason is None:
         return None
-    return [ScenarioResult(scenario, "all variants", "skipped", f"no native backend: {reason}")]
+    return [ScenarioResult(scenario, "all variants", "skipped", reason)]

@@ -200,12 +200,9 @@ def run(
     """
     if timeout is not None:
         seconds = timeout
-    skipped = skipped_without_native(SCENARIO)
+    skipped = skipped_without_native(SCENARIO, unavailable_reason)
     if skipped is not None:
         return skipped
-    why = unavailable_reason()
-    if why is not None:
-        return [ScenarioResult(SCENARIO, "all variants", "skipped", why)]
     first = (
         _reproduction(attempts, max(seconds, REPRODUCTION_SECONDS))
         if reproduce

@@ -272,12 +272,9 @@ def run(
     *, timeout: float = 60.0, iterations: int = ITERATIONS, threaded: bool = True
 ) -> list[ScenarioResult]:
     """Without hooks (stale bytes) and with pmca's hooks (right bytes), then threaded."""
-    skipped = skipped_without_native(SCENARIO)
+    skipped = skipped_without_native(SCENARIO, unavailable_reason)
     if skipped is not None:
         return skipped
-    why = unavailable_reason()
-    if why is not None:
-        return [ScenarioResult(SCENARIO, "all variants", "skipped", why)]
     rows = [
         _single_row("no-hooks", "memory=none, leave_pinned, io_uring", timeout),
         _single_row("hooks", "pmca hooks, grdma + io_uring", timeout),

@@ -8,7 +8,7 @@ import struct
 import pytest
 import structlog
 
-from pmca.btl import Flags, ModexError, Proc
+from pmca.btl import BtlError, Flags, ModexError, Proc
 from pmca.btl.base import host_id
 from pmca.btl.sm._address import pack_address, pid_namespace
 from pmca.btl.sm._module import DEFAULTS, SmModule
@@ -78,3 +78,27 @@ def test_none_offers_sends_only_and_emulated_offers_rdma(sm_library):
             assert (made.limits.get_limit > 0) is rdma
         finally:
             made.finalize()
+
+
+def test_a_put_or_get_outside_the_registration_is_refused(module, spawn):
+    """A remote handle is checked before the peer's memory is touched: a malformed one,
+    or a transfer leaving the registered range, is a BtlError naming the btl, the peer
+    and the ranges."""
+    child = spawn()
+    published = pack_address(child.call("create", {}), pid_namespace())
+    here = Proc(0, host_id(), os.getpid(), module.address(), local=True)
+    _, endpoint = module.add_procs([here, Proc(1, host_id(), child.pid, published)])
+    base = 0x7F0000001000
+    handle = struct.pack("<QQQ", 1, base, 32)
+    local = memoryview(bytearray(16))
+    done: list[object] = []
+    with pytest.raises(BtlError, match=r"^btl sm: malformed remote handle from rank 1"):
+        module.get(endpoint, local, None, base, handle[:8], done.append)
+    with pytest.raises(
+        BtlError,
+        match=rf"^btl sm: put of \[{base + 24:#x}, \+16\) is outside rank 1's "
+        rf"registration \[{base:#x}, \+32\)",
+    ):
+        module.put(endpoint, local, None, base + 24, handle, done.append)
+    assert not done
+    module.del_procs([endpoint])

@@ -7,13 +7,12 @@ get are ``fi_write``/``fi_read`` into the peer's ``fi_mr_regattr``
 registrations, which are cached in the rcache when the memory hooks make a
 cached registration safe (``mpi_leave_pinned``); the remote key travels in
 :attr:`MemoryHandle.packed` with the registration's range, checked before
-any transfer is posted.
+any transfer is posted (``_rma``).
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import struct
 import time
 from collections import deque
@@ -38,8 +37,10 @@ from .._interface import (
 )
 from ..base import ModuleBase, Registrations
 from ..base._pvars import BYTES_RECEIVED, BYTES_SENT, MESSAGES_RECEIVED, MESSAGES_SENT, SLOTS
+from ..base._remote import remote_range
 from . import _cdef as c
 from ._fabric import Fabric, FabricError
+from ._rma import RMA_CHUNK, Mr, MrBackend, Transfer
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -47,13 +48,9 @@ if TYPE_CHECKING:
 #: Modex entry: version, provider name, endpoint name.
 _ADDRESS = struct.Struct("<BB H")
 _ADDRESS_VERSION = 1
-#: Packed remote key: libfabric key, registered base, registered length.
-_REMOTE = struct.Struct("<QQQ")
 _RANK_BITS = 32
 _RANK_MASK = (1 << _RANK_BITS) - 1
 _ALL_TAG_BITS = (1 << 64) - 1
-#: The largest single RMA operation posted; larger transfers are split.
-RMA_CHUNK = 4 << 20
 #: How long finalize keeps progressing while sends or RMA are in flight. A
 #: provider that makes its transfers reliable in software (``udp;ofi_rxd``)
 #: retransmits a lost packet only from this process's progress calls: a
@@ -100,50 +97,6 @@ class _Backlogged:
     callback: Completion | None
 
 
-@define(eq=False)
-class _Transfer:
-    """A put or get split into operations; ``callback`` runs once, after the last."""
-
-    callback: Completion
-    pending: int
-    error: BaseException | None = None
-
-    def done(self, error: BaseException | None) -> None:
-        self.pending -= 1
-        if error is not None and self.error is None:
-            self.error = error
-        if self.pending == 0:
-            self.callback(self.error)
-
-
-class _MrBackend:
-    """The rcache backend: ``fi_mr_regattr`` / ``fi_close`` of a page range."""
-
-    ACCESS = c.FI_SEND | c.FI_RECV | c.FI_READ | c.FI_WRITE | c.FI_REMOTE_READ | c.FI_REMOTE_WRITE
-
-    def __init__(self, fabric: Fabric) -> None:
-        self._fabric = fabric
-        self._keys = itertools.count(1)
-        self.live = 0
-
-    def register(self, base: int, size: int) -> object:
-        mr = self._fabric.register(base, size, self.ACCESS, next(self._keys))
-        self.live += 1
-        return _Mr(mr, base, size)
-
-    def deregister(self, handle: object) -> None:
-        assert isinstance(handle, _Mr)
-        self.live -= 1
-        self._fabric.close_fid(self._fabric.fid(handle.mr), "memory region")
-
-
-@frozen
-class _Mr:
-    mr: Any
-    base: int
-    size: int
-
-
 class OfiModule(ModuleBase):
     #: Active messages are counted on the endpoint's list of the peer's counters.
     counts_own_sends = True
@@ -182,7 +135,7 @@ class OfiModule(ModuleBase):
         self._endpoints: dict[int, OfiEndpoint] = {}
         self._by_rank: dict[int, OfiEndpoint] = {}
         self._me = -1
-        self.backend = _MrBackend(fabric)
+        self.backend = MrBackend(fabric)
         self._registrations: Registrations | None = None
         self._receiving = True
         for _ in range(settings.recv_buffers):
@@ -416,9 +369,8 @@ class OfiModule(ModuleBase):
         handle = self.registrations.register(base, size, lambda key, b, s: b"")
         token = cast("tuple[int, Any]", handle.token)[1]
         mr = token.handle
-        assert isinstance(mr, _Mr)
-        packed = _REMOTE.pack(int(mr.mr.key), mr.base, mr.size)
-        return attrs.evolve(handle, packed=packed)
+        assert isinstance(mr, Mr)
+        return attrs.evolve(handle, packed=mr.packed())
 
     def deregister_mem(self, handle: MemoryHandle) -> None:
         self.registrations.deregister(handle)
@@ -433,23 +385,15 @@ class OfiModule(ModuleBase):
         callback: Completion,
     ) -> None:
         peer = self._endpoint(endpoint)
-        try:
-            key, base, length = _REMOTE.unpack(remote_handle)
-        except struct.error as exc:
-            raise BtlError(f"btl ofi: malformed remote handle from rank {peer.rank}") from exc
         size = local.nbytes
-        if remote_address < base or remote_address + size > base + length:
-            raise BtlError(
-                f"btl ofi: {kind} of [{remote_address:#x}, +{size}) is outside rank "
-                f"{peer.rank}'s registration [{base:#x}, +{length})"
-            )
+        key, base = remote_range("ofi", kind, peer.rank, remote_address, size, remote_handle)
         if size == 0:
             callback(None)
             return
         self.count_rdma(peer, size)
         pointer = self.ffi.from_buffer(local, require_writable=(kind == "get"))
         chunks = range(0, size, RMA_CHUNK)
-        transfer = _Transfer(callback, len(chunks))
+        transfer = Transfer(callback, len(chunks))
         post = self.ep.rma.write if kind == "put" else self.ep.rma.read
         what = f"fi_{'write' if kind == 'put' else 'read'} with rank {peer.rank}"
         for offset in chunks:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import struct
 from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -26,12 +25,12 @@ from .._interface import (
 )
 from ..base import ModuleBase, NoPinBackend, Registrations
 from ..base._pvars import BYTES_RECEIVED, BYTES_SENT, MESSAGES_RECEIVED, MESSAGES_SENT
+from ..base._remote import pack_remote, remote_range
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
 _ADDRESS = b"self/1"
-_KEY = struct.Struct("<QQQ")
 
 
 @frozen(eq=False, repr=False)
@@ -103,16 +102,15 @@ class SelfModule(ModuleBase):
         counts[BYTES_SENT] += len(data)
 
     def register_mem(self, endpoint: Endpoint | None, base: int, size: int) -> MemoryHandle:
-        return self._registrations.register(base, size, lambda *key: _KEY.pack(*key))
+        return self._registrations.register(base, size, pack_remote)
 
     def deregister_mem(self, handle: MemoryHandle) -> None:
         self._registrations.deregister(handle)
 
-    def _remote(self, remote_address: int, remote_handle: bytes, size: int) -> memoryview:
-        try:
-            key, _, _ = _KEY.unpack(remote_handle)
-        except struct.error:
-            raise BtlError(f"btl self: malformed remote handle {remote_handle!r}") from None
+    def _remote(
+        self, operation: str, rank: int, remote_address: int, remote_handle: bytes, size: int
+    ) -> memoryview:
+        key, _ = remote_range("self", operation, rank, remote_address, size, remote_handle)
         self._registrations.check(key, remote_address, size)
         return _memory(remote_address, size)
 
@@ -126,7 +124,8 @@ class SelfModule(ModuleBase):
         callback: Completion,
     ) -> None:
         self._check(endpoint)
-        self._remote(remote_address, remote_handle, local.nbytes)[:] = local.cast("B")
+        remote = self._remote("put", endpoint.rank, remote_address, remote_handle, local.nbytes)
+        remote[:] = local.cast("B")
         self.count_rdma(endpoint, local.nbytes)
         self._completions.append(callback)
 
@@ -140,7 +139,8 @@ class SelfModule(ModuleBase):
         callback: Completion,
     ) -> None:
         self._check(endpoint)
-        local.cast("B")[:] = self._remote(remote_address, remote_handle, local.nbytes)
+        remote = self._remote("get", endpoint.rank, remote_address, remote_handle, local.nbytes)
+        local.cast("B")[:] = remote
         self.count_rdma(endpoint, local.nbytes)
         self._completions.append(callback)
 

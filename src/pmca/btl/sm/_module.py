@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import errno
 import os
-import struct
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -52,6 +51,7 @@ from .._interface import (
 )
 from ..base import ModuleBase, NoPinBackend, Registrations, host_id
 from ..base._pvars import INDEX
+from ..base._remote import pack_remote, remote_range
 from ._address import pack_address, parse_address, pid_namespace
 from ._defaults import DEFAULTS, MECHANISMS
 from ._emulated import INTERNAL_TAGS, Emulation
@@ -75,9 +75,6 @@ _FLAGS = {
     # sends only: the message layer pipelines large messages itself
     "none": Flags.SEND | Flags.SEND_INPLACE,
 }
-
-# registration key, base, size
-_KEY = struct.Struct("<QQQ")
 
 
 def _limits_for(limits: Limits, mechanism: str) -> Limits:
@@ -378,7 +375,7 @@ class SmModule(ModuleBase):
     def register_mem(self, endpoint: Endpoint | None, base: int, size: int) -> MemoryHandle:
         if self.mechanism == "none":
             raise BtlError("btl sm: btl_sm_single_copy_mechanism=none offers no put/get")
-        return self._registrations.register(base, size, lambda *key: _KEY.pack(*key))
+        return self._registrations.register(base, size, pack_remote)
 
     def deregister_mem(self, handle: MemoryHandle) -> None:
         self._registrations.deregister(handle)
@@ -388,7 +385,7 @@ class SmModule(ModuleBase):
         if self.mechanism == "none":
             return None
         key = self._registrations.mark(base, size)
-        return key, _KEY.pack(key, base, size)
+        return key, pack_remote(key, base, size)
 
     def lane_release(self, key: int) -> None:
         self._registrations.forget(key)
@@ -406,18 +403,8 @@ class SmModule(ModuleBase):
         operation = "put" if write else "get"
         if self.mechanism == "none":
             raise BtlError("btl sm: btl_sm_single_copy_mechanism=none offers no put/get")
-        try:
-            key, base, size = _KEY.unpack(remote_handle)
-        except struct.error:
-            raise BtlError(
-                f"btl sm: malformed remote handle from rank {peer.rank}: {remote_handle!r}"
-            ) from None
         length = local.nbytes
-        if remote_address < base or remote_address + length > base + size:
-            raise BtlError(
-                f"btl sm: {operation} of [{remote_address:#x}, +{length}) on rank {peer.rank} "
-                f"is outside its registration [{base:#x}, +{size})"
-            )
+        key, _ = remote_range("sm", operation, peer.rank, remote_address, length, remote_handle)
         if self.mechanism == "emulated":
             emulate = self._emulation.put if write else self._emulation.get
             emulate(peer.rank, local, key, remote_address, callback)

@@ -4,6 +4,8 @@ A rank over tcp holds one descriptor per peer and rail, plus one listener
 per rail, so a job of many ranks under a low ``ulimit -n`` runs out of
 descriptors in the middle of init: the message says which rank, which peer
 and address, which limit (with its soft and hard values) and what to do.
+The same for the system's table of open files (``ENFILE``), the kernel's
+socket buffer memory (``ENOBUFS``) and memory itself (``ENOMEM``).
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ def _shown(value: int) -> str:
     return "unlimited" if value == resource.RLIM_INFINITY else str(value)
 
 
-def _file_max() -> str:
+def _now(path: str) -> str:
+    """`` (now <the file's value>)``, or nothing when it cannot be read: when a table
+    is full, or memory short, this open may fail too."""
     try:
-        with open("/proc/sys/fs/file-max") as f:
-            return f" (now {f.read().strip()})"
-    except OSError:  # the table is full: this open may fail too
+        with open(path) as f:
+            return f" (now {' '.join(f.read().split())})"
+    except OSError:
         return ""
 
 
@@ -45,12 +49,22 @@ def _limit(code: int) -> str:
     if code == errno.ENFILE:
         return (
             "the system-wide table of open files is full (the sysctl fs.file-max"
-            f"{_file_max()}): close other programs' files or raise fs.file-max"
+            f"{_now('/proc/sys/fs/file-max')}): close other programs' files or raise "
+            "fs.file-max"
+        )
+    if code == errno.ENOBUFS:
+        return (
+            "the kernel has no buffer space left for the socket: the memory of all TCP "
+            "sockets is bounded by the sysctl net.ipv4.tcp_mem"
+            f"{_now('/proc/sys/net/ipv4/tcp_mem')} pages, a socket's option memory by "
+            f"net.core.optmem_max{_now('/proc/sys/net/core/optmem_max')} bytes: close other "
+            "connections, raise those limits, or run fewer ranks or rails per host"
         )
     return (
-        "the kernel could not allocate memory for the socket (see the sysctls "
-        "net.ipv4.tcp_mem and net.core.optmem_max, and the memory limit of this "
-        "process's cgroup): free memory, or run fewer ranks or rails per host"
+        "the kernel could not allocate memory for the socket: this host, or this "
+        "process's memory cgroup (memory.max; memory.limit_in_bytes under cgroup v1), "
+        "is out of memory: free memory, raise that limit, or run fewer ranks or rails "
+        "per host"
     )
 
 

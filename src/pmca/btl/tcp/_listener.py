@@ -28,7 +28,8 @@ import math
 import select
 import socket
 import time
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from attrs import define, field, frozen
@@ -173,10 +174,9 @@ class _Listening:
         self.poller.unregister(fd)
         return half
 
-    def accept_waiting(self, waiting_for: str) -> list[_HalfOpen]:
-        """Accept what the kernel has queued (a bounded number per call); return those
-        whose hello came with them, and keep the others half-open."""
-        whole: list[_HalfOpen] = []
+    def accept_waiting(self, waiting_for: str, whole: deque[_HalfOpen]) -> None:
+        """Accept what the kernel has queued (a bounded number per call); add those
+        whose hello came with them to ``whole``, and keep the others half-open."""
         accepted = 0
         for _ in range(self.rules.half_open_max + 1):
             try:
@@ -213,7 +213,6 @@ class _Listening:
                 )
             self.half_open[sock.fileno()] = half
             self.poller.register(sock.fileno(), select.POLLIN)
-        return whole
 
     def _accept_error(self, exc: OSError, waiting_for: str) -> BtlError:
         address, port = self.listener.getsockname()[:2]
@@ -237,39 +236,48 @@ def accept(
     me: int,
     nonce: bytes,
     expected: dict[int, Pairing],
+    adopt: Callable[[int, socket.socket], None],
     deadline: float,
     timeout: float,
     log: FilteringBoundLogger,
     rules: HelloRules | None = None,
-) -> Iterator[tuple[int, socket.socket]]:
-    """Each expected rank and its accepted socket, until ``expected`` is empty.
+) -> None:
+    """Hand each expected rank's accepted socket to ``adopt``, until ``expected`` is
+    empty.
 
     Ranks are removed from ``expected`` as they are accepted; a connection
     whose hello does not prove an expected rank of this job is refused, one
     whose hello does not come in time dropped. Connections still without a
-    hello when every expected rank is in are closed.
+    hello when every expected rank is in are closed. When anything raises
+    (``adopt`` included), every connection not adopted yet is closed before the
+    error propagates: the one ``adopt`` failed on, and the rest of its batch.
     """
     listening = _Listening(listener, interface, me, rules or HelloRules(), log)
     listener.setblocking(False)
+    #: Connections with their whole hello, not adopted yet, oldest first.
+    whole: deque[_HalfOpen] = deque()
     try:
         while expected:
             now = time.monotonic()
             listening.expire(now)
             if now >= deadline:
                 raise BtlError(_never_contacted(me, expected, interface, timeout, listening))
-            whole: list[_HalfOpen] = []
             for fd in listening.wait(deadline):
                 if fd == listener.fileno():
-                    whole += listening.accept_waiting(_ranks(expected))
+                    listening.accept_waiting(_ranks(expected), whole)
                 else:
                     half = listening.ready(fd)
                     if half is not None:
                         whole.append(half)
-            for half in whole:
+            while whole:
+                half = whole[0]
                 rank = _proven(half, nonce, expected, listening)
                 if rank is not None:
-                    yield rank, half.sock
+                    adopt(rank, half.sock)
+                whole.popleft()
     finally:
+        for half in whole:
+            half.sock.close()
         listening.close()
 
 

@@ -49,6 +49,7 @@ from ._interfaces import Interface
 from ._listener import HelloRules, accept, listen
 from ._polling import Polling
 from ._rails import Pairing
+from ._wakeup import Wakeup
 from ._zerocopy import ZeroCopyStats
 
 if TYPE_CHECKING:
@@ -131,6 +132,7 @@ class TcpModule(ModuleBase):
         self._polling = Polling(settings.keepalive)
         #: Per peer rank: the host name its modex entry gave (for error messages).
         self._hosts: dict[int, str] = {}
+        self._wakeup = Wakeup()
 
     # -- modex and connections ---------------------------------------------
 
@@ -167,18 +169,18 @@ class TcpModule(ModuleBase):
             if rank > self._me and rank not in self._connections
         }
         timeout = self.settings.connect_timeout
-        for rank, sock in accept(
+        accept(
             self._listener,
             self.interface,
             self._me,
             self._nonce,
             expected,
+            self._adopt,
             deadline,
             timeout,
             self.log,
             self.settings.hello,
-        ):
-            self._adopt(rank, sock)
+        )
         endpoints: list[Endpoint | None] = []
         for proc in procs:
             if proc.rank in self._connections:
@@ -537,12 +539,12 @@ class TcpModule(ModuleBase):
                 total.add(connection.zerocopy.stats)
         return total
 
-    def wait_fds(self) -> list[int] | None:
-        return self._polling.wait_fds()
+    def wait_fds(self, *, arm: bool = True) -> list[int] | None:
+        return self._polling.wait_fds(self._wakeup if arm else None)
 
     def spin_fds(self) -> list[int] | None:
-        """The sockets a spinning wait polls natively: those it sleeps on (arming nothing)."""
-        return self.wait_fds()
+        """The sockets a spinning wait polls natively, arming nothing."""
+        return self.wait_fds(arm=False)
 
     def _retire(self, connection: Connection) -> None:
         """Close ``connection`` and keep its zero-copy figures."""
@@ -574,6 +576,7 @@ class TcpModule(ModuleBase):
             callback(failure)
         self._registrations.close()
         self._listener.close()
+        self._wakeup.close()
 
 
 __all__ = ["ModexError", "TcpEndpoint", "TcpModule", "TcpSettings"]

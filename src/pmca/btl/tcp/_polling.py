@@ -26,6 +26,7 @@ from ._silence import unacknowledged_silence
 
 if TYPE_CHECKING:
     from ._connection import Connection
+    from ._wakeup import Wakeup
 
 #: Seconds between two silence checks of a rail's connections.
 SILENCE_EVERY = 0.25
@@ -103,15 +104,25 @@ class Polling:
                     )
                 )
 
-    def wait_fds(self) -> list[int] | None:
+    def wait_fds(self, wakeup: Wakeup | None) -> list[int] | None:
         """What to sleep on, or ``None`` while some connection must be polled.
 
-        Asked at every idle turn of a spinning wait: the list is kept (a copy is
-        handed out), not made from the connections.
+        With output queued, ``wakeup``'s descriptor (armed for input and room to
+        write, see ``_wakeup``); without a ``wakeup``, ``None`` then. Asked at
+        every idle turn of a spinning wait: the list of sockets is kept (a copy
+        is handed out), not made from the connections.
         """
+        queued = False
         for connection in self.connections:
-            if connection.closed is None and (connection.queue or connection.in_bulk()):
-                return None  # output waits for room (or a bulk body streams): keep polling
+            if connection.closed is None:
+                if connection.in_bulk():
+                    return None  # a bulk body streams: keep polling
+                if connection.queue:
+                    queued = True
+        if queued:  # a readable socket does not show room to write
+            if wakeup is None:
+                return None
+            return [wakeup.arm([c for c in self.connections if c.closed is None])]
         return self._fds.copy()
 
 
