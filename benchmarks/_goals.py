@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 from _common import Goal, paired_ratios
@@ -70,11 +71,26 @@ def median_goal(
     return Goal(name, value, limit, unit, samples=scaled)
 
 
-def growth_goal(name: str, before: float, after: float, limit: float, *, scale: float) -> Goal:
-    """``after - before`` (in ``scale`` units: RSS growth), at most ``limit``."""
-    return Goal(
-        name, (after - before) / scale, limit, " MiB", samples=[before / scale, after / scale]
-    )
+def growth_goal(
+    name: str, before: float, after_blocks: Sequence[float], limit: float, *, scale: float
+) -> Goal:
+    """Growth (in ``scale`` units: RSS) over blocks of cycles, its largest single step left out.
+
+    ``after_blocks`` holds the reading after each block; each block's step
+    is its reading minus the one before it (the first block's: minus
+    ``before``). Something every cycle leaves behind grows every block
+    alike; a one-off (a table the interpreter rebuilds larger once, an
+    allocator's high water) is one step. The value is the sum of the steps
+    without the largest, scaled back to every block: a steady leak counts in
+    full, one one-off step not at all. With one block, its whole growth.
+    """
+    readings = [before, *after_blocks]
+    steps = [later - earlier for earlier, later in pairwise(readings)]
+    if len(steps) < 2:
+        value = (readings[-1] - before) / scale
+    else:
+        value = (sum(steps) - max(steps)) * len(steps) / (len(steps) - 1) / scale
+    return Goal(name, value, limit, " MiB", samples=[reading / scale for reading in readings])
 
 
 def rate_goal(name: str, rates: Sequence[float], goal_rate: float) -> Goal:

@@ -16,8 +16,9 @@ Jobs (each ``-n 2``, ABBA order, medians over jobs):
 
 Where a large tcp message's time goes: the pmca job also times a 1 MiB
 ping-pong over a plain loopback socket between the same two ranks, no pmca
-in the way, once reading whatever has arrived and once paced as btl/tcp
-paces (256 KiB writes, reads once 256 KiB waits): the kernel's floor.
+in the way, once reading whatever has arrived (as btl/tcp does by default) and once paced
+as ``btl_tcp_bulk_chunk=256K`` paces (256 KiB writes, reads once 256 KiB waits):
+the kernel's floor.
 
 The shared-memory comparison on Open MPI is ``bench_btl_sm.py``. Sizes,
 iteration counts and the ping-pong loop are that benchmark's, so the numbers

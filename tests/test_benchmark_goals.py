@@ -171,6 +171,14 @@ def test_session_cycle_and_rss_growth_over_their_limits_miss(goals: ModuleType) 
     cycle = goals.median_goal("cycle", [0.001, 0.003, 0.004], 2.0)
     assert cycle.verdict == "MISS" and cycle.value == pytest.approx(3.0)
     mib = 1024 * 1024
-    growth = goals.growth_goal("RSS growth", 100 * mib, 102 * mib, 1.0, scale=mib)
+    growth = goals.growth_goal("RSS growth", 100 * mib, [102 * mib], 1.0, scale=mib)
     assert growth.verdict == "MISS" and growth.value == 2.0
-    assert goals.growth_goal("RSS growth", 100 * mib, 100 * mib, 1.0, scale=mib).met
+    assert goals.growth_goal("RSS growth", 100 * mib, [100 * mib], 1.0, scale=mib).met
+    # A steady leak (0.2 MiB every block) counts in full; one step of 2 MiB, not at all.
+    steady = [100 * mib + (block + 1) * mib // 5 for block in range(10)]
+    leak = goals.growth_goal("RSS growth", 100 * mib, steady, 1.0, scale=mib)
+    assert leak.verdict == "MISS" and leak.value == pytest.approx(2.0, rel=1e-3)
+    once = [100 * mib] * 4 + [102 * mib] * 6
+    assert goals.growth_goal("RSS growth", 100 * mib, once, 1.0, scale=mib).value == 0.0
+    twice = [100 * mib] * 4 + [101 * mib] * 3 + [102 * mib] * 3
+    assert goals.growth_goal("RSS growth", 100 * mib, twice, 1.0, scale=mib).verdict == "MISS"

@@ -15,7 +15,9 @@ from .conftest import ok_lines, program
 pytestmark = pytest.mark.mpi
 
 
-@pytest.mark.parametrize("chunk", [None, "0", "4093"], ids=["paced", "unpaced", "odd-chunk"])
+@pytest.mark.parametrize(
+    "chunk", [None, "262144", "4093"], ids=["unpaced-default", "paced", "odd-chunk"]
+)
 def test_large_eager_messages(launcher: Launcher, pmca_env, chunk: str | None) -> None:
     command = [program("tcp_streams.py"), "--btl", "self,tcp"]
     if chunk is not None:

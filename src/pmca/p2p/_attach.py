@@ -1,21 +1,20 @@
-"""A session's data path: the modex, the bml and p2p, built once and undone at finalize.
+"""A session's data path: the bml with p2p on it, built once and undone at finalize.
 
 ``pmca.session._data`` decides when (at init, or at first use in a world of
-one rank) and owns the session's active-message tag.
+one rank), connects the btl modules (the modex and the bml) and owns the
+session's active-message tag.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..btl.base import BtlBase
-from ..btl.bml import Bml, connect
 from ._engine import P2p
 from ._idle import should_yield
 
 if TYPE_CHECKING:
+    from ..btl.bml import Bml
     from ..mca._open import OpenFramework
-    from ..world import World
 
 
 class DataPath:
@@ -40,25 +39,22 @@ class DataPath:
             self.bml.close()
 
 
-def attach(btl: OpenFramework, world: World, timeout: float, tag: int) -> DataPath:
-    """Exchange addresses over ``world`` (one allgather) and connect every btl module.
+def attach(btl: OpenFramework, bml: Bml, tag: int) -> DataPath:
+    """The message layer on ``bml`` (the btl modules already connected to the world).
 
     ``tag`` is the session's active-message tag: sessions with a world take
     them in creation order, so every rank must create them in the same order
-    (as with MPI communicators).
+    (as with MPI communicators). If the message layer cannot be built, the
+    bml is closed.
     """
-    base = btl.base
-    modules = base.modules() if isinstance(base, BtlBase) else []
-    log = btl.log.bind(component="bml")
-    bml = connect(world, modules, log, timeout)
     try:
-        p2p = P2p(bml, tag, log.bind(component="p2p"))
+        p2p = P2p(bml, tag, btl.log.bind(component="p2p"))
     except BaseException:
         bml.close()
         raise
     params = btl.host.params
     p2p.spin = float(params.value("btl_base_wait_spin"))
-    me = bml.peers[world.rank]
+    me = bml.peers[bml.world.rank]
     local_ranks = sum(1 for peer in bml.peers if peer.host == me.host)
     p2p.yield_when_idle = should_yield(int(params.value("mpi_yield_when_idle")), local_ranks)
     return DataPath(bml, p2p)

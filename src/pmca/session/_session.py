@@ -10,7 +10,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._interrupts import deferred_interrupts
 from .._public import public
@@ -28,6 +28,7 @@ from ._handle import FrameworkHandle
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+    from ..btl.bml import Bml
     from ..mca._component_info import ComponentInfo
     from ..mca.params import Param
     from ..p2p import P2p
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from ..world import World
     from ._data import DataPathSlot
     from ._live import LiveView
+
+
+_T = TypeVar("_T")
 
 
 def _checked_mca(mca: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -382,8 +386,8 @@ class Session:
         in a world of one rank, asking for them builds the data path.
         """
         opened = self._framework(framework)
-        if framework == "btl" and self._slot is not None and self._slot.built is None:
-            self._data_path()
+        if framework == "btl" and self._slot is not None and self._slot.connected is None:
+            self._connected()
         return opened.modules()
 
     def module(self, framework: str) -> object:
@@ -398,7 +402,7 @@ class Session:
         """Components of ``framework`` that failed and were skipped, with why."""
         return list(self._framework(framework).failures)
 
-    def _data_path(self) -> DataPath:
+    def _data_slot(self) -> DataPathSlot:
         self._require_active()
         slot = self._slot
         if slot is None:
@@ -410,14 +414,27 @@ class Session:
                 "this session has no data path: open the btl framework "
                 "(frameworks=None or including 'btl')"
             )
-        built = slot.built
-        if built is not None:
-            return built
+        return slot
+
+    def _first_use(
+        self, built: Callable[[DataPathSlot], _T | None], build: Callable[[DataPathSlot], _T]
+    ) -> _T:
+        """What ``built`` finds on the data path, else what ``build`` makes (once)."""
+        found = built(self._data_slot())
+        if found is not None:
+            return found
         # First use in a world of one rank: built like a transition, so a
         # concurrent finalize waits for it (or has already run).
         with self._runtime.lock, deferred_interrupts():
-            self._require_active()
-            return slot.get()
+            return build(self._data_slot())
+
+    def _connected(self) -> Bml:
+        """The btl modules connected to the world's ranks (built at first use)."""
+        return self._first_use(lambda slot: slot.connected, lambda slot: slot.connect())
+
+    def _data_path(self) -> DataPath:
+        """The connected btl modules with the message layer on them (built at first use)."""
+        return self._first_use(lambda slot: slot.built, lambda slot: slot.get())
 
     @property
     def world(self) -> World | None:
@@ -431,9 +448,9 @@ class Session:
 
     def reach(self, peer: int) -> list[str]:
         """The btl components that reach rank ``peer``, best first."""
-        from ..p2p._checks import check_rank  # with the data path: p2p is imported by now
+        from ..p2p._checks import check_rank
 
-        bml = self._data_path().bml
+        bml = self._connected()
         return bml.reach(check_rank(peer, len(bml.peers), "Session.reach", wildcard=False))
 
     def param(self, name: str) -> Param:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from attrs import define, evolve, field, frozen
 
 from ..._public import public
+from ..._records import FrozenValue, Record
 from ...mca._events import EVENTS, Safety
 from .._interface import (
     BtlModule,
@@ -38,8 +39,8 @@ if TYPE_CHECKING:
 
 
 @public
-@frozen
-class Route:
+@frozen(eq=False, repr=False)  # attrs' repr, eq and hash from FrozenValue: not compiled per class
+class Route(FrozenValue):
     """One module's way to one peer."""
 
     module: BtlModule
@@ -51,8 +52,8 @@ class Route:
 
 
 @public
-@define(eq=False)
-class BmlPeer:
+@define(eq=False, repr=False)  # attrs' repr from Record: not compiled per class
+class BmlPeer(Record):
     """Everything the message layer needs to reach one rank."""
 
     rank: int

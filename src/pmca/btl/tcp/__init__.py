@@ -122,12 +122,12 @@ class TcpComponent(Component):
         params.register(
             "bulk_chunk",
             type="size",
-            default=256 * 1024,
+            default=0,
             level=5,
             help="Pacing of large bodies: written at most this many bytes per system call "
-            "and, on loopback, read once this many bytes (or the rest) are waiting; 0 "
-            "writes and reads whatever the socket takes (else at least 1 KiB: one system "
-            "call per byte would crawl)",
+            "and, on loopback, read once this many bytes (or the rest) are waiting; 0 (the "
+            "default) writes and reads whatever the socket takes (else at least 1 KiB: one "
+            "system call per byte would crawl)",
             **within(1024, MAX_INT32, "bytes", or_zero=True),
         )
         params.register(
@@ -188,12 +188,13 @@ class TcpComponent(Component):
             for name, _ in _PER_INTERFACE
         }
         self._report_log = choices_logger(ctx)
-        self._report_log.info(
-            "interfaces",
-            verdicts=[
-                f"{what}: {verdict}" for what, verdict in interface_report(params.__getitem__)
-            ],
-        )
+        if _reporting(ctx):  # the report lists the interfaces again: only when shown
+            self._report_log.info(
+                "interfaces",
+                verdicts=[
+                    f"{what}: {verdict}" for what, verdict in interface_report(params.__getitem__)
+                ],
+            )
 
     @hookimpl
     def query(self, ctx: ComponentContext) -> Query:
@@ -257,6 +258,11 @@ class TcpComponent(Component):
 
 #: Verbosity (Open MPI's 0-100 scale) at which a message is shown as info.
 _INFO = 40
+
+
+def _reporting(ctx: ComponentContext) -> bool:
+    """Whether :func:`choices_logger` shows its messages now (``btl_base_verbose`` 1 up)."""
+    return int(ctx.host.params.value("btl_base_verbose")) >= 1
 
 
 def choices_logger(ctx: ComponentContext) -> FilteringBoundLogger:

@@ -1,22 +1,23 @@
 """One tcp connection to one peer: a send queue and a receive state machine.
 
-Receiving reads as much as the socket has into one buffer and parses every
-complete frame from it, so a burst of small messages costs one system call.
-Bulk bodies (get data, put data) go straight from the socket into their
-destination with ``recv_into`` once the buffered part is copied: a large
-transfer is never staged. So does a large active message whose receiver
+Receiving reads what the socket has, up to a frame and a bit more
+(``_READ_AHEAD``), into one buffer and parses every complete frame from it,
+so a burst of small messages costs one system call. Bulk bodies (get data,
+put data) go straight from the socket into their destination with
+``recv_into`` once the buffered part (at most that read-ahead) is copied: a
+large transfer is never staged. So does a large active message whose receiver
 places it (:data:`pmca.btl.Placer`: p2p places an eager message that matches
 a posted receive into that receive's buffer); one nobody places is received
 into a buffer of its own and delivered whole.
 
-Bulk bodies are paced by ``btl_tcp_bulk_chunk``. The sender writes at most
-that much per system call; on loopback the receiver reads only once that
-much is waiting (``SO_RCVLOWAT``, checked with a ``poll`` that takes no
-socket lock). There the sender's write runs the receiving side of TCP too,
-and a receiver that spins on small reads holds the socket lock against it,
-more than doubling the cost of every byte; paced, the two copies run side
-by side instead. Across a network the receiver reads as data comes: a low
-water mark there would hold the window shut between reads.
+Bulk bodies may be paced by ``btl_tcp_bulk_chunk`` (0, the default, does
+not pace). Paced, the sender writes at most that much per system call, and
+on loopback the receiver reads only once that much is waiting
+(``SO_RCVLOWAT``, checked with a ``poll`` that takes no socket lock); across
+a network the receiver reads as data comes: a low water mark there would
+hold the window shut between reads. Measured on loopback, pacing made
+1 MiB and 4 MiB ping-pongs slower, not faster (the cut writes most), hence
+the default.
 """
 
 from __future__ import annotations
@@ -76,6 +77,12 @@ _PACING_PATIENCE = 256
 #: their own buffer) instead of being parsed out of the connection's buffer.
 STREAM_MIN = 64 * 1024
 _BUFFER_SIZE = 1 << 20
+#: Most bytes one read between bulk bodies takes into the connection's buffer:
+#: a whole parsed frame (header and a body of up to ``STREAM_MIN``), or a burst
+#: of small ones. A read as large as the buffer would take most of a large
+#: body that follows a header there too, to be copied a second time into
+#: its destination; capped, at most this much of it is.
+_READ_AHEAD = STREAM_MIN + wire.FRAME.size
 #: What one copied message costs beyond its bytes, counted against the queue
 #: limit (its queue entry, views and frame header: about 880 bytes measured
 #: with tracemalloc on CPython 3.11): a flood of tiny sends is bounded in
@@ -288,7 +295,7 @@ class Connection:
                 self._start, self._end = 0, remaining
             room = len(self._buffer) - self._end
             try:
-                count = self.sock.recv_into(self._view[self._end :])
+                count = self.sock.recv_into(self._view[self._end : self._end + _READ_AHEAD])
             except (BlockingIOError, InterruptedError):
                 return handled
             except OSError as exc:

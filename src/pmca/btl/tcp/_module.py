@@ -492,7 +492,7 @@ class TcpModule(ModuleBase):
     # -- progress ----------------------------------------------------------
 
     def progress(self) -> int:
-        return self._polling.progress()
+        return self._polling.progress()  # nothing when no peer is reached through it
 
     # Counters of every rail of this process, read from any of them.
 

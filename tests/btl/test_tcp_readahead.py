@@ -1,0 +1,93 @@
+"""btl/tcp's receive loop (a real Connection over loopback TCP): a large body that is
+already waiting behind its header is read into its destination, not through the
+connection's own buffer and copied a second time."""
+
+from __future__ import annotations
+
+import fcntl
+import socket
+import struct
+import termios
+import threading
+import time
+from typing import Any
+
+from pmca.btl import Placement
+from pmca.btl.tcp import DEFAULTS
+from pmca.btl.tcp import _wire as wire
+from pmca.btl.tcp._connection import _READ_AHEAD, STREAM_MIN, Connection
+
+_BODY = 0xAB
+_SIZE = 1 << 20
+
+
+class _Owner:
+    """The module side a connection calls: places every large message in ``target``."""
+
+    limits = DEFAULTS
+    streams_placed = 0
+    streams_staged = 0
+
+    def __init__(self, size: int) -> None:
+        self.target = bytearray(size)
+        self.finished: list[BaseException | None] = []
+        self.small: list[bytes] = []
+
+    def place(self, connection: Any, tag: int, head: memoryview, length: int) -> Placement:
+        return Placement(0, memoryview(self.target), self.finished.append)
+
+    def dispatch(self, connection: Any, kind: int, tag: int, aux: int, body: memoryview) -> None:
+        self.small.append(bytes(body))
+
+    def connection_lost(self, connection: Any, failure: BaseException) -> None:
+        raise AssertionError(f"connection lost: {failure}")
+
+
+def _waiting(sock: socket.socket) -> int:
+    """Bytes in ``sock``'s receive queue (SIOCINQ)."""
+    raw = fcntl.ioctl(sock.fileno(), termios.FIONREAD, struct.pack("i", 0))
+    return int(struct.unpack("i", raw)[0])
+
+
+def test_a_large_body_waiting_behind_its_header_lands_in_place() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    sender = socket.create_connection(listener.getsockname())
+    receiver, _ = listener.accept()
+    listener.close()
+    owner = _Owner(_SIZE)
+    connection = Connection(owner, 1, receiver, zerocopy=False)  # type: ignore[arg-type]
+    stream = b"".join(
+        (
+            wire.FRAME.pack(wire.AM, 7, _SIZE, 0),
+            bytes([_BODY]) * _SIZE,
+            wire.FRAME.pack(wire.AM, 7, 5, 0),
+            b"after",
+        )
+    )
+    writer = threading.Thread(target=sender.sendall, args=(stream,), daemon=True)
+    writer.start()
+    try:
+        # Far more than one read-ahead waits before the connection reads at all.
+        deadline = time.monotonic() + 30
+        while _waiting(receiver) < 4 * _READ_AHEAD and writer.is_alive():
+            assert time.monotonic() < deadline, f"only {_waiting(receiver)} bytes arrived"
+            time.sleep(0.001)
+        while not (owner.finished and owner.small):
+            assert time.monotonic() < deadline, "the message did not arrive"
+            connection.receive()
+        writer.join(30)
+    finally:
+        connection.close()
+        sender.close()
+    assert owner.finished == [None]
+    assert owner.target == bytes([_BODY]) * _SIZE
+    assert owner.small == [b"after"]
+    # The connection's own buffer held no more of the body than one read-ahead.
+    staged = bytes(connection._buffer).count(_BODY)
+    assert 0 < staged <= _READ_AHEAD, staged
+
+
+def test_the_read_ahead_holds_a_whole_parsed_frame() -> None:
+    # A frame parsed out of the buffer (body up to STREAM_MIN) fits one read.
+    assert wire.FRAME.size + STREAM_MIN <= _READ_AHEAD
