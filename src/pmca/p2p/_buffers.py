@@ -34,6 +34,9 @@ _PyBUF_SIMPLE = 0
 
 def as_bytes(buffer: Any, *, writable: bool, rank: int, tag: int) -> memoryview:
     """A flat byte view of ``buffer``; a clear error for anything unusable."""
+    kind = type(buffer)
+    if kind is bytearray or (kind is bytes and not writable):
+        return memoryview(buffer)  # flat, contiguous, and writable where it must be
     try:
         view = memoryview(buffer)
     except TypeError:

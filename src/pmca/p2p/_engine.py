@@ -32,7 +32,7 @@ from ._blocking import LANE_SPIN, Blocking
 from ._buffers import address_of, as_bytes
 from ._checks import check_rank, check_tag
 from ._leaving import Leaving
-from ._matching import ANY_SOURCE, Posted, Unexpected
+from ._matching import ANY_SOURCE, TAG_UB, Posted, Unexpected
 from ._placing import Placing
 from ._probing import Probing
 from ._pvars import MATCHING_TIMER, queued, register_engine
@@ -194,8 +194,11 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
             return True
 
     def _checked(self, rank: object, tag: object, where: str, *, wildcard: bool) -> tuple[int, int]:
+        peers = len(self._peers)
+        if type(rank) is int and type(tag) is int and 0 <= tag <= TAG_UB and 0 <= rank < peers:
+            return rank, tag  # the common case: nothing to convert or name
         return (
-            check_rank(rank, len(self._peers), where, wildcard=wildcard),
+            check_rank(rank, peers, where, wildcard=wildcard),
             check_tag(tag, where, wildcard=wildcard),
         )
 
@@ -407,7 +410,8 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
                 self._stash[source][header[2]] = (kind, bytes(data))
                 return
             self._in_order(source, header, data[_MATCH_SIZE:])
-            self._drain_stash(source)
+            if self._stash[source]:  # messages that came early (another route)
+                self._drain_stash(source)
         elif kind == proto.FIN:
             _, status, send_id = proto.FIN_MSG.unpack(data)
             self._fin(source, status, send_id)

@@ -161,6 +161,8 @@ class Connection:
         self.writes_ended = False
         self.zerocopy = ZeroCopy(sock, wanted=zerocopy, adaptive=zerocopy_adaptive)
         self.bulk_chunk = bulk_chunk
+        #: The longest frame one write may carry (what ``_first_bytes`` lets through).
+        self.write_max = bulk_chunk + (bulk_chunk >> 2) if bulk_chunk else 1 << 62
         #: Low-water mark of a paced bulk read (0: read whatever arrived).
         self.read_chunk = bulk_chunk if pace_reads else 0
         self._poller = select.poll()
@@ -189,6 +191,25 @@ class Connection:
         self.queue.append(outgoing)
         if len(self.queue) == 1:
             self.flush()
+
+    def send_now(self, buffers: list[memoryview | bytes]) -> int:
+        """Send one small frame with one ``sendmsg`` while nothing is queued; bytes sent.
+
+        The fast way of an eager message: no queue entry unless the socket takes
+        only part of it (the caller queues the rest). -1 when the connection
+        failed (it is lost: its requests and module were told).
+        """
+        if self.closed is not None:
+            raise PeerFailed(
+                f"btl tcp: connection to {self.rank_name} is closed: {self.closed}", rank=self.rank
+            )
+        try:
+            return self.sock.sendmsg(buffers)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError as exc:
+            self.lost(exc)
+            return -1
 
     def flush(self) -> int:
         """Send queued data until the socket would block; return completions."""
@@ -279,23 +300,33 @@ class Connection:
     # -- receiving ---------------------------------------------------------
 
     def receive(self) -> int:
-        """Read and dispatch everything available; return messages handled."""
+        """Read and dispatch what is available; return messages handled.
+
+        A read that leaves room in the buffer took everything the socket had:
+        its frames are parsed and the call ends, without another read to
+        hear ``EAGAIN`` (the next poll says when more arrives).
+        """
         handled = 0
+        drained = False
         while self.closed is None:
             if self._sink is not None:
                 if not self._fill_sink():
                     return handled
                 handled += 1
                 continue
-            handled += self._parse()
-            if self.in_bulk():
-                continue
+            if self._end > self._start:
+                handled += self._parse()
+                if self.in_bulk():
+                    continue
+            if drained:
+                return handled
             if self._start == self._end:
                 self._start = self._end = 0
             elif self._end == len(self._buffer):
                 remaining = self._end - self._start
                 self._view[:remaining] = self._view[self._start : self._end]
                 self._start, self._end = 0, remaining
+            room = len(self._buffer) - self._end
             try:
                 count = self.sock.recv_into(self._view[self._end : self._end + _READ_AHEAD])
             except (BlockingIOError, InterruptedError):
@@ -307,6 +338,7 @@ class Connection:
                 self.lost(ConnectionResetError(f"{self.rank_name} closed the connection"))
                 return handled
             self._end += count
+            drained = count < room
         return handled
 
     def in_bulk(self) -> bool:

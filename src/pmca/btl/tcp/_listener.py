@@ -1,4 +1,5 @@
-"""A rail's listener during init: every connection handled at once, none trusted.
+"""A rail's listening socket, and its listener during init: every connection handled
+at once, none trusted.
 
 A rank listens on each chosen address (never a wildcard), so anything that
 reaches the port may connect, not only ranks of the job. Until its hello
@@ -330,4 +331,22 @@ def _never_contacted(
     )
 
 
-__all__ = ["HelloRules", "accept"]
+def listen(interface: Interface) -> socket.socket:
+    """A socket listening on ``interface``'s own address: only that address (IPv4 or
+    IPv6), never the wildcard, so an interface left out takes no connection."""
+    doing = f"btl tcp: cannot listen on {interface.name} {interface.address}"
+    try:
+        listener = socket.socket(interface.family, socket.SOCK_STREAM)
+    except OSError as exc:
+        raise socket_error(exc, doing) from None
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((interface.address, 0))
+        listener.listen(256)
+    except OSError as exc:
+        listener.close()
+        raise socket_error(exc, doing) from None
+    return listener
+
+
+__all__ = ["HelloRules", "accept", "listen"]

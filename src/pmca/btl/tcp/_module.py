@@ -13,7 +13,6 @@ requester receives it straight into its destination. Large responses use
 from __future__ import annotations
 
 import ctypes
-import errno
 import itertools
 import select
 import socket
@@ -44,18 +43,21 @@ from ..base import ModuleBase, NoPinBackend, Registrations, host_name
 from ..base._pvars import BYTES_RECEIVED, BYTES_SENT, MESSAGES_RECEIVED, MESSAGES_SENT
 from . import _wire as wire
 from ._connection import QUEUED_COST, STREAM_MIN, Connection, Outgoing
-from ._exhaustion import socket_error
 from ._group import RailGroup
 from ._handshake import connect, keep_alive
 from ._interfaces import Interface
-from ._listener import HelloRules, accept
+from ._listener import HelloRules, accept, listen
+from ._polling import Polling
 from ._rails import Pairing
-from ._silence import unacknowledged_silence
 from ._wakeup import Wakeup
 from ._zerocopy import ZeroCopyStats
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
+
+
+_FRAME_PACK = wire.FRAME.pack
+_FRAME_SIZE = wire.FRAME.size
 
 
 @frozen(eq=False, repr=False)
@@ -112,7 +114,7 @@ class TcpModule(ModuleBase):
         #: The other rails of this process, for the framework (set on the first rail only).
         self.rails: tuple[TcpModule, ...] = ()
         self._nonce = self.group.nonce
-        self._listener = _listen(self.interface)
+        self._listener = listen(self.interface)
         self.port = self._listener.getsockname()[1]
         self._connections: dict[int, Connection] = {}
         self._endpoints: dict[int, TcpEndpoint] = {}
@@ -127,7 +129,7 @@ class TcpModule(ModuleBase):
         self._me = -1
         #: Zero-copy figures of connections already closed.
         self._closed_zerocopy = ZeroCopyStats()
-        self._silence_due = 0.0
+        self._polling = Polling(settings.keepalive)
         #: Per peer rank: the host name its modex entry gave (for error messages).
         self._hosts: dict[int, str] = {}
         self._wakeup = Wakeup()
@@ -200,7 +202,7 @@ class TcpModule(ModuleBase):
         wanted = self.settings.zerocopy == "true" or (
             self.settings.zerocopy == "auto" and not loopback
         )
-        self._connections[rank] = Connection(
+        connection = self._connections[rank] = Connection(
             self,
             rank,
             sock,
@@ -212,6 +214,7 @@ class TcpModule(ModuleBase):
             queue_limit=self.settings.send_queue_limit,
             traffic=self.peer_traffic(rank),
         )
+        self._polling.add(connection)
 
     def del_procs(self, endpoints: Sequence[Endpoint]) -> None:
         for endpoint in endpoints:
@@ -240,16 +243,29 @@ class TcpModule(ModuleBase):
             # Back-pressure: no more copies for this peer; the caller sends in
             # place and its send completes once the socket takes the bytes.
             return False
-        header = memoryview(wire.FRAME.pack(wire.AM, tag, total, 0))
+        header = _FRAME_PACK(wire.AM, tag, total, 0)
         counts = connection.traffic
         counts[MESSAGES_SENT] += 1
         counts[BYTES_SENT] += total
-        if connection.queue:
-            copy = memoryview(b"".join(views))
-            connection.push(Outgoing([header, copy], None, False, tag, total, copy, cost))
+        if not connection.queue and _FRAME_SIZE + total <= connection.write_max:
+            # Header and body in one sendmsg, no queue entry unless the socket is full.
+            buffers: list[memoryview | bytes] = [header, *views]
+            sent = connection.send_now(buffers)
+            if sent < 0 or sent == _FRAME_SIZE + total:
+                return True  # gone (or the connection failed: its peer's requests hear)
+            rest = memoryview(b"".join(buffers))[sent:]  # a private copy of the rest
+            head = bytes(views[0][:PLACEMENT_HEAD]) if views else b""
+            connection.push(Outgoing([rest], None, False, tag, total, head, cost))
             connection.owned += cost
             return True
-        outgoing = Outgoing([header, *views], None, False, tag, total)
+        if connection.queue:
+            copy = memoryview(b"".join(views))
+            connection.push(
+                Outgoing([memoryview(header), copy], None, False, tag, total, copy, cost)
+            )
+            connection.owned += cost
+            return True
+        outgoing = Outgoing([memoryview(header), *views], None, False, tag, total)
         connection.push(outgoing)
         if connection.queue and connection.queue[-1] is outgoing:
             # Not all of it went out: keep a private copy of the rest.
@@ -475,6 +491,7 @@ class TcpModule(ModuleBase):
         return target, finished
 
     def connection_lost(self, connection: Connection, failure: PeerFailed) -> None:
+        self._polling.remove(connection)
         endpoint = self._endpoints.get(connection.rank)
         if endpoint is not None:
             self.peer_lost(endpoint, failure)
@@ -487,42 +504,8 @@ class TcpModule(ModuleBase):
 
     # -- progress ----------------------------------------------------------
 
-    def _check_silence(self) -> None:
-        """Fail connections whose peer host stopped acknowledging data (see ``_silence``)."""
-        keepalive = self.settings.keepalive
-        now = time.monotonic()
-        if keepalive is None or now < self._silence_due:
-            return
-        self._silence_due = now + 0.25
-        idle, interval, probes = keepalive
-        bound = idle + interval * probes
-        for connection in list(self._connections.values()):
-            if connection.closed is not None:
-                continue
-            silent = unacknowledged_silence(connection.sock)
-            if silent is not None and silent > bound:
-                connection.lost(
-                    TimeoutError(
-                        errno.ETIMEDOUT,
-                        f"no acknowledgement for {silent:.1f} s of data sent (bound: "
-                        f"btl_tcp_keepalive_time + _interval * _probes = {bound} s)",
-                    )
-                )
-
     def progress(self) -> int:
-        if not self._connections:
-            return 0  # a rail no peer is reached through (on one host: all but loopback)
-        self._check_silence()
-        done = 0
-        for connection in list(self._connections.values()):
-            if connection.closed is not None:
-                continue
-            done += connection.receive()
-            if connection.queue:
-                done += connection.flush()
-            if connection.zerocopy.pending:
-                connection.reap_zerocopy()
-        return done
+        return self._polling.progress()  # nothing when no peer is reached through it
 
     # Counters of every rail of this process, read from any of them.
 
@@ -570,12 +553,7 @@ class TcpModule(ModuleBase):
         return total
 
     def wait_fds(self, *, arm: bool = True) -> list[int] | None:
-        live = [c for c in self._connections.values() if c.closed is None]
-        if any(c.in_bulk() for c in live):
-            return None  # a bulk body streams: keep polling
-        if any(c.queue for c in live):  # a readable socket does not show room to write
-            return [self._wakeup.arm(live)] if arm else None
-        return [c.fd for c in live]
+        return self._polling.wait_fds(self._wakeup if arm else None)
 
     def spin_fds(self) -> list[int] | None:
         """The sockets a spinning wait polls natively, arming nothing."""
@@ -583,6 +561,7 @@ class TcpModule(ModuleBase):
 
     def _retire(self, connection: Connection) -> None:
         """Close ``connection`` and keep its zero-copy figures."""
+        self._polling.remove(connection)
         self._closed_zerocopy.add(connection.zerocopy.stats)
         connection.close()
 
@@ -611,24 +590,6 @@ class TcpModule(ModuleBase):
         self._registrations.close()
         self._listener.close()
         self._wakeup.close()
-
-
-def _listen(interface: Interface) -> socket.socket:
-    """A socket listening on ``interface``'s own address: only that address (IPv4 or
-    IPv6), never the wildcard, so an interface left out takes no connection."""
-    doing = f"btl tcp: cannot listen on {interface.name} {interface.address}"
-    try:
-        listener = socket.socket(interface.family, socket.SOCK_STREAM)
-    except OSError as exc:
-        raise socket_error(exc, doing) from None
-    try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((interface.address, 0))
-        listener.listen(256)
-    except OSError as exc:
-        listener.close()
-        raise socket_error(exc, doing) from None
-    return listener
 
 
 __all__ = ["ModexError", "TcpEndpoint", "TcpModule", "TcpSettings"]

@@ -1,0 +1,129 @@
+"""One rail's progress: which connections to read, write or reap, and which went silent.
+
+A poll that finds nothing is most of a waiting rank's time, so it costs one
+``poll(2)`` over every connection: reading a socket with nothing in it
+raises ``BlockingIOError`` from ``recv_into``, several times the price of
+asking first. A connection is read only when the kernel reports input (or
+an error or hang-up, which ``poll`` always reports), except while a bulk
+body streams into its destination: a paced read raises the socket's
+low-water mark, and the connection decides itself when to read
+(``_connection``). Connections with queued output or zero-copy sends in
+flight are written and reaped on every poll, as before.
+
+The silence check (see ``_silence``) runs at most every
+:data:`SILENCE_EVERY` seconds of wall time: one clock read per poll, the
+``TCP_INFO`` reads only when due.
+"""
+
+from __future__ import annotations
+
+import errno
+import select
+import time
+from typing import TYPE_CHECKING
+
+from ._silence import unacknowledged_silence
+
+if TYPE_CHECKING:
+    from ._connection import Connection
+    from ._wakeup import Wakeup
+
+#: Seconds between two silence checks of a rail's connections.
+SILENCE_EVERY = 0.25
+_monotonic = time.monotonic
+
+
+class Polling:
+    """The open connections of one rail, as its progress visits them."""
+
+    def __init__(self, keepalive: tuple[int, ...] | None) -> None:
+        self._poll = select.poll()
+        self._by_fd: dict[int, Connection] = {}
+        #: Every connection still polled, in the order they were added, and their sockets.
+        self.connections: tuple[Connection, ...] = ()
+        self._fds: list[int] = []
+        #: ``btl_tcp_keepalive_time + _interval * _probes`` (None: no keepalive).
+        self._bound: int | None = None
+        if keepalive is not None:
+            idle, interval, probes = keepalive
+            self._bound = idle + interval * probes
+        self._silence_due = 0.0
+
+    def add(self, connection: Connection) -> None:
+        self._poll.register(connection.fd, select.POLLIN)
+        self._by_fd[connection.fd] = connection
+        self.connections = (*self.connections, connection)
+        self._fds = [c.fd for c in self.connections]
+
+    def remove(self, connection: Connection) -> None:
+        """Stop polling ``connection`` (closed or lost; its descriptor may be reused)."""
+        if self._by_fd.get(connection.fd) is connection:
+            del self._by_fd[connection.fd]
+            self._poll.unregister(connection.fd)
+        self.connections = tuple(c for c in self.connections if c is not connection)
+        self._fds = [c.fd for c in self.connections]
+
+    def progress(self) -> int:
+        """Read what arrived, write what waits, reap zero-copy notices; return work done."""
+        if not self.connections:
+            return 0  # a rail no peer is reached through (or all its peers gone)
+        if self._bound is not None and _monotonic() >= self._silence_due:
+            self._check_silence()
+        done = 0
+        by_fd = self._by_fd
+        for fd, _events in self._poll.poll(0):
+            connection = by_fd.get(fd)
+            if connection is not None and connection.closed is None and not connection.in_bulk():
+                done += connection.receive()
+        for connection in self.connections:
+            if connection.closed is not None:
+                continue
+            if connection.in_bulk():
+                done += connection.receive()
+            if connection.queue:
+                done += connection.flush()
+            if connection.zerocopy.pending:
+                connection.reap_zerocopy()
+        return done
+
+    def _check_silence(self) -> None:
+        """Fail connections whose peer host stopped acknowledging data (see ``_silence``)."""
+        bound = self._bound
+        assert bound is not None
+        self._silence_due = _monotonic() + SILENCE_EVERY
+        for connection in self.connections:
+            if connection.closed is not None:
+                continue
+            silent = unacknowledged_silence(connection.sock)
+            if silent is not None and silent > bound:
+                connection.lost(
+                    TimeoutError(
+                        errno.ETIMEDOUT,
+                        f"no acknowledgement for {silent:.1f} s of data sent (bound: "
+                        f"btl_tcp_keepalive_time + _interval * _probes = {bound} s)",
+                    )
+                )
+
+    def wait_fds(self, wakeup: Wakeup | None) -> list[int] | None:
+        """What to sleep on, or ``None`` while some connection must be polled.
+
+        With output queued, ``wakeup``'s descriptor (armed for input and room to
+        write, see ``_wakeup``); without a ``wakeup``, ``None`` then. Asked at
+        every idle turn of a spinning wait: the list of sockets is kept (a copy
+        is handed out), not made from the connections.
+        """
+        queued = False
+        for connection in self.connections:
+            if connection.closed is None:
+                if connection.in_bulk():
+                    return None  # a bulk body streams: keep polling
+                if connection.queue:
+                    queued = True
+        if queued:  # a readable socket does not show room to write
+            if wakeup is None:
+                return None
+            return [wakeup.arm([c for c in self.connections if c.closed is None])]
+        return self._fds.copy()
+
+
+__all__ = ["SILENCE_EVERY", "Polling"]
