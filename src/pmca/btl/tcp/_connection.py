@@ -176,8 +176,7 @@ class Connection:
 
     # -- sending ----------------------------------------------------------
 
-    def push(self, outgoing: Outgoing) -> None:
-        """Queue ``outgoing`` and send what the socket takes now."""
+    def _check_writable(self) -> None:
         if self.closed is not None:
             raise PeerFailed(
                 f"btl tcp: connection to {self.rank_name} is closed: {self.closed}", rank=self.rank
@@ -188,6 +187,10 @@ class Connection:
                 "(its finalize gave up delivering to it)",
                 rank=self.rank,
             )
+
+    def push(self, outgoing: Outgoing) -> None:
+        """Queue ``outgoing`` and send what the socket takes now."""
+        self._check_writable()
         self.queue.append(outgoing)
         if len(self.queue) == 1:
             self.flush()
@@ -199,10 +202,7 @@ class Connection:
         only part of it (the caller queues the rest). -1 when the connection
         failed (it is lost: its requests and module were told).
         """
-        if self.closed is not None:
-            raise PeerFailed(
-                f"btl tcp: connection to {self.rank_name} is closed: {self.closed}", rank=self.rank
-            )
+        self._check_writable()
         try:
             return self.sock.sendmsg(buffers)
         except (BlockingIOError, InterruptedError):

@@ -255,7 +255,8 @@ class TcpModule(ModuleBase):
                 return True  # gone (or the connection failed: its peer's requests hear)
             rest = memoryview(b"".join(buffers))[sent:]  # a private copy of the rest
             head = bytes(views[0][:PLACEMENT_HEAD]) if views else b""
-            connection.push(Outgoing([rest], None, False, tag, total, head, cost))
+            cut = Outgoing([rest], None, False, tag, total, head, cost, started=sent > 0)
+            connection.push(cut)
             connection.owned += cost
             return True
         if connection.queue:
