@@ -146,13 +146,13 @@ def test_a_read_under_way_at_finalize_completes_on_both_sides(
 _SENT_AFTER_THE_LEAVE = """
 with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
     if RANK == 1:
-        buffer = bytearray(1 << 20)
+        buffer = bytearray(8 << 20)
         request = s.p2p.irecv(0, 5, buffer)  # posted, never waited for
         s.p2p.send(0, 1, b"ready")  # then this rank leaves, without progressing between
     else:
         s.p2p.recv(1, 1, bytearray(5), timeout=60)
         try:
-            s.p2p.isend(1, 5, bytes(1 << 20)).wait(timeout=60)
+            s.p2p.isend(1, 5, bytes(8 << 20)).wait(timeout=60)
             out(outcome="sent")
         except PeerFinalized as exc:
             out(outcome="PeerFinalized", error=str(exc))
@@ -165,7 +165,7 @@ if RANK == 1:
 def test_a_rendezvous_that_arrives_after_the_leave_is_not_read(
     pmca_env, tmp_path: Path, btl: str
 ) -> None:
-    """Rank 0's 1 MiB send reaches rank 1 after rank 1 said LEAVE, though a receive of
+    """Rank 0's 8 MiB send reaches rank 1 after rank 1 said LEAVE, though a receive of
     rank 1's would match it: rank 1 does not read it (its FIN would come after the
     LEAVE, which fails the send), so both sides agree that it was not received.
     Without the rule rank 1's receive completed while rank 0's send failed."""
@@ -173,7 +173,7 @@ def test_a_rendezvous_that_arrives_after_the_leave_is_not_read(
     assert sender.get("outcome") == "PeerFinalized", (sender, receiver["stderr"])
     assert receiver["done"] and receiver["error"] != "None", receiver
     if "without receiving this message" in sender["error"]:  # its header went out
-        assert "from rank 0 tag 5: 1 message, 1048576 bytes" in receiver["stderr"], receiver
+        assert "from rank 0 tag 5: 1 message, 8388608 bytes" in receiver["stderr"], receiver
     assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
 
 
