@@ -33,6 +33,19 @@ PRELUDE = textwrap.dedent(
 
     def out(**facts):
         print(json.dumps(facts), flush=True)
+
+    def receive_numbered(s, source, tag, size, ends):
+        # Messages numbered 0, 1, ... (4 bytes first) from source, in order, until
+        # one of ends is raised: how many, and that error.
+        buffer = bytearray(size)
+        received = 0
+        try:
+            while True:
+                s.p2p.recv(source, tag, buffer, timeout=60)
+                assert int.from_bytes(buffer[:4], "little") == received, received
+                received += 1
+        except ends as exc:
+            return received, exc
     """
 )
 

@@ -68,23 +68,23 @@ def test_completed_sends_reach_a_receiver_that_starts_late(pmca_env, tmp_path, b
 
 
 _STALLED_RECEIVER = """
-COUNT = 100_000
+import os
+COUNT, FINALIZING = 100_000, sys.argv[4]
 MCA.update(pmca_base_finalize_timeout=2, pmca_base_modex_timeout=30)
 with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
     if RANK == 0:
         requests = [s.p2p.isend(1, 5, i.to_bytes(4, "little") + bytes(1020)) for i in range(COUNT)]
         left = time.monotonic()
+        open(FINALIZING, "w").close()
     else:
-        time.sleep(12.0)  # reads nothing while rank 0 finalizes
-        buffer = bytearray(1024)
-        received = 0
-        try:
-            while True:
-                s.p2p.recv(0, 5, buffer, timeout=60)
-                assert int.from_bytes(buffer[:4], "little") == received, received
-                received += 1
-        except PeerFailed as exc:
-            out(received=received, error=str(exc))
+        # Reads nothing while rank 0 finalizes: from its finalize's start (not
+        # from this rank's, however long the isends took) to well past its bound.
+        deadline = time.monotonic() + 120
+        while not os.path.exists(FINALIZING) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(6.0)
+        received, error = receive_numbered(s, 0, 5, 1024, PeerFailed)
+        out(received=received, error=str(error))
 if RANK == 0:
     out(
         finalize=time.monotonic() - left,
@@ -105,7 +105,8 @@ def test_finalize_gives_up_within_its_bound_naming_exactly_what_was_not_delivere
     completed ones btl/tcp still queued. The receiver, reading later, gets
     exactly the rest, in order.
     """
-    sender, receiver = _pair(tmp_path, _STALLED_RECEIVER, "self,tcp")
+    finalizing = str(tmp_path / "finalizing")
+    sender, receiver = _pair(tmp_path, _STALLED_RECEIVER, "self,tcp", finalizing)
     assert sender["finalize"] < 2.0 + 8.0, sender
     assert sender["failed"] + sender["completed"] == 100_000, sender
     stderr = sender["stderr"]

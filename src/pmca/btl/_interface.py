@@ -288,6 +288,18 @@ class BtlModule(Protocol):
     ``sm``, ``tcp`` and ``ofi`` have it. Finalize uses it to say what could not be
     delivered; a module without it is taken to hold nothing back.
 
+    With it goes ``drop_queued(rank) -> list[QueuedSend]``: take everything
+    queued to ``rank`` and not yet handed to the transport off the queue, at
+    once and for good (never sent later), run the pending ``send`` callbacks
+    among it with an error, and answer the active messages dropped, as
+    ``queued_sends`` would have. Finalize calls it when it gives up on a
+    peer, so that a send it reports not delivered is never delivered after
+    all, and one it counts as delivered (handed to the transport) does
+    arrive if the peer reads. A frame of which the transport took a part
+    cannot be taken back: btl ``tcp`` then ends its writes on that
+    connection, and the peer discards the cut frame (it counts as dropped).
+    A module without the operation keeps sending what it queued.
+
     Back-pressure: a send completes (``sendi`` answers ``True``, or the
     ``send`` callback runs) once the module owns the bytes, and the module
     then delivers them or reports the peer's failure. A module keeps what it

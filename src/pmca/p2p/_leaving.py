@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from .._public import public
-from ..btl import BtlError, PeerFinalized
+from ..btl import BtlError, PeerFinalized, QueuedSend
 from ..mca._errors import warn_user
 from . import _protocol as proto
 from ._requests import Request
@@ -119,6 +119,10 @@ class Leaving:
         self._said: set[int] = set()
         #: What finalize could not deliver or saw never received, said once at the end.
         self._reports: list[str] = []
+        #: Peers whose queued messages the btls dropped, and the completed
+        #: messages among them (rank, tag, bytes): not delivered, and never will be.
+        self._dropped: set[int] = set()
+        self._held: list[tuple[int, int, int]] = []
 
     # -- receiving -------------------------------------------------------------
 
@@ -235,7 +239,9 @@ class Leaving:
                 if not self._bml.progress():
                     break
             # Nobody will ever receive what this rank still sends itself.
-            self._give_up(lambda r: r.peer == me, "this rank finalized before receiving it")
+            self._drop_backlog(
+                self._give_up(lambda r: r.peer == me, "this rank finalized before receiving it")
+            )
         self._wait(self._drained, drain)
         with self._bml.lock:
             if not self._drained():
@@ -249,10 +255,14 @@ class Leaving:
                     for rank in self._stuck()
                     if rank in self._told and not self._peer_done(rank)
                 }
-                self._give_up(
+                given_up = self._give_up(
                     lambda r: True,
                     f"not delivered within {drain:g} s (pmca_base_finalize_timeout)",
                 )
+                # At once, under the same lock: what was just said not delivered
+                # must never go out later (the peer may start reading any time).
+                self._drop_backlog(given_up - self._abandoned)
+                self._drop_backlog(self._abandoned, report=False)  # said with their report
         bound = drain if after_error else barrier
         settled = self._wait(self._settled, max(0.0, started + bound - time.monotonic()))
         if self._abandoned:
@@ -314,27 +324,55 @@ class Leaving:
             for rank in self._unhanded
         )
 
-    def _give_up(self, which: Callable[[Request], bool], why: str) -> None:
-        """Fail the sends ``which`` selects, and say once what they were."""
+    def _give_up(self, which: Callable[[Request], bool], why: str) -> set[int]:
+        """Fail the sends ``which`` selects, and say once what they were; their peers."""
         dropped = [
             r
             for r in self._pending.values()
             if r.kind == "send" and not r.done and which(r) and self._peers[r.peer].failed is None
         ]
         if not dropped:
-            return
+            return set()
         sends = summary(((r.peer, r.tag, r.view.nbytes) for r in dropped), "to")
         error = BtlError(f"p2p finalize: a send was dropped: {why}")
         for request in dropped:
             self._finish(request, 0, error)
         self._reports.append(f"{counted(len(dropped), 'send')} not delivered ({why}): {sends}")
+        return {r.peer for r in dropped}
+
+    def _drop_backlog(self, ranks: set[int], *, report: bool = True) -> None:
+        """Have the btls drop what they still queue to ``ranks`` (their optional
+        ``drop_queued``), so that nothing said not delivered arrives later, and
+        count the completed messages among it as not delivered: said here
+        (``report``), or with the peer's own report. The first time per peer
+        only: what a btl queues to it afterwards is control traffic.
+
+        A btl without ``drop_queued`` can only be asked what it holds
+        (``queued_sends``); it may still send that later.
+        """
+        held: list[tuple[int, int, int]] = []
+        for rank in sorted(ranks - self._dropped):
+            self._dropped.add(rank)
+            for module in self._bml.modules:
+                drop = getattr(module, "drop_queued", None)
+                if drop is None:
+                    drop = getattr(module, "queued_sends", None)
+                if drop is not None:
+                    held.extend(self._completed_messages(drop(rank)))
+        self._held.extend(held)
+        if report and held:
+            self._reports.append(
+                f"{counted(len(held), 'message')} not delivered (completed, still queued in a "
+                f"btl): {summary(held, 'to')}"
+            )
 
     def _report_unacknowledged(self, ranks: set[int], waited: str) -> None:
         """Say once which peers never confirmed they have all of this rank's data, and
         what the btls still held for them (where a btl can tell, ``queued_sends``)."""
         with self._bml.lock:
             silent = sorted(ranks)
-            held = [q for q in self._transport_backlog() if q[0] in silent]
+            self._drop_backlog(set(silent), report=False)
+            held = [h for h in self._held if h[0] in silent]
             unsent = sorted(r for r in silent if r in self._unhanded)
         queued = (
             f"{counted(len(held), 'message')} not delivered (completed, still queued in a btl): "
@@ -351,25 +389,20 @@ class Leaving:
             f"send it now is lost; {queued}"
         )
 
-    def _transport_backlog(self) -> list[tuple[int, int, int]]:
-        """(rank, tag, bytes) of the p2p messages btls accepted, completed and have not
-        handed to their transport, from the optional btl operation ``queued_sends``."""
+    def _completed_messages(self, queued: Iterable[QueuedSend]) -> list[tuple[int, int, int]]:
+        """(rank, tag, bytes) of the completed p2p messages among what a btl queued."""
         found: list[tuple[int, int, int]] = []
-        for module in self._bml.modules:
-            queued_sends = getattr(module, "queued_sends", None)
-            if queued_sends is None:
+        for entry in queued:
+            head = bytes(entry.head)
+            if entry.tag != self._tag or len(head) < _MATCH_SIZE:
                 continue
-            for queued in queued_sends(None):
-                head = bytes(queued.head)
-                if queued.tag != self._tag or len(head) < _MATCH_SIZE:
-                    continue
-                if not getattr(queued, "completed", True):
-                    continue  # its request is pending: named among the sends not delivered
-                kind, _flags, _seq, tag, size = proto.MATCH.unpack_from(head)
-                # An RGET/RNDV header goes out without a callback, so a btl calls
-                # it completed, but its request is pending and named with those.
-                if kind == proto.EAGER:
-                    found.append((queued.rank, tag, size))
+            if not getattr(entry, "completed", True):
+                continue  # its request is pending: named among the sends not delivered
+            kind, _flags, _seq, tag, size = proto.MATCH.unpack_from(head)
+            # An RGET/RNDV header goes out without a callback, so a btl calls
+            # it completed, but its request is pending and named with those.
+            if kind == proto.EAGER:
+                found.append((entry.rank, tag, size))
         return found
 
     def _report_unreceived(self) -> None:

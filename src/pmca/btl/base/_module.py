@@ -172,6 +172,14 @@ class ModuleBase:
     def deregister_mem(self, handle: MemoryHandle) -> None:
         return None
 
+    def dropped(self, rank: int) -> BtlError:
+        """The error of a send to ``rank`` taken off this module's queue by
+        ``drop_queued`` (see :class:`pmca.btl.BtlModule`)."""
+        return BtlError(
+            f"btl {self.name}: a send to rank {rank} was dropped unsent "
+            "(its sender's finalize gave up delivering to that rank)"
+        )
+
     def _no_rdma(self, operation: str) -> BtlError:
         return BtlError(f"btl {self.name} has no {operation} (flags {self.limits.flags!r})")
 

@@ -332,6 +332,22 @@ class OfiModule(ModuleBase):
                 )
         return found
 
+    def drop_queued(self, rank: int) -> list[QueuedSend]:
+        """Take what waits for the provider to ``rank`` off for good (pending sends
+        fail); the active messages dropped. A posted send is the provider's."""
+        found = self.queued_sends(rank)
+        backlog = self._backlog  # in place: a post under way holds this deque
+        dropped = [item for item in backlog if item.endpoint.rank == rank]
+        if dropped:
+            kept = [item for item in backlog if item.endpoint.rank != rank]
+            backlog.clear()
+            backlog.extend(kept)
+            failure = self.dropped(rank)
+            for item in dropped:
+                if item.callback is not None:
+                    item.callback(failure)
+        return found
+
     def _post_backlog(self) -> int:
         """Post what waits for the provider, in order, while it takes them."""
         backlog = self._backlog

@@ -152,6 +152,19 @@ class SelfModule(ModuleBase):
             if rank is None or rank == endpoint.rank
         ]
 
+    def drop_queued(self, rank: int) -> list[QueuedSend]:
+        """Take the messages to this process not yet delivered off for good (pending
+        sends fail); those dropped."""
+        found = self.queued_sends(rank)
+        kept = [entry for entry in self._queue if entry[0].rank != rank]
+        dropped = [entry for entry in self._queue if entry[0].rank == rank]
+        self._queue.clear()
+        self._queue.extend(kept)
+        for endpoint, _tag, _data, callback in dropped:
+            if callback is not None:
+                callback(self.dropped(endpoint.rank))
+        return found
+
     def spin_fds(self) -> list[int] | None:
         """Nothing comes from outside: a spinning wait polls only the other btls
         (while something is queued here, progress has work: ``None``)."""

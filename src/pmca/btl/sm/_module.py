@@ -370,6 +370,17 @@ class SmModule(ModuleBase):
                     found.append(QueuedSend(peer, item.tag, size, head, item.callback is None))
             return found
 
+    def drop_queued(self, rank: int) -> list[QueuedSend]:
+        """Take what waits for FIFO room to ``rank`` off for good (pending sends fail);
+        the active messages dropped. What is in the FIFO already is the peer's to read."""
+        with self.lock:
+            found = self.queued_sends(rank)
+            queue = self._queues.get(rank)
+            if queue:
+                self._drop_queue(queue, self.dropped(rank))
+                self._queue_changed()
+            return found
+
     # -- put / get ------------------------------------------------------------
 
     def register_mem(self, endpoint: Endpoint | None, base: int, size: int) -> MemoryHandle:

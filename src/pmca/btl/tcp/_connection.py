@@ -102,6 +102,8 @@ class Outgoing(Record):
     head: memoryview | bytes = b""
     #: What the connection's own copy of it counts against the queue limit.
     owned: int = 0
+    #: Whether the socket took a part of it (then it cannot be taken back).
+    started: bool = False
 
 
 @define(eq=False, repr=False)
@@ -155,6 +157,8 @@ class Connection:
         self._end = 0
         self._sink: Sink | None = None
         self.closed: BaseException | None = None
+        #: Set when :meth:`drop_queued` cut a frame: nothing more is written.
+        self.writes_ended = False
         self.zerocopy = ZeroCopy(sock, wanted=zerocopy, adaptive=zerocopy_adaptive)
         self.bulk_chunk = bulk_chunk
         #: The longest frame one write may carry (what ``_first_bytes`` lets through).
@@ -172,12 +176,21 @@ class Connection:
 
     # -- sending ----------------------------------------------------------
 
-    def push(self, outgoing: Outgoing) -> None:
-        """Queue ``outgoing`` and send what the socket takes now."""
+    def _check_writable(self) -> None:
         if self.closed is not None:
             raise PeerFailed(
                 f"btl tcp: connection to {self.rank_name} is closed: {self.closed}", rank=self.rank
             )
+        if self.writes_ended:
+            raise PeerFailed(
+                f"btl tcp: this rank ended its writes to {self.rank_name} mid-frame "
+                "(its finalize gave up delivering to it)",
+                rank=self.rank,
+            )
+
+    def push(self, outgoing: Outgoing) -> None:
+        """Queue ``outgoing`` and send what the socket takes now."""
+        self._check_writable()
         self.queue.append(outgoing)
         if len(self.queue) == 1:
             self.flush()
@@ -189,10 +202,7 @@ class Connection:
         only part of it (the caller queues the rest). -1 when the connection
         failed (it is lost: its requests and module were told).
         """
-        if self.closed is not None:
-            raise PeerFailed(
-                f"btl tcp: connection to {self.rank_name} is closed: {self.closed}", rank=self.rank
-            )
+        self._check_writable()
         try:
             return self.sock.sendmsg(buffers)
         except (BlockingIOError, InterruptedError):
@@ -238,6 +248,7 @@ class Connection:
             while buffers and not buffers[0].nbytes:
                 buffers.pop(0)
             if buffers:
+                outgoing.started = True
                 continue
             self.queue.popleft()
             self.owned -= outgoing.owned
@@ -259,6 +270,28 @@ class Connection:
             for outgoing in self.queue
             if outgoing.tag >= 0
         ]
+
+    def drop_queued(self, failure: BaseException) -> list[QueuedSend]:
+        """Take every queued frame off, never to be written; the active messages among them.
+
+        Pending sends among them fail with ``failure``. A frame the socket took
+        a part of cannot be taken back, nor finished without waiting for the
+        peer to read: this connection then writes nothing more (the socket's
+        write side is shut after what the kernel holds), so the peer discards
+        the cut frame and every message before it still arrives. Either way
+        what is dropped is exactly what the peer never gets.
+        """
+        dropped = self.queued_sends()
+        queue, self.queue = self.queue, deque()
+        self.owned = 0
+        if queue and queue[0].started and self.closed is None:
+            self.writes_ended = True
+            with contextlib.suppress(OSError):
+                self.sock.shutdown(socket.SHUT_WR)
+        for outgoing in queue:
+            if outgoing.callback is not None:
+                outgoing.callback(failure)
+        return dropped
 
     def reap_zerocopy(self) -> None:
         """Consume MSG_ZEROCOPY completion notices from the error queue."""

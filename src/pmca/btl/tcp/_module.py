@@ -255,7 +255,8 @@ class TcpModule(ModuleBase):
                 return True  # gone (or the connection failed: its peer's requests hear)
             rest = memoryview(b"".join(buffers))[sent:]  # a private copy of the rest
             head = bytes(views[0][:PLACEMENT_HEAD]) if views else b""
-            connection.push(Outgoing([rest], None, False, tag, total, head, cost))
+            cut = Outgoing([rest], None, False, tag, total, head, cost, started=sent > 0)
+            connection.push(cut)
             connection.owned += cost
             return True
         if connection.queue:
@@ -302,6 +303,17 @@ class TcpModule(ModuleBase):
             connection = self._connections.get(rank)
             chosen = [connection] if connection is not None else []
         return [queued for connection in chosen for queued in connection.queued_sends()]
+
+    def drop_queued(self, rank: int) -> list[QueuedSend]:
+        """Take what every rail queues to ``rank`` off for good (see
+        ``Connection.drop_queued``)."""
+        failure = self.dropped(rank)
+        found: list[QueuedSend] = []
+        for rail in self._group_rails():
+            connection = rail._connections.get(rank)
+            if connection is not None:
+                found.extend(connection.drop_queued(failure))
+        return found
 
     # -- registration and RDMA ---------------------------------------------
 
@@ -405,6 +417,8 @@ class TcpModule(ModuleBase):
         return self.placement(self._endpoints[connection.rank], tag, head, length)
 
     def _serve_get(self, connection: Connection, request: int, body: memoryview) -> None:
+        if connection.writes_ended:
+            return  # finalize gave up on this peer: its get fails when the connection ends
         key, address, size = wire.GET_REQUEST.unpack(body)
         try:
             self._registrations.check(key, address, size)
