@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from attrs import define, evolve, field, frozen
@@ -125,19 +125,38 @@ class Bml:
             if share_lock is not None:
                 share_lock(self.lock)
                 shared.append(module)
-        # Bound once: progress runs in every iteration of every wait. A module
-        # sharing the lock polls without re-taking it (its callers hold it).
-        self._pollers = tuple(
-            getattr(module, "progress_held", module.progress)
-            if any(module is other for other in shared)
-            else module.progress
-            for module in self.modules
-        )
+        self._shared = shared
+        #: The modules a wait polls: every module until :meth:`add_procs`,
+        #: then only those reaching some rank (see :meth:`_poll_reaching`).
+        self._polled: list[BtlModule] = list(self.modules)
+        self._pollers = self._bind_pollers()
         self._liveness_due = 0.0
         self._failure_listeners: list[Any] = []
         #: Ranks that finalized and said so (the message layer's LEAVE): their
         #: connections closing afterwards is expected, not a failure to shout about.
         self.departed: set[int] = set()
+
+    def _bind_pollers(self) -> tuple[Callable[[], int], ...]:
+        # Bound once: progress runs in every iteration of every wait. A module
+        # sharing the lock polls without re-taking it (its callers hold it).
+        return tuple(
+            getattr(module, "progress_held", module.progress)
+            if any(module is other for other in self._shared)
+            else module.progress
+            for module in self._polled
+        )
+
+    def _poll_reaching(self, routes: list[list[Route]]) -> None:
+        """Poll, and ask for descriptors, only the modules some rank is reached through.
+
+        A module without a route (a tcp rail on an interface no peer pairs
+        with) has no traffic to find; polled anyway it costs a call per
+        module in every iteration of every wait. Routes are made only here,
+        by :meth:`add_procs`, so a module gaining a peer comes back with them.
+        """
+        reaching = {id(route.module) for found in routes for route in found}
+        self._polled = [module for module in self.modules if id(module) in reaching]
+        self._pollers = self._bind_pollers()
 
     # -- set-up -----------------------------------------------------------
 
@@ -180,6 +199,7 @@ class Bml:
                     routes[rank].append(Route(module, endpoint))
             module.register_error(self._peer_lost)
         self.peers = [_build_peer(e.rank, e, routes[e.rank]) for e in entries]
+        self._poll_reaching(routes)
         local_host = entries[me].host
         for peer in self.peers:
             if peer.rank != me and peer.host == local_host:
@@ -296,7 +316,7 @@ class Bml:
         Call it with :attr:`lock` held: modules arm their wake-ups here.
         """
         fds: list[int] = []
-        for module in self.modules:
+        for module in self._polled:
             module_fds = module.wait_fds()
             if module_fds is None:
                 return None
@@ -312,7 +332,7 @@ class Bml:
         comes from outside), or ``None``. Call it with :attr:`lock` held.
         """
         fds: list[int] = []
-        for module in self.modules:
+        for module in self._polled:
             module_spin_fds = getattr(module, "spin_fds", None)
             module_fds = module_spin_fds() if module_spin_fds is not None else None
             if module_fds is None:
