@@ -9,7 +9,13 @@ launcher barrier that moved no data: a tcp receiver starting 1 s late got
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +64,57 @@ def test_a_rank_raising_in_its_session_is_known_to_every_other_within_2s(
         line = next(line for line in lines if line.startswith(f"OK rank {rank} learned at"))
         learned = float(re.search(r"learned at ([\d.]+)", line)[1]) - raised
         assert learned < 2.0, f"rank {rank} learned {learned:.2f} s after the raise: {line}"
+
+
+def test_an_interrupted_job_ends_within_the_finalize_bound(
+    launcher: Launcher, pmca_env, tmp_path: Path
+) -> None:
+    """Ctrl-C to the launcher while every rank waits on a receive nobody sends.
+
+    Under MPICH each rank gets SIGINT from ``mpiexec``, leaves its session
+    after the ``KeyboardInterrupt`` ("leaving (error)"), and the job ends
+    within the finalize bound (5 s) plus a margin for a loaded host; Open
+    MPI's ``mpirun`` ends its ranks itself, and must do so as quickly. Before leaving was
+    a message, finalize after an error waited in a launcher barrier for the
+    whole modex timeout: Ctrl-C to MPICH's ``mpiexec`` took 60 s.
+    """
+    btl = BTL_SETS[-1][0]
+    result = tmp_path / "result"
+    command = [
+        *launcher.command(2),
+        sys.executable,
+        program("leaving.py"),
+        "--btl",
+        btl,
+        "--case",
+        "interrupt",
+        "--result",
+        str(result),
+    ]
+    child = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while _lines(result, "waiting") < 2:
+            assert child.poll() is None and time.monotonic() < deadline, child.communicate()
+            time.sleep(0.05)
+        time.sleep(0.5)  # both ranks are inside their receive
+        interrupted = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        stdout, stderr = child.communicate(timeout=60)
+        ended = time.monotonic() - interrupted
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+    output = f"--- result\n{result.read_text()}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    if launcher.name == "mpich":  # Hydra hands SIGINT on to the ranks; PRRTE ends them itself
+        assert _lines(result, "interrupted, finalize took") == 2, output
+    assert ended < 5.0 + 5.0, f"the job ended {ended:.1f} s after the interrupt\n{output}"
+
+
+def _lines(result: Path, text: str) -> int:
+    if not result.exists():
+        return 0
+    return sum(text in line for line in result.read_text().splitlines())

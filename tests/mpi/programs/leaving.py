@@ -1,5 +1,6 @@
 """Finalize cases under a launcher, one per --case (see tests/mpi/test_leaving.py)."""
 
+import signal
 import time
 
 from _common import arguments, report, session
@@ -55,3 +56,24 @@ if args.case == "raise":
                 report(False, f"{type(exc).__name__}: {exc}")
     except RuntimeError:
         report(True, f"raised at {raised:.3f}, finalize took {time.monotonic() - raised:.2f}s")
+
+if args.case == "interrupt":
+    # Every rank waits on a message nobody sends until the launcher is interrupted.
+    interrupted = None
+
+    def on_interrupt(signum, frame):
+        global interrupted
+        interrupted = time.monotonic()
+        raise KeyboardInterrupt
+
+    # Installed whatever the launcher left: a rank started with SIGINT ignored
+    # would never see the interrupt.
+    signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        with session(args.btl) as s:
+            comm.Barrier()  # every rank is inside its session
+            report(True, "waiting")
+            s.p2p.recv((me + 1) % comm.Get_size(), 1, bytearray(8), timeout=120)
+            report(False, "received a message nobody sent")
+    except KeyboardInterrupt:
+        report(True, f"interrupted, finalize took {time.monotonic() - interrupted:.2f}s")
