@@ -234,3 +234,45 @@ def test_producers_forget_an_object_that_went_away() -> None:
     gc.collect()
     assert len(producers.refs) == 1
     assert producers.live() == [kept]
+
+
+_GC_INSIDE_ADD = """
+import gc
+from pmca.mca._pvars import Producers
+
+class Module:
+    pass
+
+producers = Producers()
+kept = []
+# Everything so far out of the collector's sight: a full collection then comes
+# every few allocations (add's included) instead of once the heap grew by a quarter.
+gc.freeze()
+gc.collect()
+gc.set_threshold(1, 1, 1)
+for i in range(20000):
+    cycle = Module()
+    cycle.me = cycle  # freed only by a collection, which runs its weakref callback
+    producers.add(cycle)
+    del cycle
+    if i % 1000 == 0:
+        kept.append(Module())
+        producers.add(kept[-1])
+gc.set_threshold(700, 10, 10)
+gc.collect()
+print(len(producers.live()))
+"""
+
+
+def test_a_collection_inside_add_that_frees_a_producer_does_not_hang() -> None:
+    """A garbage collection run by an allocation inside ``Producers.add`` (its lock
+    held) frees producers in reference cycles; their weak references' callbacks
+    run on that same thread and must not wait for the lock add holds."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _GC_INSIDE_ADD], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["20"]

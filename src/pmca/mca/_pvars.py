@@ -171,8 +171,10 @@ class Producers(Generic[_Producer]):
 
     :attr:`refs` is a tuple replaced, never changed in place, as producers
     come and go: a reader walks it with no copy and no iteration guard
-    (``weakref.WeakSet`` costs both on every read), and one that goes away
-    is dropped by its weak reference's callback.
+    (``weakref.WeakSet`` costs both on every read). One that goes away is
+    dropped by its weak reference's callback when the lock is free, else by
+    the next :meth:`add`: the callback may run from a garbage collection
+    inside :meth:`add` on the thread holding the lock, so it never waits for it.
     """
 
     __slots__ = ("__weakref__", "_lock", "refs")
@@ -186,14 +188,17 @@ class Producers(Generic[_Producer]):
 
         def gone(ref: weakref.ref[_Producer]) -> None:
             producers = mine()
-            if producers is not None:
-                with producers._lock:
+            if producers is not None and producers._lock.acquire(blocking=False):
+                try:
                     producers.refs = tuple(r for r in producers.refs if r is not ref)
+                finally:
+                    producers._lock.release()
 
         with self._lock:
             if any(r() is producer for r in self.refs):
                 return
-            self.refs = (*self.refs, weakref.ref(producer, gone))
+            live = (r for r in self.refs if r() is not None)
+            self.refs = (*live, weakref.ref(producer, gone))
 
     def live(self) -> list[_Producer]:
         """The producers alive now."""
