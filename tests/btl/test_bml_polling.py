@@ -37,3 +37,17 @@ def test_modules_reaching_no_rank_are_not_polled(pmca_env, tmp_path: Path) -> No
         assert result["got"] == ("pong" if result["rank"] == 0 else "ping"), result
         assert result["routed"], result
         assert result["polled"] == result["routed"], result
+
+
+def test_a_library_that_cannot_be_loaded_leaves_waits_polling_from_python(
+    tmp_path, monkeypatch
+) -> None:
+    """A file where the library should be that dlopen refuses (a broken build, a
+    truncated copy) gives no spinner: waits poll from Python instead of failing."""
+    from pmca.btl.bml import _spin
+
+    broken = tmp_path / _spin.LIBRARY_NAME
+    broken.write_bytes(b"\x7fELF truncated")
+    monkeypatch.setattr(_spin, "library_path", lambda: str(broken))
+    monkeypatch.setattr(_spin, "_loaded", [])
+    assert _spin.spinner() is None

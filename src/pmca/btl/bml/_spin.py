@@ -60,15 +60,20 @@ _loaded: list[Spinner | None] = []
 
 
 def spinner() -> Spinner | None:
-    """The process's :class:`Spinner`, or ``None`` when the library is not built here
-    (waits then poll from Python, as they always may)."""
+    """The process's :class:`Spinner`, or ``None`` when the library is not built here,
+    cannot be loaded or is of another build (waits then poll from Python, as they
+    always may)."""
     if not _loaded:
         path = library_path()
         found: Spinner | None = None
         if os.path.exists(path):
-            lib = ctypes.CDLL(path)
-            abi = ctypes.CFUNCTYPE(ctypes.c_uint)(("pmca_bml_spin_abi", lib))
-            if abi() == _ABI:
-                found = Spinner(lib)
+            try:
+                lib = ctypes.CDLL(path)
+                abi = ctypes.CFUNCTYPE(ctypes.c_uint)(("pmca_bml_spin_abi", lib))
+            except (OSError, AttributeError):  # not a library, or without that symbol
+                pass
+            else:
+                if abi() == _ABI:
+                    found = Spinner(lib)
         _loaded.append(found)
     return _loaded[0]

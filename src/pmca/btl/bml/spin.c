@@ -12,15 +12,15 @@
 #include <poll.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
-#include <stdlib.h>
-
 /* Descriptors polled from the stack; more are polled from the heap. */
 #define PMCA_SPIN_STACK_FDS 64
-/* Polls between two reads of the clock. */
+/* Polls between two reads of the clock (every poll when yielding: one
+ * sched_yield may give the processor away for a whole time slice). */
 #define PMCA_SPIN_CLOCK_EVERY 16
 
 static int64_t now_ns(void)
@@ -61,7 +61,7 @@ EXPORT int pmca_bml_spin(const int *fds, uint32_t nfds, int64_t nanoseconds, int
         }
         if (give_way)
             sched_yield();
-        if (round % PMCA_SPIN_CLOCK_EVERY == 0 && now_ns() >= deadline)
+        if ((give_way || round % PMCA_SPIN_CLOCK_EVERY == 0) && now_ns() >= deadline)
             break;
     }
     if (polled != stack)
