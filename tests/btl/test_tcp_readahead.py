@@ -91,3 +91,32 @@ def test_a_large_body_waiting_behind_its_header_lands_in_place() -> None:
 def test_the_read_ahead_holds_a_whole_parsed_frame() -> None:
     # A frame parsed out of the buffer (body up to STREAM_MIN) fits one read.
     assert wire.FRAME.size + STREAM_MIN <= _READ_AHEAD
+
+
+def test_a_read_that_fills_the_read_ahead_reads_again() -> None:
+    """Small frames waiting beyond one read-ahead are all handled by one receive: a
+    read that took all it asked for did not empty the socket, so it reads again."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    sender = socket.create_connection(listener.getsockname())
+    receiver, _ = listener.accept()
+    listener.close()
+    owner = _Owner(0)
+    connection = Connection(owner, 1, receiver, zerocopy=False)  # type: ignore[arg-type]
+    body = bytes(1000)
+    frames = 4 * _READ_AHEAD // (wire.FRAME.size + len(body))
+    stream = b"".join(wire.FRAME.pack(wire.AM, 7, len(body), 0) + body for _ in range(frames))
+    writer = threading.Thread(target=sender.sendall, args=(stream,), daemon=True)
+    writer.start()
+    try:
+        deadline = time.monotonic() + 30
+        while _waiting(receiver) < len(stream):
+            assert time.monotonic() < deadline, f"only {_waiting(receiver)} bytes arrived"
+            time.sleep(0.001)
+        handled = connection.receive()
+        writer.join(30)
+    finally:
+        connection.close()
+        sender.close()
+    assert handled == frames
+    assert owner.small == [body] * frames

@@ -302,9 +302,11 @@ class Connection:
     def receive(self) -> int:
         """Read and dispatch what is available; return messages handled.
 
-        A read that leaves room in the buffer took everything the socket had:
-        its frames are parsed and the call ends, without another read to
-        hear ``EAGAIN`` (the next poll says when more arrives).
+        A read that took less than it asked for (the buffer's room, at most
+        ``_READ_AHEAD``) took everything the socket had: its frames are parsed
+        and the call ends, without another read to hear ``EAGAIN`` (the next
+        poll says when more arrives). One that filled what it asked for reads
+        again once its frames are parsed.
         """
         handled = 0
         drained = False
@@ -326,9 +328,9 @@ class Connection:
                 remaining = self._end - self._start
                 self._view[:remaining] = self._view[self._start : self._end]
                 self._start, self._end = 0, remaining
-            room = len(self._buffer) - self._end
+            asked = min(len(self._buffer) - self._end, _READ_AHEAD)
             try:
-                count = self.sock.recv_into(self._view[self._end : self._end + _READ_AHEAD])
+                count = self.sock.recv_into(self._view[self._end : self._end + asked])
             except (BlockingIOError, InterruptedError):
                 return handled
             except OSError as exc:
@@ -338,7 +340,7 @@ class Connection:
                 self.lost(ConnectionResetError(f"{self.rank_name} closed the connection"))
                 return handled
             self._end += count
-            drained = count < room
+            drained = count < asked
         return handled
 
     def in_bulk(self) -> bool:
