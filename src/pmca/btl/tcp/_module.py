@@ -202,7 +202,7 @@ class TcpModule(ModuleBase):
         wanted = self.settings.zerocopy == "true" or (
             self.settings.zerocopy == "auto" and not loopback
         )
-        connection = self._connections[rank] = Connection(
+        connection = Connection(
             self,
             rank,
             sock,
@@ -215,6 +215,9 @@ class TcpModule(ModuleBase):
             traffic=self.peer_traffic(rank),
         )
         self._polling.add(connection)
+        # Known only once nothing more can fail: a failed adoption's socket is
+        # closed by the listener, and no registered connection may still use it.
+        self._connections[rank] = connection
 
     def del_procs(self, endpoints: Sequence[Endpoint]) -> None:
         for endpoint in endpoints:
