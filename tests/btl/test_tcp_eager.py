@@ -113,3 +113,21 @@ def test_frames_in_any_pieces_are_received_whole_and_counted(pmca_env) -> None:
         counts = tcp.peer_traffic(1)
         assert counts[MESSAGES_RECEIVED] == 3 * len(sizes)
         assert counts[BYTES_RECEIVED] == 3 * sum(sizes)
+
+
+def test_an_eager_message_of_more_parts_than_one_write_takes_arrives_whole(pmca_env) -> None:
+    """A sendi of more parts than one sendmsg may carry (the kernel's iovec limit is
+    1024) is written in several, not refused by the kernel as a lost connection."""
+    parts = [i.to_bytes(2, "little") for i in range(1500)]
+    with _paired() as (tcp, endpoint, peer):
+        assert tcp.sendi(endpoint, TAG_USER, parts)
+        expected = wire.FRAME.size + 2 * len(parts)
+        received = bytearray()
+        peer.settimeout(0.05)
+        deadline = time.monotonic() + 60
+        while len(received) < expected and time.monotonic() < deadline:
+            tcp.progress()
+            with suppress(TimeoutError):
+                received += peer.recv(1 << 20)
+        assert tcp.connections()[1].closed is None
+        assert _frames(bytes(received)) == [(wire.AM, TAG_USER, b"".join(parts))]

@@ -42,7 +42,7 @@ from .._interface import (
 from ..base import ModuleBase, NoPinBackend, Registrations, host_name
 from ..base._pvars import BYTES_RECEIVED, BYTES_SENT, MESSAGES_RECEIVED, MESSAGES_SENT
 from . import _wire as wire
-from ._connection import QUEUED_COST, STREAM_MIN, Connection, Outgoing
+from ._connection import _IOV_MAX, QUEUED_COST, STREAM_MIN, Connection, Outgoing
 from ._group import RailGroup
 from ._handshake import connect, keep_alive
 from ._interfaces import Interface
@@ -250,8 +250,13 @@ class TcpModule(ModuleBase):
         counts = connection.traffic
         counts[MESSAGES_SENT] += 1
         counts[BYTES_SENT] += total
-        if not connection.queue and _FRAME_SIZE + total <= connection.write_max:
-            # Header and body in one sendmsg, no queue entry unless the socket is full.
+        if (
+            not connection.queue
+            and _FRAME_SIZE + total <= connection.write_max
+            and len(views) < _IOV_MAX
+        ):
+            # Header and body in one sendmsg, no queue entry unless the socket is full
+            # (many parts go through the queue, which writes at most _IOV_MAX at once).
             buffers: list[memoryview | bytes] = [header, *views]
             sent = connection.send_now(buffers)
             if sent < 0 or sent == _FRAME_SIZE + total:
