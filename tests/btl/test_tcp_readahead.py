@@ -1,6 +1,7 @@
 """btl/tcp's receive loop (a real Connection over loopback TCP): a large body that is
 already waiting behind its header is read into its destination, not through the
-connection's own buffer and copied a second time."""
+connection's own buffer and copied a second time; frames already read are parsed
+without waiting for more input."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from pmca.btl import Placement
 from pmca.btl.tcp import DEFAULTS
 from pmca.btl.tcp import _wire as wire
 from pmca.btl.tcp._connection import _READ_AHEAD, STREAM_MIN, Connection
+from pmca.btl.tcp._polling import Polling
 
 _BODY = 0xAB
 _SIZE = 1 << 20
@@ -120,3 +124,42 @@ def test_a_read_that_fills_the_read_ahead_reads_again() -> None:
         sender.close()
     assert handled == frames
     assert owner.small == [body] * frames
+
+
+class _FirstDispatchFails(_Owner):
+    def dispatch(self, connection: Any, kind: int, tag: int, aux: int, body: memoryview) -> None:
+        if not self.small:
+            self.small.append(b"")
+            raise RuntimeError("the first handler fails")
+        super().dispatch(connection, kind, tag, aux, body)
+
+
+def test_frames_behind_one_whose_handler_raised_are_parsed_with_no_new_input() -> None:
+    """Two frames read at once, the first one's handler raising: the second waits in
+    the buffer with nothing more to come on the socket. The rail's next progress
+    handles it, and a wait does not sleep on the socket meanwhile."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    sender = socket.create_connection(listener.getsockname())
+    receiver, _ = listener.accept()
+    listener.close()
+    owner = _FirstDispatchFails(0)
+    connection = Connection(owner, 1, receiver, zerocopy=False)  # type: ignore[arg-type]
+    polling = Polling(None)
+    polling.add(connection)
+    stream = b"".join(wire.FRAME.pack(wire.AM, 7, 5, 0) + body for body in (b"first", b"after"))
+    sender.sendall(stream)
+    try:
+        deadline = time.monotonic() + 30
+        while _waiting(receiver) < len(stream):
+            assert time.monotonic() < deadline, f"only {_waiting(receiver)} bytes arrived"
+            time.sleep(0.001)
+        with pytest.raises(RuntimeError, match="first handler"):
+            polling.progress()
+        assert _waiting(receiver) == 0
+        assert polling.wait_fds(None) is None  # not asleep on a socket with nothing to say
+        assert polling.progress() == 1
+        assert owner.small == [b"", b"after"]
+        assert polling.wait_fds(None) == [receiver.fileno()]
+    finally:
+        connection.close()
+        sender.close()

@@ -156,6 +156,10 @@ class Connection:
         self._start = 0
         self._end = 0
         self._sink: Sink | None = None
+        #: Set while frames are parsed: a dispatch that raised left it set, and
+        #: the frames after that one wait in the buffer with no input to tell
+        #: a poll (progress parses them; a wait does not sleep on this socket).
+        self.frames_waiting = False
         self.closed: BaseException | None = None
         #: Set when :meth:`drop_queued` cut a frame: nothing more is written.
         self.writes_ended = False
@@ -396,6 +400,7 @@ class Connection:
             self._low_water = size
 
     def _parse(self) -> int:
+        self.frames_waiting = True  # until the loop ends without a dispatch raising
         handled = 0
         view = self._view
         header_size = wire.FRAME.size
@@ -436,6 +441,7 @@ class Connection:
             self._start = body_at + length
             self.module.dispatch(self, kind, tag, aux, view[body_at : body_at + length])
             handled += 1
+        self.frames_waiting = False
         return handled
 
     def _begin_bulk(self, kind: int, length: int, aux: int) -> None:

@@ -7,8 +7,9 @@ asking first. A connection is read only when the kernel reports input (or
 an error or hang-up, which ``poll`` always reports), except while a bulk
 body streams into its destination: a paced read raises the socket's
 low-water mark, and the connection decides itself when to read
-(``_connection``). Connections with queued output or zero-copy sends in
-flight are written and reaped on every poll, as before.
+(``_connection``), and while frames read already wait to be parsed (a
+dispatch raised before them). Connections with queued output or zero-copy
+sends in flight are written and reaped on every poll, as before.
 
 The silence check (see ``_silence``) runs at most every
 :data:`SILENCE_EVERY` seconds of wall time: one clock read per poll, the
@@ -78,7 +79,7 @@ class Polling:
         for connection in self.connections:
             if connection.closed is not None:
                 continue
-            if connection.in_bulk():
+            if connection.in_bulk() or connection.frames_waiting:
                 done += connection.receive()
             if connection.queue:
                 done += connection.flush()
@@ -115,8 +116,8 @@ class Polling:
         queued = False
         for connection in self.connections:
             if connection.closed is None:
-                if connection.in_bulk():
-                    return None  # a bulk body streams: keep polling
+                if connection.in_bulk() or connection.frames_waiting:
+                    return None  # a bulk body streams, or frames wait unparsed: keep polling
                 if connection.queue:
                     queued = True
         if queued:  # a readable socket does not show room to write
