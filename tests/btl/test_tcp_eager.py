@@ -43,6 +43,18 @@ def _message(index: int, size: int) -> bytes:
     return index.to_bytes(4, "little") * (size // 4)
 
 
+def _read(tcp: Any, peer: socket.socket, expected: int) -> bytes:
+    """What ``peer`` reads while ``tcp`` progresses, until ``expected`` bytes (or 60 s)."""
+    received = bytearray()
+    peer.settimeout(0.05)
+    deadline = time.monotonic() + 60
+    while len(received) < expected and time.monotonic() < deadline:
+        tcp.progress()
+        with suppress(TimeoutError):
+            received += peer.recv(1 << 20)
+    return bytes(received)
+
+
 def _frames(data: bytes) -> list[tuple[int, int, bytes]]:
     frames, at = [], 0
     while at < len(data):
@@ -65,15 +77,7 @@ def test_eager_frames_that_fill_a_stalled_socket_arrive_whole_and_in_order(pmca_
             accepted += 1
         connection = tcp.connections()[1]
         assert connection.queue, "the socket never filled: nothing was left to queue"
-        expected = accepted * (wire.FRAME.size + size)
-        received = bytearray()
-        peer.settimeout(0.05)
-        deadline = time.monotonic() + 60
-        while len(received) < expected and time.monotonic() < deadline:
-            tcp.progress()
-            with suppress(TimeoutError):
-                received += peer.recv(1 << 20)
-        frames = _frames(bytes(received))
+        frames = _frames(_read(tcp, peer, accepted * (wire.FRAME.size + size)))
         assert [(kind, tag) for kind, tag, _ in frames] == [(wire.AM, TAG_USER)] * accepted
         for index, (_kind, _tag, body) in enumerate(frames):
             assert body == _message(index, size), f"message {index} changed on the way"
@@ -121,13 +125,6 @@ def test_an_eager_message_of_more_parts_than_one_write_takes_arrives_whole(pmca_
     parts = [i.to_bytes(2, "little") for i in range(1500)]
     with _paired() as (tcp, endpoint, peer):
         assert tcp.sendi(endpoint, TAG_USER, parts)
-        expected = wire.FRAME.size + 2 * len(parts)
-        received = bytearray()
-        peer.settimeout(0.05)
-        deadline = time.monotonic() + 60
-        while len(received) < expected and time.monotonic() < deadline:
-            tcp.progress()
-            with suppress(TimeoutError):
-                received += peer.recv(1 << 20)
+        received = _read(tcp, peer, wire.FRAME.size + 2 * len(parts))
         assert tcp.connections()[1].closed is None
-        assert _frames(bytes(received)) == [(wire.AM, TAG_USER, b"".join(parts))]
+        assert _frames(received) == [(wire.AM, TAG_USER, b"".join(parts))]
