@@ -226,3 +226,58 @@ def test_operations_posted_while_the_session_finalizes_are_refused(
         assert "rank 0's session is finalizing" in results[name], (name, results)
     assert "session is finalizing" in results["s.p2p"], results
     assert finalizing["returncode"] == 0, finalizing
+
+
+_PAST_THE_CHECK = """
+import threading
+from pmca.btl import BtlError
+
+results = {}
+
+def late(p2p, checked):
+    def hold(frame, event, arg):
+        # Right after isend's first look at whether the session is open (it
+        # was): wait there until finalize has begun, then go on to send.
+        if event == "return" and frame.f_code.co_name == "_ensure_open":
+            sys.setprofile(None)
+            checked.set()
+            deadline = time.monotonic() + 60
+            while not p2p._closed and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.2)  # its LEAVE goes out meanwhile
+
+    sys.setprofile(hold)
+    try:
+        p2p.isend(1, 3, b"late")
+        results["isend"] = "accepted"
+    except BtlError as exc:
+        results["isend"] = str(exc)
+    finally:
+        sys.setprofile(None)
+
+if RANK == 0:
+    checked = threading.Event()
+    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+        s.p2p.recv(1, 1, bytearray(5), timeout=60)
+        thread = threading.Thread(target=late, args=(s.p2p, checked))
+        thread.start()
+        checked.wait(60)
+    thread.join()
+    out(results=results)
+else:
+    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+        s.p2p.send(0, 1, b"ready")
+        time.sleep(3.0)  # no progress: rank 0's finalize waits for this rank's word
+"""
+
+
+@pytest.mark.parametrize("btl", BTLS)
+def test_a_send_that_passed_its_open_check_before_finalize_is_still_refused(
+    pmca_env, tmp_path: Path, btl: str
+) -> None:
+    """Another thread's isend found the session open, then finalize began before it
+    sent: it is refused, not sent after this rank's LEAVE (before: accepted)."""
+    finalizing, _ = pair(tmp_path, _PAST_THE_CHECK, btl)
+    results = finalizing["results"]
+    assert "rank 0's session is finalizing" in results.get("isend", ""), finalizing
+    assert finalizing["returncode"] == 0, finalizing
