@@ -281,3 +281,52 @@ def test_a_send_that_passed_its_open_check_before_finalize_is_still_refused(
     results = finalizing["results"]
     assert "rank 0's session is finalizing" in results.get("isend", ""), finalizing
     assert finalizing["returncode"] == 0, finalizing
+
+
+_UNREGISTERABLE = """
+import errno
+MCA.update(pmca_base_finalize_timeout=5)
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 1:
+        ofi = next(m for m in s.modules("btl") if m.name == "ofi")
+
+        def refuse(self, endpoint, base, size):
+            raise OSError(errno.ENOMEM, f"cannot register the {size}-byte receive buffer")
+
+        type(ofi).register_mem = refuse  # this process's reads cannot register their buffer
+        s.p2p.probe(0, 5, timeout=60)  # the rendezvous header is here
+        request = None
+        try:
+            request = s.p2p.irecv(0, 5, bytearray(8 << 20))  # its read cannot start
+            request.wait(timeout=60)
+            out(outcome="received")
+        except Exception as exc:
+            done = request is not None and request.done
+            out(outcome=type(exc).__name__, error=str(exc), done=done)
+    else:
+        try:
+            s.p2p.send(1, 5, bytes(8 << 20), timeout=60)
+            out(outcome="sent")
+        except Exception as exc:
+            out(outcome=type(exc).__name__, error=str(exc))
+"""
+
+
+@pytest.mark.skipif(not _OFI, reason="no libfabric")
+def test_a_read_that_cannot_register_its_buffer_fails_and_answers_at_once(
+    pmca_env, tmp_path: Path
+) -> None:
+    """Rank 1's read of an 8 MiB rendezvous cannot register its buffer (ofi needs it).
+
+    The receive fails with that error, the sender learns it from the FIN, and
+    rank 1's LEAVE does not wait for a read that never started. Before, the
+    error escaped ``irecv`` with the read still counted as under way: the
+    request never finished, and the LEAVE waited for the whole finalize
+    bound, after which the sender's send failed as never received.
+    """
+    sender, receiver = pair(tmp_path, _UNREGISTERABLE, "self,ofi")
+    assert receiver["outcome"] == "OSError" and receiver["done"], receiver
+    assert "cannot register the 8388608-byte receive buffer" in receiver["error"], receiver
+    assert sender["outcome"] == "BtlError", (sender, receiver["stderr"])
+    assert "rank 1 failed to read the 8388608-byte message" in sender["error"], sender
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
