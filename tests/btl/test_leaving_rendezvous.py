@@ -88,8 +88,8 @@ def test_a_rendezvous_send_fails_when_its_receiver_finalizes_without_it(
 ) -> None:
     """The receiver finalizes without receiving and stays alive (up to 10 s).
 
-    The sender's send fails with ``PeerFinalized`` naming rank 1 within the
-    issue's 2 s of rank 1 leaving its session (before: when rank 1 exited,
+    The sender's send fails with ``PeerFinalized`` naming rank 1 within
+    2 s of rank 1 leaving its session (before: when rank 1 exited,
     10 s here); the same send posted afterwards fails at once, and rank 1's
     finalize names the message it never received.
     """
