@@ -177,13 +177,33 @@ def test_a_rendezvous_that_arrives_after_the_leave_is_not_read(
     assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
 
 
+#: Rank 0 runs ``late(s, s.p2p, started)`` on another thread and finalizes once it
+#: set ``started``; rank 1 does not progress meanwhile, so rank 0's finalize waits.
+_WHILE_RANK_0_FINALIZES = """
+if RANK == 0:
+    started = threading.Event()
+    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+        s.p2p.recv(1, 1, bytearray(5), timeout=60)
+        thread = threading.Thread(target=late, args=(s, s.p2p, started))
+        thread.start()
+        started.wait(60)
+    thread.join()
+    out(results=results)
+else:
+    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+        s.p2p.send(0, 1, b"ready")
+        time.sleep(3.0)  # no progress: rank 0's finalize waits for this rank's word
+"""
+
+
 _LATE_OPERATIONS = """
 import threading
 from pmca.btl import BtlError
 
 results = {}
 
-def late(s, p2p):
+def late(s, p2p, started):
+    started.set()
     time.sleep(1.0)  # the main thread is in its finalize by now
     for name, call in (
         ("isend", lambda: p2p.isend(1, 3, b"late")),
@@ -199,17 +219,6 @@ def late(s, p2p):
         except (BtlError, pmca.SessionError) as exc:
             results[name] = str(exc)
 
-if RANK == 0:
-    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
-        s.p2p.recv(1, 1, bytearray(5), timeout=60)
-        thread = threading.Thread(target=late, args=(s, s.p2p))
-        thread.start()
-    thread.join()
-    out(results=results)
-else:
-    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
-        s.p2p.send(0, 1, b"ready")
-        time.sleep(3.0)  # no progress: rank 0's finalize waits for this rank's word
 """
 
 
@@ -219,7 +228,7 @@ def test_operations_posted_while_the_session_finalizes_are_refused(
 ) -> None:
     """Another thread's send or receive after this rank's LEAVE raises at once, saying
     that the session is finalizing (before: accepted, then failed or lost at close)."""
-    finalizing, _ = pair(tmp_path, _LATE_OPERATIONS, btl)
+    finalizing, _ = pair(tmp_path, _LATE_OPERATIONS + _WHILE_RANK_0_FINALIZES, btl)
     results = finalizing["results"]
     assert set(results) == {"isend", "send", "irecv", "recv", "iprobe", "s.p2p"}, finalizing
     for name in ("isend", "send", "irecv", "recv", "iprobe"):
@@ -234,13 +243,13 @@ from pmca.btl import BtlError
 
 results = {}
 
-def late(p2p, checked):
+def late(s, p2p, started):
     def hold(frame, event, arg):
         # Right after isend's first look at whether the session is open (it
         # was): wait there until finalize has begun, then go on to send.
         if event == "return" and frame.f_code.co_name == "_ensure_open":
             sys.setprofile(None)
-            checked.set()
+            started.set()
             deadline = time.monotonic() + 60
             while not p2p._closed and time.monotonic() < deadline:
                 time.sleep(0.01)
@@ -255,19 +264,6 @@ def late(p2p, checked):
     finally:
         sys.setprofile(None)
 
-if RANK == 0:
-    checked = threading.Event()
-    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
-        s.p2p.recv(1, 1, bytearray(5), timeout=60)
-        thread = threading.Thread(target=late, args=(s.p2p, checked))
-        thread.start()
-        checked.wait(60)
-    thread.join()
-    out(results=results)
-else:
-    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
-        s.p2p.send(0, 1, b"ready")
-        time.sleep(3.0)  # no progress: rank 0's finalize waits for this rank's word
 """
 
 
@@ -277,7 +273,7 @@ def test_a_send_that_passed_its_open_check_before_finalize_is_still_refused(
 ) -> None:
     """Another thread's isend found the session open, then finalize began before it
     sent: it is refused, not sent after this rank's LEAVE (before: accepted)."""
-    finalizing, _ = pair(tmp_path, _PAST_THE_CHECK, btl)
+    finalizing, _ = pair(tmp_path, _PAST_THE_CHECK + _WHILE_RANK_0_FINALIZES, btl)
     results = finalizing["results"]
     assert "rank 0's session is finalizing" in results.get("isend", ""), finalizing
     assert finalizing["returncode"] == 0, finalizing
