@@ -22,8 +22,8 @@ the kernel's floor.
 
 The shared-memory comparison on Open MPI is ``bench_btl_sm.py``. Sizes,
 iteration counts and the ping-pong loop are that benchmark's, so the numbers
-line up. Goals (issue #10): bandwidth >= 0.9x the baseline for every size
->= 1 MiB, 8-byte latency <= 5x; on Open MPI's tcp (issue #24) every size
+line up. Goals: bandwidth >= 0.9x the baseline for every size
+>= 1 MiB, 8-byte latency <= 5x; on Open MPI's tcp every size
 from 4 KiB to 256 KiB within 1.5x mpi4py's half round trip. ``--sizes``,
 ``--before PYTHON`` and ``--profile`` as in ``bench_btl_sm.py`` (the Open MPI
 part); ``--no-mpich`` skips the MPICH part.

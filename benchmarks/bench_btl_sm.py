@@ -30,9 +30,9 @@ the Python message layer's share and lane minus CMA the protocol's.
 ``--profile`` runs each size once more under cProfile on both ranks and
 prints where their Python time goes (the timed runs are not profiled).
 
-Goals (issue #10): bandwidth >= 0.9x mpi4py for every size >= 1 MiB
+Goals: bandwidth >= 0.9x mpi4py for every size >= 1 MiB
 (reported as mpi4py/pmca <= 1.11), and 8-byte latency <= 5x mpi4py's.
-Goal (issue #24): every size from 4 KiB to 256 KiB within 1.5x mpi4py's
+Goal: every size from 4 KiB to 256 KiB within 1.5x mpi4py's
 half round trip (mpi4py/pmca bandwidth <= 1.5).
 ``--before PYTHON`` adds a third side to every round: the same pmca job run
 by another interpreter, whose installed pmca is the one to compare with (the
@@ -63,7 +63,7 @@ LATENCY_BYTES = 8
 GOAL_LATENCY_RATIO = 5.0
 GOAL_INVERSE_BANDWIDTH = 1 / 0.9
 BIG = 1 << 20
-#: Mid-size messages (issue #24): from 4 KiB to 256 KiB within 1.5x mpi4py's time.
+#: Mid-size messages: from 4 KiB to 256 KiB within 1.5x mpi4py's time.
 MID = (4 << 10, 256 << 10)
 GOAL_MID_RATIO = 1.5
 #: pmca against the pmca of ``--before``: 8 B latency and >= 1 MiB no more than 10 % worse.

@@ -102,8 +102,9 @@ def test_finalize_gives_up_within_its_bound_naming_exactly_what_was_not_delivere
     The sender's finalize returns within ``pmca_base_finalize_timeout`` (2 s,
     plus a margin for a loaded machine; its peer-wait bound is 30 s) and names
     what it could not deliver: the pending sends, which fail, and the
-    completed ones btl/tcp still queued. The receiver, reading later, gets
-    exactly the rest, in order.
+    completed ones btl/tcp still queued, and that its LEAVE, queued behind
+    them, was never sent (before, dropping it counted it as handed over).
+    The receiver, reading later, gets exactly the rest, in order.
     """
     finalizing = str(tmp_path / "finalizing")
     sender, receiver = _pair(tmp_path, _STALLED_RECEIVER, "self,tcp", finalizing)
@@ -114,6 +115,7 @@ def test_finalize_gives_up_within_its_bound_naming_exactly_what_was_not_delivere
     assert failed and int(failed[1]) == sender["failed"] > 0, stderr
     held = re.search(r"(\d+) messages? not delivered \(completed, still queued in a btl\)", stderr)
     queued = int(held[1]) if held else 0
+    assert "this rank's LEAVE to rank(s) 1 was still queued behind data" in stderr, stderr
     assert receiver["received"] == 100_000 - sender["failed"] - queued, (receiver, sender, stderr)
 
 

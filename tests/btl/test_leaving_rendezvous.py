@@ -88,8 +88,8 @@ def test_a_rendezvous_send_fails_when_its_receiver_finalizes_without_it(
 ) -> None:
     """The receiver finalizes without receiving and stays alive (up to 10 s).
 
-    The sender's send fails with ``PeerFinalized`` naming rank 1 within the
-    issue's 2 s of rank 1 leaving its session (before: when rank 1 exited,
+    The sender's send fails with ``PeerFinalized`` naming rank 1 within
+    2 s of rank 1 leaving its session (before: when rank 1 exited,
     10 s here); the same send posted afterwards fails at once, and rank 1's
     finalize names the message it never received.
     """
@@ -177,13 +177,33 @@ def test_a_rendezvous_that_arrives_after_the_leave_is_not_read(
     assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
 
 
+#: Rank 0 runs ``late(s, s.p2p, started)`` on another thread and finalizes once it
+#: set ``started``; rank 1 does not progress meanwhile, so rank 0's finalize waits.
+_WHILE_RANK_0_FINALIZES = """
+if RANK == 0:
+    started = threading.Event()
+    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+        s.p2p.recv(1, 1, bytearray(5), timeout=60)
+        thread = threading.Thread(target=late, args=(s, s.p2p, started))
+        thread.start()
+        started.wait(60)
+    thread.join()
+    out(results=results)
+else:
+    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+        s.p2p.send(0, 1, b"ready")
+        time.sleep(3.0)  # no progress: rank 0's finalize waits for this rank's word
+"""
+
+
 _LATE_OPERATIONS = """
 import threading
 from pmca.btl import BtlError
 
 results = {}
 
-def late(s, p2p):
+def late(s, p2p, started):
+    started.set()
     time.sleep(1.0)  # the main thread is in its finalize by now
     for name, call in (
         ("isend", lambda: p2p.isend(1, 3, b"late")),
@@ -199,17 +219,6 @@ def late(s, p2p):
         except (BtlError, pmca.SessionError) as exc:
             results[name] = str(exc)
 
-if RANK == 0:
-    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
-        s.p2p.recv(1, 1, bytearray(5), timeout=60)
-        thread = threading.Thread(target=late, args=(s, s.p2p))
-        thread.start()
-    thread.join()
-    out(results=results)
-else:
-    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
-        s.p2p.send(0, 1, b"ready")
-        time.sleep(3.0)  # no progress: rank 0's finalize waits for this rank's word
 """
 
 
@@ -219,10 +228,101 @@ def test_operations_posted_while_the_session_finalizes_are_refused(
 ) -> None:
     """Another thread's send or receive after this rank's LEAVE raises at once, saying
     that the session is finalizing (before: accepted, then failed or lost at close)."""
-    finalizing, _ = pair(tmp_path, _LATE_OPERATIONS, btl)
+    finalizing, _ = pair(tmp_path, _LATE_OPERATIONS + _WHILE_RANK_0_FINALIZES, btl)
     results = finalizing["results"]
     assert set(results) == {"isend", "send", "irecv", "recv", "iprobe", "s.p2p"}, finalizing
     for name in ("isend", "send", "irecv", "recv", "iprobe"):
         assert "rank 0's session is finalizing" in results[name], (name, results)
     assert "session is finalizing" in results["s.p2p"], results
     assert finalizing["returncode"] == 0, finalizing
+
+
+_PAST_THE_CHECK = """
+import threading
+from pmca.btl import BtlError
+
+results = {}
+
+def late(s, p2p, started):
+    def hold(frame, event, arg):
+        # Right after isend's first look at whether the session is open (it
+        # was): wait there until finalize has begun, then go on to send.
+        if event == "return" and frame.f_code.co_name == "_ensure_open":
+            sys.setprofile(None)
+            started.set()
+            deadline = time.monotonic() + 60
+            while not p2p._closed and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.2)  # its LEAVE goes out meanwhile
+
+    sys.setprofile(hold)
+    try:
+        p2p.isend(1, 3, b"late")
+        results["isend"] = "accepted"
+    except BtlError as exc:
+        results["isend"] = str(exc)
+    finally:
+        sys.setprofile(None)
+
+"""
+
+
+@pytest.mark.parametrize("btl", BTLS)
+def test_a_send_that_passed_its_open_check_before_finalize_is_still_refused(
+    pmca_env, tmp_path: Path, btl: str
+) -> None:
+    """Another thread's isend found the session open, then finalize began before it
+    sent: it is refused, not sent after this rank's LEAVE (before: accepted)."""
+    finalizing, _ = pair(tmp_path, _PAST_THE_CHECK + _WHILE_RANK_0_FINALIZES, btl)
+    results = finalizing["results"]
+    assert "rank 0's session is finalizing" in results.get("isend", ""), finalizing
+    assert finalizing["returncode"] == 0, finalizing
+
+
+_UNREGISTERABLE = """
+import errno
+MCA.update(pmca_base_finalize_timeout=5)
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 1:
+        ofi = next(m for m in s.modules("btl") if m.name == "ofi")
+
+        def refuse(self, endpoint, base, size):
+            raise OSError(errno.ENOMEM, f"cannot register the {size}-byte receive buffer")
+
+        type(ofi).register_mem = refuse  # this process's reads cannot register their buffer
+        s.p2p.probe(0, 5, timeout=60)  # the rendezvous header is here
+        request = None
+        try:
+            request = s.p2p.irecv(0, 5, bytearray(8 << 20))  # its read cannot start
+            request.wait(timeout=60)
+            out(outcome="received")
+        except Exception as exc:
+            done = request is not None and request.done
+            out(outcome=type(exc).__name__, error=str(exc), done=done)
+    else:
+        try:
+            s.p2p.send(1, 5, bytes(8 << 20), timeout=60)
+            out(outcome="sent")
+        except Exception as exc:
+            out(outcome=type(exc).__name__, error=str(exc))
+"""
+
+
+@pytest.mark.skipif(not _OFI, reason="no libfabric")
+def test_a_read_that_cannot_register_its_buffer_fails_and_answers_at_once(
+    pmca_env, tmp_path: Path
+) -> None:
+    """Rank 1's read of an 8 MiB rendezvous cannot register its buffer (ofi needs it).
+
+    The receive fails with that error, the sender learns it from the FIN, and
+    rank 1's LEAVE does not wait for a read that never started. Before, the
+    error escaped ``irecv`` with the read still counted as under way: the
+    request never finished, and the LEAVE waited for the whole finalize
+    bound, after which the sender's send failed as never received.
+    """
+    sender, receiver = pair(tmp_path, _UNREGISTERABLE, "self,ofi")
+    assert receiver["outcome"] == "OSError" and receiver["done"], receiver
+    assert "cannot register the 8388608-byte receive buffer" in receiver["error"], receiver
+    assert sender["outcome"] == "BtlError", (sender, receiver["stderr"])
+    assert "rank 1 failed to read the 8388608-byte message" in sender["error"], sender
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)

@@ -52,6 +52,7 @@ with pmca.Session(mca={"btl": "self,tcp"}) as s:
     assert sorted(m.name for m in s.modules("btl")) == ["self", "tcp"]
     assert loaded() == ["pmca.btl.bml"], f"asking for the modules built p2p: {loaded()}"
     assert s.reach(0) == ["self"], s.reach(0)
+    assert loaded() == ["pmca.btl.bml"], f"asking which btls reach a rank imported p2p: {loaded()}"
     out = bytearray(5)
     request = s.p2p.irecv(0, 3, out)
     s.p2p.send(0, 3, b"hello")

@@ -85,8 +85,10 @@ class PVarHandle:
         if self._freed:
             raise PVarError(f"pvar handle for {self.name!r} was freed with its session")
         if len(sources) == 1 and sources[0].ownerless:
-            # one process-wide producer: read it directly from now on
-            self._seen, self._fast, self._fast_peak = sources, sources[0].read, sources[0].peak
+            # one process-wide producer: read it directly from now on (its readers
+            # first: another thread's read trusts them as soon as _seen matches)
+            self._fast, self._fast_peak = sources[0].read, sources[0].peak
+            self._seen = sources
             return self._fast(self.obj)
         self._seen = None
         return self._registry.read(self.pvar.name, self.obj)

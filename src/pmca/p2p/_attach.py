@@ -49,12 +49,12 @@ def attach(btl: OpenFramework, bml: Bml, tag: int) -> DataPath:
     """
     try:
         p2p = P2p(bml, tag, btl.log.bind(component="p2p"))
+        params = btl.host.params
+        p2p.spin = float(params.value("btl_base_wait_spin"))
+        me = bml.peers[bml.world.rank]
+        local_ranks = sum(1 for peer in bml.peers if peer.host == me.host)
+        p2p.yield_when_idle = should_yield(int(params.value("mpi_yield_when_idle")), local_ranks)
     except BaseException:
         bml.close()
         raise
-    params = btl.host.params
-    p2p.spin = float(params.value("btl_base_wait_spin"))
-    me = bml.peers[bml.world.rank]
-    local_ranks = sum(1 for peer in bml.peers if peer.host == me.host)
-    p2p.yield_when_idle = should_yield(int(params.value("mpi_yield_when_idle")), local_ranks)
     return DataPath(bml, p2p)

@@ -12,27 +12,15 @@ from __future__ import annotations
 
 import math
 import numbers
-import operator
 
+from ..btl.bml._ranks import as_integer
+from ..btl.bml._ranks import check_rank as _check_rank
 from ._matching import ANY_SOURCE, ANY_TAG, TAG_UB
-
-
-def _integer(value: object, what: str, where: str) -> int:
-    if type(value) is int:
-        return value
-    if isinstance(value, bool):
-        raise TypeError(f"{where}: {what} {value!r} is a bool, not an integer")
-    try:
-        return operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(
-            f"{where}: {what} {value!r} is a {type(value).__name__}, not an integer"
-        ) from None
 
 
 def check_tag(tag: object, where: str, *, wildcard: bool) -> int:
     """``tag`` as an int; ``ANY_TAG`` only where ``wildcard``; a clear error otherwise."""
-    value = _integer(tag, "tag", where)
+    value = as_integer(tag, "tag", where)
     if 0 <= value <= TAG_UB or (wildcard and value == ANY_TAG):
         return value
     allowed = f"0..{TAG_UB} (2**62 - 1)"
@@ -43,13 +31,7 @@ def check_tag(tag: object, where: str, *, wildcard: bool) -> int:
 
 def check_rank(rank: object, size: int, where: str, *, wildcard: bool) -> int:
     """``rank`` as an int of a world of ``size``; ``ANY_SOURCE`` only where ``wildcard``."""
-    value = _integer(rank, "rank", where)
-    if 0 <= value < size or (wildcard and value == ANY_SOURCE):
-        return value
-    allowed = f"0..{size - 1}"
-    if wildcard:
-        allowed += " or pmca.ANY_SOURCE"
-    raise ValueError(f"{where}: rank {value} is outside the world ({allowed})")
+    return _check_rank(rank, size, where, any_source=ANY_SOURCE if wildcard else None)
 
 
 def check_timeout(timeout: object, where: str) -> float | None:

@@ -139,7 +139,9 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
         peer = self._peer(dest)
         request = Request(self, "send", dest, tag, view)
         with self._bml.lock:
-            # Under the lock: progress on another thread records a LEAVE in it.
+            # Again under the lock: finalize says its LEAVEs under it, and progress
+            # on another thread records a peer's LEAVE in it.
+            self._ensure_open()
             if self.gone and dest in self.gone:
                 raise self._gone_error(dest)
             route = self._route(peer)
@@ -162,10 +164,10 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
         """Post a receive; ``source`` may be :data:`ANY_SOURCE`, ``tag`` :data:`ANY_TAG`."""
         source, tag = self._checked(source, tag, "p2p recv", wildcard=True)
         view = as_bytes(buf, writable=True, rank=source, tag=tag)
-        self._ensure_open()
         peer = self._peers[source] if source != ANY_SOURCE else None
         request = Request(self, "recv", source, tag, view)
         with self._bml.lock:
+            self._ensure_open()  # under the lock finalize says its LEAVEs under
             self._track(request)
             unexpected = self._unexpected
             if MATCHING_TIMER.on:

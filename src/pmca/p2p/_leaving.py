@@ -111,6 +111,8 @@ class Leaving:
         self._abandoned: set[int] = set()
         #: Per peer: LEAVE and LEAVE_ACK messages not yet handed to the transport.
         self._unhanded: dict[int, int] = {}
+        #: Peers a LEAVE or LEAVE_ACK to was dropped from a btl's queue, never sent.
+        self._unsent: set[int] = set()
         #: Per peer: rendezvous reads from it under way (their FIN is still to go).
         self._reading: dict[int, int] = {}
         #: Peers whose LEAVE waits for those reads (with the LEAVE's flags).
@@ -189,6 +191,8 @@ class Leaving:
                 unhanded[rank] = left
             else:
                 unhanded.pop(rank, None)
+            if error is not None:  # dropped (or its connection lost): never handed over
+                self._unsent.add(rank)
 
         self._control_to(rank, proto.LEAVE_MSG.pack(kind, flags, self._seq_out[rank]), handed)
 
@@ -373,7 +377,7 @@ class Leaving:
             silent = sorted(ranks)
             self._drop_backlog(set(silent), report=False)
             held = [h for h in self._held if h[0] in silent]
-            unsent = sorted(r for r in silent if r in self._unhanded)
+            unsent = sorted(r for r in silent if r in self._unhanded or r in self._unsent)
         queued = (
             f"{counted(len(held), 'message')} not delivered (completed, still queued in a btl): "
             f"{summary(held, 'to')}"
@@ -382,7 +386,7 @@ class Leaving:
         )
         if unsent:
             behind = ", ".join(map(str, unsent))
-            queued += f"; this rank's LEAVE to rank(s) {behind} is still queued behind data"
+            queued += f"; this rank's LEAVE to rank(s) {behind} was still queued behind data"
         self._reports.append(
             f"rank(s) {', '.join(map(str, silent))} did not acknowledge that this rank left "
             f"within {waited}: what it sent them last may not have arrived, and what they "

@@ -126,9 +126,9 @@ class Probing:
     def receive_message(self, incoming: Any, buf: Any) -> Request:
         """The receive of a :class:`Message` (its ``irecv``)."""
         view = as_bytes(buf, writable=True, rank=incoming.source, tag=incoming.tag)
-        self._ensure_open()
         request = Request(self, "recv", incoming.source, incoming.tag, view)  # type: ignore[arg-type]
         with self._bml.lock:
+            self._ensure_open()  # under the lock finalize says its LEAVEs under
             self._track(request)
             self._match(request, incoming)
         return request

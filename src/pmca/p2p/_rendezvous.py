@@ -150,14 +150,18 @@ class Rendezvous:
             state.left = 1
             piece_done(None)
             return
+        failure: BaseException | None = None
         for route, offset, length in pieces:
+            if failure is not None:  # the transfer failed: the pieces left are done too
+                piece_done(failure)
+                continue
             local = request.view[offset : offset + length]
             module = route.module
-            local_handle = None
-            if module.limits.flags & Flags.REGISTRATION_REQUIRED:
-                local_handle = module.register_mem(route.endpoint, address_of(local), length)
-                request.cleanup.append(functools.partial(module.deregister_mem, local_handle))
             try:
+                local_handle = None
+                if module.limits.flags & Flags.REGISTRATION_REQUIRED:
+                    local_handle = module.register_mem(route.endpoint, address_of(local), length)
+                    request.cleanup.append(functools.partial(module.deregister_mem, local_handle))
                 module.get(
                     route.endpoint,
                     local,
@@ -166,8 +170,11 @@ class Rendezvous:
                     handles[route.name],
                     piece_done,
                 )
-            except BtlError as exc:
+            except BaseException as exc:  # counted, or the read holds this rank's LEAVE
+                failure = exc
                 piece_done(exc)
+        if failure is not None and not isinstance(failure, Exception):
+            raise failure  # an interrupt: the request failed with it too
 
     def _fin(self, source: int, status: int, send_id: int) -> None:
         request = self._sends.pop(send_id, None)

@@ -99,9 +99,11 @@ class DataPathSlot:
             try:
                 self._path = attach(self._btl, bml, self.tag)
             except Exception as exc:
-                self._bml = None  # closed by attach
                 self._failure = exc
                 raise
+            finally:
+                if self._path is None:  # an interrupt too: the next call connects anew
+                    self._bml = None  # closed by attach
         return self._path
 
     def close(

@@ -448,10 +448,10 @@ class Session:
 
     def reach(self, peer: int) -> list[str]:
         """The btl components that reach rank ``peer``, best first."""
-        from ..p2p._checks import check_rank
+        from ..btl.bml._ranks import check_rank
 
         bml = self._connected()
-        return bml.reach(check_rank(peer, len(bml.peers), "Session.reach", wildcard=False))
+        return bml.reach(check_rank(peer, len(bml.peers), "Session.reach"))
 
     def param(self, name: str) -> Param:
         """A parameter, with its value and where the value came from."""

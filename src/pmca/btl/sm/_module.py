@@ -571,11 +571,8 @@ class SmModule(ModuleBase):
     def finalize(self) -> None:
         failure = BtlError("btl sm was finalized with the send queued")
         queues, self._queues = self._queues, {}
-        self._queued = 0
         for queue in queues.values():
-            for item in queue:
-                if item.callback is not None:
-                    item.callback(failure)
+            self._drop_queue(queue, failure)
         self._emulation.fail(None, failure)
         self._endpoints.clear()
         self.attached_via.clear()

@@ -26,6 +26,7 @@ import attrs
 
 from ..._records import FrozenValue, Record
 from ._defaults import LIBRARY_NAME, library_path
+from ._faults import PeerClosed, PeerFault, TransportError, fault
 
 ABI = 2
 FRAGMENT_HEADER_BYTES = 64
@@ -33,48 +34,6 @@ FRAGMENT_HEADER_BYTES = 64
 MATCH_HEADER_BYTES = 24
 
 _VIA = {1: "pidfd_getfd", 2: "/proc/<pid>/fd"}
-
-
-class TransportError(OSError):
-    """A transport operation failed; the message names the peer and the call."""
-
-
-class PeerFault(TransportError):
-    """Peer :attr:`peer` broke the protocol or died mid-send; its entry was dropped."""
-
-    def __init__(self, code: int, message: str, peer: int) -> None:
-        super().__init__(code, message)
-        self.peer = peer
-
-
-class PeerClosed(TransportError):
-    """Peer :attr:`peer` closed its segment (it finalized): nothing sent to it is read."""
-
-    def __init__(self, peer: int) -> None:
-        super().__init__(
-            errno.ESHUTDOWN,
-            f"sm peer {peer} closed its segment (it finalized): nothing sent to it is read",
-        )
-        self.peer = peer
-
-
-def fault(status: int, source: int) -> PeerFault | None:
-    """The :class:`PeerFault` a receive status reports about ``source``, if it is one."""
-    if status == -errno.EOWNERDEAD:
-        return PeerFault(
-            errno.EOWNERDEAD,
-            f"sm peer {source} died between claiming a cell of this process's receive FIFO "
-            "and filling it (the cell was skipped)",
-            source,
-        )
-    if status == -errno.EBADMSG:
-        return PeerFault(
-            errno.EBADMSG,
-            f"sm peer {source} queued an entry that names no fragment of its segment, or a "
-            "fragment with an impossible length or tag (dropped)",
-            source,
-        )
-    return None
 
 
 @attrs.frozen(eq=False, repr=False)
