@@ -76,6 +76,29 @@ def test_killed_peer_is_named_not_a_hang(
     assert "rank 1" in lines[0]
 
 
+def test_a_bystanders_death_fails_no_transfer_between_others(
+    launcher: Launcher, pmca_env, tmp_path
+) -> None:
+    """Rank 2 dies while rank 0 reads a 16 MiB message from rank 1 over tcp:
+    that read completes intact (losing a connection failed every tcp get and
+    put in flight, whichever peer it was with)."""
+    result = tmp_path / "result"
+    death = "kill" if launcher.survives_signal_deaths else "exit"
+    argv = [program("failures.py"), "--btl", "self,tcp", "--case", "bystander-lost"]
+    child = run_mpi(
+        launcher,
+        3,
+        [*argv, "--timeout", "30", "--death", death, "--result", str(result)],
+        launcher_args=launcher.keep_going_args(),
+        timeout=120,
+    )
+    reported = result.read_text() if result.exists() else ""
+    lines = sorted(ok_lines(reported))
+    assert len(lines) == 2, reported + child.stdout + child.stderr
+    assert lines[0].startswith("OK rank 0 rank 1's 16 MiB arrived intact"), lines
+    assert lines[1].startswith("OK rank 1 the 16 MiB send completed"), lines
+
+
 def test_silent_peer_fails_the_modex_naming_it(launcher: Launcher, pmca_env, tmp_path) -> None:
     result = tmp_path / "result"
     child = run_mpi(

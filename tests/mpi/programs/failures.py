@@ -90,3 +90,40 @@ if args.case == "finalize-in-flight":
         s.finalize()
         assert stray.done and isinstance(stray.error, pmca.btl.BtlError), stray
         report(True, f"pending irecv failed cleanly: {stray.error}")
+
+if args.case == "bystander-lost":
+    # Rank 0 reads rank 1's 16 MiB message (a tcp get, answered only once
+    # rank 1 wakes from a sleep without progress); meanwhile rank 2, which
+    # has nothing to do with that transfer, dies.
+    s = session(args.btl).init()
+    p = s.p2p
+    size = 16 << 20
+    data = bytes(range(256)) * (size // 256)
+    if me == 2:
+        p.send(0, 1, b"hello")
+        p.recv(0, 2, bytearray(2))
+        if args.death == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        os._exit(137)  # no finalizer, no goodbye: the kernel closes everything
+    if me == 1:
+        request = p.isend(0, 3, data)
+        p.progress()
+        time.sleep(3.0)  # rank 0 asked for the data and waits; rank 2 dies meanwhile
+        request.wait(timeout=args.timeout)
+        report(True, "the 16 MiB send completed although rank 2 died")
+        os._exit(0)
+    assert p.recv(2, 1, bytearray(5)) == 5
+    out = bytearray(size)
+    start = time.monotonic()
+    request = p.irecv(1, 3, out)
+    while time.monotonic() < start + 0.5:  # the header arrives; the get goes out
+        assert not request.test()
+    p.send(2, 2, b"go")
+    try:
+        request.wait(timeout=args.timeout)
+    except pmca.btl.BtlError as exc:
+        report(False, f"the receive from rank 1 failed: {exc!r}")
+    assert out == data
+    report(True, f"rank 1's 16 MiB arrived intact after {time.monotonic() - start:.2f}s")
+    # MPI_Finalize would wait for the dead rank: leave without it.
+    os._exit(0)

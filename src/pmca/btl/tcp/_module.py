@@ -67,9 +67,16 @@ class TcpEndpoint(FrozenValue):
 
 @define(eq=False, repr=False)
 class _PendingGet(Record):
+    rank: int
     target: memoryview
     callback: Completion
     received: int = 0
+
+
+@define(eq=False, repr=False)
+class _PendingPut(Record):
+    rank: int
+    callback: Completion
 
 
 def memory_at(address: int, size: int) -> memoryview:
@@ -121,7 +128,7 @@ class TcpModule(ModuleBase):
         #: Large active messages received straight into their receiver's memory,
         #: and those staged in a buffer of their own (for reports and tests).
         self._gets: dict[int, _PendingGet] = {}
-        self._puts: dict[int, Completion] = {}
+        self._puts: dict[int, _PendingPut] = {}
         self._ids = itertools.count(1)
         self._registrations = Registrations(
             "tcp", NoPinBackend(), cached=settings.leave_pinned, log=log
@@ -360,7 +367,7 @@ class TcpModule(ModuleBase):
         key = self._remote_key(endpoint.rank, remote_handle)
         request = next(self._ids)
         target = local.cast("B")
-        self._gets[request] = _PendingGet(target, callback)
+        self._gets[request] = _PendingGet(endpoint.rank, target, callback)
         self.count_rdma(endpoint, target.nbytes)
         body = wire.GET_REQUEST.pack(key, remote_address, target.nbytes)
         frame = wire.FRAME.pack(wire.GET_REQ, 0, len(body), request)
@@ -381,7 +388,7 @@ class TcpModule(ModuleBase):
         if data.nbytes + wire.PUT_HEAD.size > 0xFFFFFFFF:
             raise BtlError("btl tcp: a single put is limited to 4 GiB (btl_tcp put_limit)")
         request = next(self._ids)
-        self._puts[request] = callback
+        self._puts[request] = _PendingPut(endpoint.rank, callback)
         self.count_rdma(endpoint, data.nbytes)
         head = wire.PUT_HEAD.pack(key, remote_address, request)
         frame = wire.FRAME.pack(wire.PUT, 0, len(head) + data.nbytes, 0)
@@ -414,9 +421,9 @@ class TcpModule(ModuleBase):
         elif kind in (wire.GET_ERROR, wire.PUT_ERROR):
             self._remote_failed(connection, kind, aux, bytes(body).decode(errors="replace"))
         elif kind == wire.PUT_ACK:
-            callback = self._puts.pop(aux, None)
-            if callback is not None:
-                callback(None)
+            put = self._take_put(connection, aux)
+            if put is not None:
+                put.callback(None)
 
     def place(
         self, connection: Connection, tag: int, head: memoryview, length: int
@@ -449,19 +456,32 @@ class TcpModule(ModuleBase):
     def _remote_failed(self, connection: Connection, kind: int, request: int, message: str) -> None:
         error = BtlError(f"btl tcp: {message}")
         if kind == wire.GET_ERROR:
-            pending = self._gets.pop(request, None)
-            if pending is not None:
+            pending = self._gets.get(request)
+            if pending is not None and pending.rank == connection.rank:
+                del self._gets[request]
                 pending.callback(error)
         else:
-            callback = self._puts.pop(request, None)
-            if callback is not None:
-                callback(error)
+            put = self._take_put(connection, request)
+            if put is not None:
+                put.callback(error)
+
+    def _take_put(self, connection: Connection, request: int) -> _PendingPut | None:
+        """The put ``request`` that ``connection``'s peer answers (another peer's: none)."""
+        put = self._puts.get(request)
+        if put is None or put.rank != connection.rank:
+            return None
+        del self._puts[request]
+        return put
 
     def get_target(
         self, connection: Connection, request: int, length: int
     ) -> tuple[memoryview, Callable[[], None]]:
         pending = self._gets.get(request)
-        if pending is None or pending.received + length > pending.target.nbytes:
+        if (
+            pending is None
+            or pending.rank != connection.rank
+            or pending.received + length > pending.target.nbytes
+        ):
             raise_later = PeerFailed(
                 f"btl tcp: rank {connection.rank} sent data for unknown get {request}",
                 rank=connection.rank,
@@ -504,12 +524,16 @@ class TcpModule(ModuleBase):
         endpoint = self._endpoints.get(connection.rank)
         if endpoint is not None:
             self.peer_lost(endpoint, failure)
+        # Only what went to this peer: another peer's transfers go on.
+        rank = connection.rank
         for request, pending in list(self._gets.items()):
-            del self._gets[request]
-            pending.callback(failure)
-        for request, callback in list(self._puts.items()):
-            del self._puts[request]
-            callback(failure)
+            if pending.rank == rank:
+                del self._gets[request]
+                pending.callback(failure)
+        for request, put in list(self._puts.items()):
+            if put.rank == rank:
+                del self._puts[request]
+                put.callback(failure)
 
     # -- progress ----------------------------------------------------------
 
@@ -594,8 +618,8 @@ class TcpModule(ModuleBase):
         for pending in gets.values():
             pending.callback(failure)
         puts, self._puts = self._puts, {}
-        for callback in puts.values():
-            callback(failure)
+        for put in puts.values():
+            put.callback(failure)
         self._registrations.close()
         self._listener.close()
         self._wakeup.close()

@@ -1,0 +1,117 @@
+"""btl/tcp's gets belong to the peer they were asked of: another peer's loss
+fails none of them, and another peer cannot answer them.
+
+This process's tcp module faces two pretend ranks (sockets of this test);
+rank 1 is asked for data with ``get``, rank 2 plays the bystander.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+
+import pmca
+from pmca.btl.tcp import _wire as wire
+
+from ._tcp_peer import hello_from, pretend_peer
+
+MCA = {
+    "btl": "self,tcp",
+    "btl_tcp_if_include": "127.0.0.1/8",
+    "pmca_base_modex_timeout": 60,
+}
+SIZE = 256 << 10
+
+
+@contextmanager
+def _two_peers() -> Iterator[tuple[Any, list[Any], list[socket.socket]]]:
+    """This process's tcp module, its endpoints for pretend ranks 1 and 2, their sockets.
+
+    The module reports lost peers to ``tcp.lost`` (ranks), not to the session's
+    bml, whose world is this process alone.
+    """
+    with pmca.Session(mca=MCA, frameworks=["btl"]) as s:
+        tcp, procs, nonce = pretend_peer(s, peers=2)
+        tcp._error_callbacks.clear()
+        tcp.lost = []
+        tcp.register_error(lambda endpoint, _error: tcp.lost.append(endpoint.rank))
+        sockets = [hello_from("127.0.0.1", tcp.port, nonce, rank) for rank in (1, 2)]
+        endpoints = tcp.add_procs(procs)[1:]
+        assert all(endpoint is not None for endpoint in endpoints)
+        try:
+            yield tcp, endpoints, sockets
+        finally:
+            tcp.del_procs([e for e in endpoints if e is not None])
+            for sock in sockets:
+                sock.close()
+
+
+def _get_request(tcp: Any, peer: socket.socket) -> int:
+    """The id of the GET request ``peer`` reads while ``tcp`` progresses."""
+    received = b""
+    peer.settimeout(0.05)
+    deadline = time.monotonic() + 30
+    wanted = wire.FRAME.size + wire.GET_REQUEST.size
+    while len(received) < wanted and time.monotonic() < deadline:
+        tcp.progress()
+        with suppress(TimeoutError):
+            received += peer.recv(wanted - len(received))
+    kind, _tag, _length, request = wire.FRAME.unpack_from(received)
+    assert kind == wire.GET_REQ, kind
+    return int(request)
+
+
+def _data(request: int, body: bytes) -> bytes:
+    return wire.FRAME.pack(wire.GET_DATA, 0, len(body), request) + body
+
+
+def _progress_until(tcp: Any, condition: Any, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        tcp.progress()
+        time.sleep(0.001)
+
+
+def _ask_rank_1(tcp: Any, endpoint: Any, ends: list[BaseException | None]) -> bytearray:
+    target = bytearray(SIZE)
+    handle = wire.HANDLE.pack(b"\0" * 8, 7, 0x1000, SIZE)
+    tcp.get(endpoint, memoryview(target), None, 0x1000, handle, ends.append)
+    return target
+
+
+def test_losing_one_peer_fails_no_get_from_another(pmca_env) -> None:
+    """Rank 2's connection ends while a get from rank 1 waits: the get goes on, and
+    completes with rank 1's bytes (the loss failed every get in flight)."""
+    with _two_peers() as (tcp, endpoints, (rank1, rank2)):
+        ends: list[BaseException | None] = []
+        target = _ask_rank_1(tcp, endpoints[0], ends)
+        request = _get_request(tcp, rank1)
+        rank2.close()
+        _progress_until(tcp, lambda: tcp.lost)
+        assert tcp.lost == [2], "rank 2's closed connection was never noticed"
+        assert ends == [], f"rank 2's loss ended rank 1's get: {ends}"
+        payload = bytes(range(256)) * (SIZE // 256)
+        rank1.sendall(_data(request, payload))
+        _progress_until(tcp, lambda: bool(ends))
+        assert ends == [None] and bytes(target) == payload
+
+
+def test_a_peer_cannot_answer_another_peers_get(pmca_env) -> None:
+    """Rank 2 sends data for the get asked of rank 1: rank 2's connection is dropped
+    as faulty, and the get still takes rank 1's bytes only."""
+    with _two_peers() as (tcp, endpoints, (rank1, rank2)):
+        ends: list[BaseException | None] = []
+        target = _ask_rank_1(tcp, endpoints[0], ends)
+        request = _get_request(tcp, rank1)
+        rank2.sendall(_data(request, b"\xff" * SIZE))
+        _progress_until(tcp, lambda: tcp.lost or ends)
+        assert ends == [], f"rank 2 answered rank 1's get: {ends}"
+        assert tcp.lost == [2], "rank 2's forged answer was taken"
+        assert bytes(target) == bytes(SIZE)
+        payload = bytes(range(256)) * (SIZE // 256)
+        rank1.sendall(_data(request, payload))
+        _progress_until(tcp, lambda: bool(ends))
+        assert ends == [None] and bytes(target) == payload
