@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
-from _common import Goal, paired_ratios
+from _common import Goal, paired_ratio, paired_ratios
 
 __all__ = [
     "count_goal",
@@ -24,8 +24,10 @@ __all__ = [
     "madvise_goals",
     "median_goal",
     "pingpong_goals",
+    "rails_goal",
     "rate_goal",
     "ratio_goal",
+    "run_ratio",
     "storm_goals",
 ]
 
@@ -100,12 +102,38 @@ def rate_goal(name: str, rates: Sequence[float], goal_rate: float) -> Goal:
     return Goal(name, value, 1e9 / goal_rate, " ns", samples=per_event)
 
 
+def rails_goal(
+    name: str, one_rail: Sequence[float], two_rails: Sequence[float], limit: float
+) -> Goal:
+    """How much faster two rails are than one: ``one_rail / two_rails`` paired per round.
+
+    ``one_rail[i]`` and ``two_rails[i]`` are the times of the same message in
+    the same round; the median of the per-round ratios must be at least
+    ``limit`` (a speed-up: higher is better).
+    """
+    pairs = paired_ratios(one_rail, two_rails)
+    value = statistics.median(pairs) if pairs else float("nan")
+    return Goal(name, value, limit, "x", at_least=True, samples=pairs)
+
+
 def _paired_runs(
     subject: Sequence[Run], baseline: Sequence[Run], pick: Callable[[Run], float]
 ) -> tuple[list[float], list[float]]:
     """Picked figures of the rounds both sides ran (a side that failed a round drops it)."""
     rounds = min(len(subject), len(baseline))
     return [pick(run) for run in subject[:rounds]], [pick(run) for run in baseline[:rounds]]
+
+
+def run_ratio(
+    subject: Sequence[Run], baseline: Sequence[Run], pick: Callable[[Run], float]
+) -> float:
+    """A figure of each job, ``subject / baseline`` paired per round: a reported ratio.
+
+    ``subject[i]`` and ``baseline[i]`` are the jobs of the same round; the
+    median of the per-round ratios, not the ratio of the two sides' medians.
+    """
+    mine, theirs = _paired_runs(subject, baseline, pick)
+    return paired_ratio(mine, theirs)
 
 
 def pingpong_goals(

@@ -589,18 +589,13 @@ def main() -> None:
         if values:
             print(f"    {what:<42} {statistics.median(values):6.2f} us")
     print(f"    {'p2p send/recv (through the lane)':<42} {latency:6.2f} us")
-    wild = common.paired_ratio(
-        [run["wild_latency_us"] for run in runs["pmca"]],
-        [run["wild_latency_us"] for run in runs["mpi4py"]],
-    )
+    wild = goals.run_ratio(runs["pmca"], runs["mpi4py"], lambda r: r["wild_latency_us"])
     print(
         f"  with ANY_SOURCE/ANY_TAG receives: pmca "
         f"{median('pmca', lambda r: r['wild_latency_us']):.2f} us, mpi4py "
         f"{median('mpi4py', lambda r: r['wild_latency_us']):.2f} us (paired ratio {wild:.2f})"
     )
     report.ratios["sm latency 8 B, ANY_SOURCE/ANY_TAG receives (pmca / mpi4py)"] = wild
-    mine = median("pmca", lambda r: r["per_call"]["send_us"] + r["per_call"]["recv_us"])
-    theirs = median("mpi4py", lambda r: r["per_call"]["send_us"] + r["per_call"]["recv_us"])
     for role in ("pmca", "mpi4py"):
         send_us = median(role, lambda r: r["per_call"]["send_us"])
         recv_us = median(role, lambda r: r["per_call"]["recv_us"])
@@ -608,7 +603,9 @@ def main() -> None:
             f"  {role} per call, nobody waiting: send {send_us:.2f} us, "
             f"recv of a waiting message {recv_us:.2f} us"
         )
-    report.ratios["sm send + recv cost 8 B, nobody waiting (pmca / mpi4py)"] = mine / theirs
+    report.ratios["sm send + recv cost 8 B, nobody waiting (pmca / mpi4py)"] = goals.run_ratio(
+        runs["pmca"], runs["mpi4py"], lambda r: r["per_call"]["send_us"] + r["per_call"]["recv_us"]
+    )
     for name, what in (("cma_MBps", "one CMA read"), ("memmove_MBps", "one local memmove")):
         values = [run["layers_us"][name] for run in runs["pmca"] if name in run["layers_us"]]
         if values:

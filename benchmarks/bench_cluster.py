@@ -105,12 +105,11 @@ def _rails(report: common.Report, launcher: common.MpiLauncher, rounds: int) -> 
             f"  {name}: {seconds:.2f} s, {rate:.1f} MB/s ({rate / LINK_MB_S:.2f}x one link's "
             f"{LINK_MB_S:.1f} MB/s); reach {reach[name]}"
         )
-    pairs = [one / both for one, both in zip(times["one rail"], times["two rails"], strict=True)]
-    value = statistics.median(pairs)
-    report.ratios["rails: one rail / two rails (64 MiB time)"] = value
-    report.goals.append(
-        common.Goal("two rails vs one, 64 MiB", value, GOAL_RAILS, "x", True, pairs)
+    goal = goals.rails_goal(
+        "two rails vs one, 64 MiB", times["one rail"], times["two rails"], GOAL_RAILS
     )
+    report.ratios["rails: one rail / two rails (64 MiB time)"] = goal.value
+    report.goals.append(goal)
 
 
 def _against_open_mpi(report: common.Report, launcher: common.MpiLauncher, quick: bool) -> None:

@@ -182,3 +182,33 @@ def test_session_cycle_and_rss_growth_over_their_limits_miss(goals: ModuleType) 
     assert goals.growth_goal("RSS growth", 100 * mib, once, 1.0, scale=mib).value == 0.0
     twice = [100 * mib] * 4 + [101 * mib] * 3 + [102 * mib] * 3
     assert goals.growth_goal("RSS growth", 100 * mib, twice, 1.0, scale=mib).verdict == "MISS"
+
+
+def test_two_rails_not_enough_faster_than_one_miss(goals: ModuleType) -> None:
+    # Times of a 64 MiB message per round: one rail, then two rails.
+    fast = goals.rails_goal("rails", [2.0, 2.0, 2.1], [1.0, 1.05, 1.1], 1.8)
+    assert fast.verdict == "PASS" and fast.at_least
+    assert fast.samples == pytest.approx([2.0, 2.0 / 1.05, 2.1 / 1.1])
+    # Two rails only a third faster than one: a miss, as is two rails slower.
+    assert goals.rails_goal("rails", [2.0, 2.0], [1.5, 1.5], 1.8).verdict == "MISS"
+    assert goals.rails_goal("rails", [1.0, 1.0], [2.0, 2.0], 1.8).verdict == "MISS"
+    # Paired per round: medians 2.0 / 1.0 would pass; the pairs 4.0, 1.0, 1.0 give 1.0.
+    paired = goals.rails_goal("rails", [4.0, 2.0, 1.0], [1.0, 2.0, 1.0], 1.8)
+    assert paired.verdict == "MISS" and paired.value == 1.0
+    nothing = goals.rails_goal("rails", [], [], 1.8)
+    assert math.isnan(nothing.value) and nothing.verdict == "MISS"
+
+
+def test_a_reported_ratio_of_jobs_is_paired_not_a_ratio_of_medians(goals: ModuleType) -> None:
+    def cost(run: dict[str, Any]) -> float:
+        return float(run["per_call"]["send_us"] + run["per_call"]["recv_us"])
+
+    def job(send_us: float) -> dict[str, Any]:
+        return {"per_call": {"send_us": send_us, "recv_us": 0.0}}
+
+    # The sides' medians, 5 / 2, would say 2.5; the rounds' pairs 0.5, 2.5 and 1.0 say 1.0.
+    subject = [job(1), job(5), job(6)]
+    baseline = [job(2), job(2), job(6)]
+    assert goals.run_ratio(subject, baseline, cost) == 1.0
+    # A round one side did not run is left out, not paired with another round's job.
+    assert goals.run_ratio(subject[:2], baseline, cost) == pytest.approx((0.5 + 2.5) / 2)
