@@ -77,7 +77,8 @@ run: install
 # in both load modes for this interpreter and once on the oldest (static) and
 # the newest (dso) supported one (with Open
 # MPI's mpirun), the launcher tests again under MPICH's mpiexec, then the
-# MPI/UCX coexistence tests under each MPI wheel. Every env installs the
+# MPI/UCX coexistence tests under each MPI wheel, and the aarch64 build of
+# btl/sm's C sources with a cross compiler from PyPI. Every env installs the
 # wheels make wheel built (tests/packaging installs them without a compiler).
 # A missing interpreter fails the run instead of being skipped.
 test: install tools wheel
@@ -85,7 +86,7 @@ test: install tools wheel
 	PMCA_TOX_PLUGINS="$(wildcard $(CURDIR)/dist/pmca_*.whl)" \
 	$(BIN)/tox run --skip-missing-interpreters false \
 	  --installpkg $(firstword $(wildcard $(CURDIR)/dist/pmca-*.whl)) \
-	  -e lint,type,docs,$(FACTOR)-static,$(FACTOR)-dso,$(OLDEST)-static,$(NEWEST)-dso,mpich,$(UCM_ENVS)
+	  -e lint,type,docs,$(FACTOR)-static,$(FACTOR)-dso,$(OLDEST)-static,$(NEWEST)-dso,mpich,$(UCM_ENVS),cross
 
 # The documentation site into docs/_build/html; a warning (a broken reference,
 # a docstring that does not render) fails the build.
