@@ -234,3 +234,41 @@ def test_producers_forget_an_object_that_went_away() -> None:
     gc.collect()
     assert len(producers.refs) == 1
     assert producers.live() == [kept]
+
+
+_COLLECTED_INSIDE_ADD = """
+import gc, threading
+from pmca.mca._pvars import Producers
+
+threading.Thread(target=lambda: None).start()  # as a session's process is
+producers = Producers()
+
+class Module:
+    pass
+
+for threshold in range(1, 40):
+    gc.collect()  # the collector's count starts at 0 each round
+    old = Module()
+    old.cycle = old  # freed only by the collector
+    producers.add(old)
+    del old
+    new = Module()
+    gc.set_threshold(threshold)  # some round collects it inside add's lock
+    producers.add(new)
+    gc.set_threshold(700)
+print("ok", len(producers.live()))
+"""
+
+
+def test_a_producer_collected_inside_add_does_not_deadlock() -> None:
+    """A module in a reference cycle, freed by a collection that add's own
+    allocation starts while it holds its lock: the weak reference's callback
+    runs on that thread, and must not wait for the lock (it hung every dso
+    session that opened while an earlier one's modules awaited collection)."""
+    import subprocess
+    import sys
+
+    child = subprocess.run(
+        [sys.executable, "-c", _COLLECTED_INSIDE_ADD], capture_output=True, text=True, timeout=60
+    )
+    assert child.returncode == 0 and child.stdout.startswith("ok"), child

@@ -172,7 +172,8 @@ class Producers(Generic[_Producer]):
     :attr:`refs` is a tuple replaced, never changed in place, as producers
     come and go: a reader walks it with no copy and no iteration guard
     (``weakref.WeakSet`` costs both on every read), and one that goes away
-    is dropped by its weak reference's callback.
+    is dropped by its weak reference's callback (or, when that callback
+    cannot take the lock, by the next :meth:`add`).
     """
 
     __slots__ = ("__weakref__", "_lock", "refs")
@@ -185,15 +186,23 @@ class Producers(Generic[_Producer]):
         mine = weakref.ref(self)
 
         def gone(ref: weakref.ref[_Producer]) -> None:
+            # The collector may run this inside add() on the thread holding the
+            # lock (a cycle freed by add's own allocation): never wait for it.
+            # A dead reference left behind is skipped by readers, dropped by the
+            # next add.
             producers = mine()
-            if producers is not None:
-                with producers._lock:
+            if producers is not None and producers._lock.acquire(blocking=False):
+                try:
                     producers.refs = tuple(r for r in producers.refs if r is not ref)
+                finally:
+                    producers._lock.release()
 
         with self._lock:
-            if any(r() is producer for r in self.refs):
+            alive = tuple(r for r in self.refs if r() is not None)
+            if any(r() is producer for r in alive):
+                self.refs = alive
                 return
-            self.refs = (*self.refs, weakref.ref(producer, gone))
+            self.refs = (*alive, weakref.ref(producer, gone))
 
     def live(self) -> list[_Producer]:
         """The producers alive now."""
