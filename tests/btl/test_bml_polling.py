@@ -1,8 +1,12 @@
-"""Which modules a wait polls: only those some rank is reached through."""
+"""Which modules a wait polls (only those some rank is reached through), and how it reads."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
+
+from pmca.btl.bml._spin import spinner
 
 from ._pairs import pair
 
@@ -51,3 +55,53 @@ def test_a_library_that_cannot_be_loaded_leaves_waits_polling_from_python(
     monkeypatch.setattr(_spin, "library_path", lambda: str(broken))
     monkeypatch.setattr(_spin, "_loaded", [])
     assert _spin.spinner() is None
+
+
+_READS_WHAT_THE_SPIN_FOUND = """
+class Counting:
+    # A rail's poll object, counting the polls its progress asks the kernel for.
+    def __init__(self, polled):
+        self.polled, self.calls = polled, 0
+
+    def poll(self, timeout=None):
+        self.calls += 1
+        return self.polled.poll(timeout)
+
+    def __getattr__(self, name):
+        return getattr(self.polled, name)
+
+
+ROUNDS = 200
+MCA["btl_base_wait_spin"] = 60  # every wait spins (polls natively) until its message is in
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    bml = s._data_path().bml
+    rails = [m for m in bml._polled if m.name == "tcp"]
+    counters = []
+    for rail in rails:
+        counters.append(Counting(rail._polling._poll))
+        rail._polling._poll = counters[-1]
+    peer, buffer = 1 - RANK, bytearray(4096)
+    for i in range(ROUNDS):
+        if RANK == 0:
+            s.p2p.send(peer, 1, i.to_bytes(4, "little") * 1024)
+            s.p2p.recv(peer, 2, buffer, timeout=60)
+        else:
+            s.p2p.recv(peer, 1, buffer, timeout=60)
+            s.p2p.send(peer, 2, buffer)
+        assert bytes(buffer) == i.to_bytes(4, "little") * 1024, i
+    out(polls=sum(c.calls for c in counters), rails=len(rails), rounds=ROUNDS)
+"""
+
+
+@pytest.mark.skipif(spinner() is None, reason="libpmca_bml_spin.so is not built")
+def test_a_spinning_wait_reads_what_its_native_poll_found_without_polling_again(
+    pmca_env, tmp_path: Path
+) -> None:
+    """A blocking receive over tcp whose wait polls natively (see test_wait_releases_gil)
+    reads the socket that poll found readable: the rail's own poll from Python is not
+    asked again, once per message before. 200 ping-pongs of 4 KiB arrive intact."""
+    for result in pair(tmp_path, _READS_WHAT_THE_SPIN_FOUND, "self,tcp"):
+        assert result["returncode"] == 0, result
+        assert result["rails"] >= 1, result
+        # Old code polled from Python at least twice per receive (400 here).
+        assert result["polls"] < result["rounds"] // 10, result

@@ -65,7 +65,7 @@ def test_a_waiting_receive_holds_no_gil_while_it_polls_tcp(pmca_env, tmp_path) -
     result, _ = run_pair(_SOURCE.format(samples=SAMPLES), tmp_path)
     assert result["received"] == "8 bytes!"
     where = result["where"]
-    native = [w for w in where if w.endswith("_spin.py:spin")]
+    native = [w for w in where if w.endswith("_spin.py:ready")]
     # Old code polled from Python: no sample found the wait inside a native poll.
     assert len(native) >= len(where) // 2, json.dumps(where, indent=1)
 
@@ -91,5 +91,34 @@ def test_the_spinner_returns_when_a_descriptor_has_input_and_not_before() -> Non
         assert quiet.recv(1) == b"y"
     finally:
         for a, b in [(quiet, other), *pairs]:
+            a.close()
+            b.close()
+
+
+def test_the_spinner_names_the_descriptors_it_found_ready() -> None:
+    """What the wait's next progress reads without polling again: exactly the
+    descriptors with input, or ``None`` (look for yourself) beyond the 62 it names."""
+    import socket
+
+    native = spinner()
+    assert native is not None
+    pairs = [socket.socketpair() for _ in range(70)]
+    try:
+        fds = [a.fileno() for a, _ in pairs]
+        assert native.ready(fds, 0.002, False) == []  # the slice ran out
+        pairs[3][1].send(b"x")
+        pairs[61][1].send(b"x")
+        assert native.ready(fds, 60.0, False) == [fds[3], fds[61]]
+        pairs[3][0].recv(1)
+        assert native.ready(fds, 60.0, True) == [fds[61]]
+        pairs[62][1].send(b"x")  # the 63rd: not named, the caller must look itself
+        assert native.ready(fds, 60.0, False) is None
+        assert native.spin(fds, 60.0, False) is True
+        pairs[61][0].recv(1)
+        pairs[62][0].recv(1)
+        pairs[0][1].close()  # a hang-up is input too (a read says so)
+        assert native.ready(fds, 60.0, False) == [fds[0]]
+    finally:
+        for a, b in pairs:
             a.close()
             b.close()

@@ -458,7 +458,11 @@ class BtlModule(Protocol):
         nothing: while a wait spins, the message layer polls those
         descriptors in C with the GIL released between two progress calls
         (btl/tcp does; without it, or when it answers ``None``, the wait
-        polls :meth:`progress` from Python).
+        polls :meth:`progress` from Python). After such a poll the wait calls
+        the module's optional ``progress_ready(ready)`` instead of
+        :meth:`progress`, ``ready`` being the descriptors the poll found
+        readable (other modules' included): it reads those without asking the
+        kernel again.
         """
         ...
 

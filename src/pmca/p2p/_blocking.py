@@ -122,6 +122,12 @@ class Blocking:
     def _control_to(self, rank: int, message: bytes) -> None:
         raise NotImplementedError
 
+    def _checked(self, rank: object, tag: object, where: str, *, wildcard: bool) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def _start_send(self, dest: int, tag: int, view: memoryview) -> Request | None:
+        raise NotImplementedError
+
     def send(self, dest: int, tag: int, buf: Any, *, timeout: float | None = None) -> None:
         """Send ``buf`` to ``dest``; return when ``buf`` may be reused.
 
@@ -160,7 +166,11 @@ class Blocking:
                             return
                 finally:
                     lock.release()
-        self.isend(dest, tag, buf).wait(timeout)
+        dest, tag = self._checked(dest, tag, "p2p send", wildcard=False)
+        view = as_bytes(buf, writable=False, rank=dest, tag=tag)
+        request = self._start_send(dest, tag, view)
+        if request is not None:  # else the btl took it at once (tcp's sendi): no request
+            request.wait(timeout)
 
     def _send_rendezvous(
         self, dest: int, tag: int, buf: Any, lane: Lane, timeout: float | None

@@ -136,8 +136,20 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
     def isend(self, dest: int, tag: int, buf: Any) -> Request:
         dest, tag = self._checked(dest, tag, "p2p send", wildcard=False)
         view = as_bytes(buf, writable=False, rank=dest, tag=tag)
+        request = self._start_send(dest, tag, view)
+        if request is None:  # the btl took it at once: done
+            request = Request(self, "send", dest, tag, view)
+            request.complete(view.nbytes)
+        return request
+
+    def _start_send(self, dest: int, tag: int, view: memoryview) -> Request | None:
+        """Send ``view`` (``dest`` and ``tag`` checked): ``None`` when the btl took it
+        at once (an eager message), else its request, pending or done.
+
+        A blocking ``send`` over a btl without lanes (tcp) so builds no request
+        for the message the socket takes at once.
+        """
         peer = self._peer(dest)
-        request = Request(self, "send", dest, tag, view)
         with self._bml.lock:
             # Again under the lock: finalize says its LEAVEs under it, and progress
             # on another thread records a peer's LEAVE in it.
@@ -149,8 +161,13 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
             self._seq_out[dest] = (seq + 1) & 0xFFFFFFFF
             size = view.nbytes
             if _MATCH_SIZE + size <= route.module.limits.eager_limit:
-                self._send_eager(request, route, seq, size)
+                header = _pack_match(proto.EAGER, 0, seq, tag, size)
+                if route.module.sendi(route.endpoint, self._tag, [header, view]):
+                    return None  # never tracked
+                request = Request(self, "send", dest, tag, view)
+                self._send_eager(request, route, header, size)
                 return request
+            request = Request(self, "send", dest, tag, view)
             self._track(request)
             if peer.rdma:
                 self._send_rget(request, peer, route, seq, size)
@@ -229,12 +246,16 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
                 raise ValueError("wait_for needs a condition or a request")
             condition = request.finished
         bml = self._bml
-        lock, progress = bml.lock, bml.progress
+        lock, progress, progress_ready = bml.lock, bml.progress, bml.progress_ready
         yielding = self.yield_when_idle
         give_way = os.sched_yield if yielding else None
         # While spinning, the btls' descriptors are polled in C between two
         # progress calls, the GIL released for a slice (see pmca.btl.bml._spin);
         # the _SPINS counted slices together last no longer than ``spin``.
+        # The poll says which descriptors had input: the progress call after it
+        # reads those without asking the kernel again, and the first one of a
+        # wait polls nothing when a native poll follows at once (it finds
+        # whatever is there already).
         native = spinner()
         spin_fds = bml.spin_fds
         slice_ = min(SPIN_SLICE, self.spin / _SPINS)
@@ -242,16 +263,24 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
         idle = 0
         spin_until = 0.0
         spinning = True
+        #: What the last native poll found readable (None: each module looks itself).
+        ready: list[int] | None = [] if native is not None and bml.spins else None
         while not condition():
             with lock:
-                progressed = progress()
+                progressed = progress() if ready is None else progress_ready(ready)
                 polled = spin_fds() if native is not None and spinning and not progressed else None
             if progressed:
                 idle = 0
                 spinning = True
+                ready = None
                 continue
             if polled is not None and native is not None:
-                native.spin(polled, slice_, yielding)
+                ready = native.ready(polled, slice_, yielding)
+            elif ready is not None:
+                # No native poll this turn after one that read only what a poll
+                # found (or nothing, first): the next progress looks for itself.
+                ready = None
+                continue
             elif give_way is not None:
                 give_way()  # the rank that would answer may be waiting for this core
             idle += 1
@@ -339,18 +368,15 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
     def _finish(self, request: Request, nbytes: int, error: BaseException | None = None) -> None:
         request.complete(nbytes, error)
 
-    def _send_eager(self, request: Request, route: Route, seq: int, size: int) -> None:
-        header = _pack_match(proto.EAGER, 0, seq, request.tag, size)
-        module = route.module
-        if module.sendi(route.endpoint, self._tag, [header, request.view]):
-            request.complete(size)  # done at once: never tracked
-            return
+    def _send_eager(self, request: Request, route: Route, header: bytes, size: int) -> None:
+        """Send an eager message the btl did not take at once (``sendi``): tracked
+        until the btl says it is gone."""
         self._track(request)
 
         def sent(error: BaseException | None) -> None:
             self._finish(request, size, error)
 
-        module.send(route.endpoint, self._tag, [header, request.view], sent)
+        route.module.send(route.endpoint, self._tag, [header, request.view], sent)
 
     def _send_rget(
         self, request: Request, peer: BmlPeer, route: Route, seq: int, size: int

@@ -129,22 +129,37 @@ class Bml:
         #: The modules a wait polls: every module until :meth:`add_procs`,
         #: then only those reaching some rank (see :meth:`_poll_reaching`).
         self._polled: list[BtlModule] = list(self.modules)
-        self._pollers = self._bind_pollers()
+        self._bind_polled()
         self._liveness_due = 0.0
+        #: The pidfds of live peers on this host (kept: a spinning wait polls them).
+        self._live_pidfds: list[int] = []
         self._failure_listeners: list[Any] = []
         #: Ranks that finalized and said so (the message layer's LEAVE): their
         #: connections closing afterwards is expected, not a failure to shout about.
         self.departed: set[int] = set()
 
-    def _bind_pollers(self) -> tuple[Callable[[], int], ...]:
-        # Bound once: progress runs in every iteration of every wait. A module
-        # sharing the lock polls without re-taking it (its callers hold it).
-        return tuple(
-            getattr(module, "progress_held", module.progress)
-            if any(module is other for other in self._shared)
-            else module.progress
-            for module in self._polled
-        )
+    def _bind_polled(self) -> None:
+        """Bind what every iteration of every wait calls on the polled modules, once.
+
+        A module sharing the lock polls without re-taking it (its callers hold
+        it); one without ``progress_ready`` reads everything after a native
+        spin too, and one without ``spin_fds`` keeps waits polling from Python.
+        """
+        pollers: list[Callable[[], int]] = []
+        readers: list[Callable[[list[int]], int]] = []
+        askers: list[Callable[[], list[int] | None]] = []
+        for module in self._polled:
+            poll = module.progress
+            if any(module is other for other in self._shared):
+                poll = getattr(module, "progress_held", poll)
+            pollers.append(poll)
+            readers.append(getattr(module, "progress_ready", None) or _ignoring_ready(poll))
+            askers.append(getattr(module, "spin_fds", None) or _no_spin_fds)
+        self._pollers = tuple(pollers)
+        self._readers = tuple(readers)
+        self._spin_askers = tuple(askers)
+        #: Whether every polled module may say which descriptors bring its input.
+        self.spins = all(ask is not _no_spin_fds for ask in askers)
 
     def _poll_reaching(self, routes: list[list[Route]]) -> None:
         """Poll, and ask for descriptors, only the modules some rank is reached through.
@@ -156,7 +171,7 @@ class Bml:
         """
         reaching = {id(route.module) for found in routes for route in found}
         self._polled = [module for module in self.modules if id(module) in reaching]
-        self._pollers = self._bind_pollers()
+        self._bind_polled()
 
     # -- set-up -----------------------------------------------------------
 
@@ -204,6 +219,7 @@ class Bml:
         for peer in self.peers:
             if peer.rank != me and peer.host == local_host:
                 peer.pidfd = _pidfd(peer.pid)
+        self._keep_live_pidfds()
         self.log.debug("routes", reach={p.rank: [r.name for r in p.routes] for p in self.peers})
 
     # -- use --------------------------------------------------------------
@@ -233,6 +249,7 @@ class Bml:
             if peer.failed is not None:
                 return
             peer.failed = error
+            self._keep_live_pidfds()
             # The state changed above; what reacts to it below can neither undo
             # it nor stop the others (a listener that raises is reported).
             for listener in list(self._failure_listeners):
@@ -272,6 +289,18 @@ class Bml:
         done = 0
         for poll in self._pollers:
             done += poll()
+        return done
+
+    def progress_ready(self, ready: list[int]) -> int:
+        """:meth:`progress` right after the descriptors of :meth:`spin_fds` were polled
+        and ``ready`` found readable: modules that can (tcp's ``progress_ready``)
+        read only those instead of polling their descriptors again.
+
+        Call it with :attr:`lock` held.
+        """
+        done = 0
+        for read in self._readers:
+            done += read(ready)
         return done
 
     def check_liveness(self, interval: float) -> None:
@@ -329,25 +358,31 @@ class Bml:
 
         A module answers through its optional ``spin_fds()``: descriptors
         readable whenever :meth:`progress` would find work (``[]``: none
-        comes from outside), or ``None``. Call it with :attr:`lock` held.
+        comes from outside), or ``None``. After the poll, :meth:`progress_ready`
+        reads what it found. Call it with :attr:`lock` held.
         """
         fds: list[int] = []
-        for module in self._polled:
-            module_spin_fds = getattr(module, "spin_fds", None)
-            module_fds = module_spin_fds() if module_spin_fds is not None else None
+        for ask in self._spin_askers:
+            module_fds = ask()
             if module_fds is None:
                 return None
-            fds.extend(module_fds)
+            fds += module_fds
         return self._with_liveness(fds)
 
     def _with_liveness(self, fds: list[int]) -> list[int]:
         """``fds`` and what says a peer is gone: live peers' pidfds, the launcher's."""
-        fds.extend(p.pidfd for p in self.peers if p.pidfd is not None and p.failed is None)
+        fds += self._live_pidfds
         notice_fd = getattr(self.world, "notice_fd", None)
         launcher_fd = notice_fd() if notice_fd is not None else None
         if launcher_fd is not None:
             fds.append(launcher_fd)
         return fds
+
+    def _keep_live_pidfds(self) -> None:
+        """Note the pidfds of live peers again (a peer gained one, failed, or closed)."""
+        self._live_pidfds = [
+            p.pidfd for p in self.peers if p.pidfd is not None and p.failed is None
+        ]
 
     def close(self) -> None:
         for module in self.modules:
@@ -361,6 +396,21 @@ class Bml:
                 os.close(peer.pidfd)
                 peer.pidfd = None
         self.peers = []
+        self._keep_live_pidfds()
+
+
+def _ignoring_ready(poll: Callable[[], int]) -> Callable[[list[int]], int]:
+    """``poll`` as a module's ``progress_ready``: it looks for itself."""
+
+    def read(_ready: list[int]) -> int:
+        return poll()
+
+    return read
+
+
+def _no_spin_fds() -> None:
+    """``spin_fds`` of a module without one: its input comes without a descriptor."""
+    return None
 
 
 def _launcher_placement(

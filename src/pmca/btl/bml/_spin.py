@@ -9,7 +9,9 @@ futile wake-ups take the processor from the ranks. When every module
 says which descriptors bring it input (:meth:`spin_fds`, tcp's sockets),
 the wait instead polls them in C for a short slice with the GIL released
 throughout: the other thread takes the GIL once, at once, and the wait
-wants it back only when input came or the slice ended.
+wants it back only when input came or the slice ended. The spin says which
+descriptors it found ready (:meth:`Spinner.ready`): the progress call that
+follows reads those connections without polling them again.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ LIBRARY_NAME = "libpmca_bml_spin.so"
 #: Longest native poll in one go: what a wait may be late for a request
 #: another thread of the process completed meanwhile.
 SLICE = 50e-6
-_ABI = 1
+_ABI = 2
 
 
 def library_path() -> str:
@@ -33,27 +35,45 @@ def library_path() -> str:
 
 
 class Spinner:
-    """``spin(fds, seconds, give_way)``: poll ``fds`` in C until one has input or
-    ``seconds`` pass; True when one has (or a signal came), False when time was up."""
+    """Polls descriptors in C until one has input or a slice of time passes.
+
+    :meth:`ready` says which ones had input, :meth:`spin` only whether one had.
+    """
 
     def __init__(self, lib: ctypes.CDLL) -> None:
         # CFUNCTYPE: ctypes releases the GIL for the whole call.
         prototype = ctypes.CFUNCTYPE(
-            ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int64, ctypes.c_int
+            ctypes.c_int64, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int64, ctypes.c_int
         )
         self._spin = prototype(("pmca_bml_spin", lib))
         #: The last descriptors polled and their C array, swapped as one tuple:
         #: waits on several threads may share this spinner.
         self._last: tuple[tuple[int, ...], ctypes.Array[ctypes.c_int]] = ((), (ctypes.c_int * 0)())
 
-    def spin(self, fds: Sequence[int], seconds: float, give_way: bool) -> bool:
+    def ready(self, fds: Sequence[int], seconds: float, give_way: bool) -> list[int] | None:
+        """Poll ``fds`` until one has input (or an error, or a hang-up) or ``seconds``
+        pass, yielding the processor between polls when ``give_way``.
+
+        The descriptors found ready (``[]``: the time was up), or ``None`` when
+        the poll cannot say which (it failed, a signal came, or a ready one is
+        beyond the 62nd): the caller then looks for itself.
+        """
         key = tuple(fds)
         last = self._last
         if key != last[0]:  # the same descriptors wait after wait: built once
             last = (key, (ctypes.c_int * len(key))(*key))
             self._last = last
-        status: int = self._spin(last[1], len(key), int(seconds * 1e9), int(give_way))
-        return status != 0
+        mask: int = self._spin(last[1], len(key), int(seconds * 1e9), int(give_way))
+        if mask <= 0:
+            return None if mask else []
+        if not mask & (mask - 1):  # the usual answer: one descriptor
+            return [key[mask.bit_length() - 1]]
+        return [fd for index, fd in enumerate(key) if mask >> index & 1]
+
+    def spin(self, fds: Sequence[int], seconds: float, give_way: bool) -> bool:
+        """As :meth:`ready`: ``True`` when a descriptor had input (or the poll cannot
+        say which), ``False`` when the time was up."""
+        return self.ready(fds, seconds, give_way) != []
 
 
 _loaded: list[Spinner | None] = []

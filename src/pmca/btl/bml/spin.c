@@ -6,7 +6,9 @@
  * CFUNCTYPE), so another thread of the process (a tool reading
  * performance variables, a progress thread) takes the GIL at once
  * instead of waking up to find it taken again after every short
- * system call of a Python polling loop.
+ * system call of a Python polling loop. The answer names the descriptors
+ * found ready, so the progress call that follows reads those without
+ * asking the kernel again.
  */
 #define _GNU_SOURCE
 #include <poll.h>
@@ -30,21 +32,41 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-EXPORT unsigned pmca_bml_spin_abi(void) { return 1; }
+EXPORT unsigned pmca_bml_spin_abi(void) { return 2; }
+
+/* Descriptors whose readiness the answer names one by one (bits 0..61). */
+#define PMCA_SPIN_NAMED 62
+
+/* Which of polled[0..nfds) have something: bit i for polled[i], or -1 when
+ * one beyond the named ones does (the caller then looks for itself). */
+static int64_t ready_mask(const struct pollfd *polled, uint32_t nfds)
+{
+    int64_t mask = 0;
+    for (uint32_t i = 0; i < nfds; i++) {
+        if (polled[i].revents == 0)
+            continue;
+        if (i >= PMCA_SPIN_NAMED)
+            return -1;
+        mask |= (int64_t)1 << i;
+    }
+    return mask;
+}
 
 /* Poll fds[0..nfds) for input (or an error, or a hang-up) until one has it or
  * nanoseconds pass, yielding the processor between polls when give_way.
- * 0 when the time is up; 1 when some descriptor is ready, and also when
- * poll() fails or memory runs short: the caller then looks for itself
- * (its Python progress call), as it would without this library. */
-EXPORT int pmca_bml_spin(const int *fds, uint32_t nfds, int64_t nanoseconds, int give_way)
+ * 0 when the time is up; when some descriptor is ready, which ones: bit i
+ * set for fds[i] (so the caller reads those without polling again); -1 when
+ * that cannot be said (a ready descriptor beyond the first 62), and when
+ * poll() fails or memory runs short: the caller then looks for itself (its
+ * Python progress call), as it would without this library. */
+EXPORT int64_t pmca_bml_spin(const int *fds, uint32_t nfds, int64_t nanoseconds, int give_way)
 {
     struct pollfd stack[PMCA_SPIN_STACK_FDS];
     struct pollfd *polled = stack;
     if (nfds > PMCA_SPIN_STACK_FDS) {
         polled = malloc(sizeof(*polled) * nfds);
         if (polled == NULL)
-            return 1;
+            return -1;
     }
     for (uint32_t i = 0; i < nfds; i++) {
         polled[i].fd = fds[i];
@@ -52,11 +74,15 @@ EXPORT int pmca_bml_spin(const int *fds, uint32_t nfds, int64_t nanoseconds, int
         polled[i].revents = 0;
     }
     const int64_t deadline = now_ns() + (nanoseconds > 0 ? nanoseconds : 0);
-    int status = 0;
+    int64_t status = 0;
     for (unsigned round = 1;; round++) {
         int ready = poll(polled, nfds, 0);
-        if (ready != 0) {
-            status = 1; /* ready, or failed (EINTR: a signal for Python to handle) */
+        if (ready > 0) {
+            status = ready_mask(polled, nfds);
+            break;
+        }
+        if (ready < 0) {
+            status = -1; /* failed (EINTR: a signal for Python to handle) */
             break;
         }
         if (give_way)

@@ -540,6 +540,10 @@ class TcpModule(ModuleBase):
     def progress(self) -> int:
         return self._polling.progress()  # nothing when no peer is reached through it
 
+    def progress_ready(self, ready: list[int]) -> int:
+        """:meth:`progress` after a native poll found ``ready`` readable (see ``_polling``)."""
+        return self._polling.progress_ready(ready)
+
     # Counters of every rail of this process, read from any of them.
 
     @property
@@ -585,12 +589,12 @@ class TcpModule(ModuleBase):
                 total.add(connection.zerocopy.stats)
         return total
 
-    def wait_fds(self, *, arm: bool = True) -> list[int] | None:
-        return self._polling.wait_fds(self._wakeup if arm else None)
+    def wait_fds(self) -> list[int] | None:
+        return self._polling.wait_fds(self._wakeup)
 
     def spin_fds(self) -> list[int] | None:
-        """The sockets a spinning wait polls natively, arming nothing."""
-        return self.wait_fds(arm=False)
+        """The sockets a spinning wait polls natively, arming nothing (a kept list)."""
+        return self._polling.spin_fds()
 
     def _retire(self, connection: Connection) -> None:
         """Close ``connection`` and keep its zero-copy figures."""

@@ -68,11 +68,27 @@ class Polling:
         """Read what arrived, write what waits, reap zero-copy notices; return work done."""
         if not self.connections:
             return 0  # a rail no peer is reached through (or all its peers gone)
+        return self._visit([fd for fd, _events in self._poll.poll(0)])
+
+    def progress_ready(self, ready: list[int]) -> int:
+        """:meth:`progress`, reading only the sockets in ``ready`` (and bulk bodies).
+
+        ``ready`` is what a spinning wait's native poll just found readable
+        (see ``pmca.btl.bml._spin``), descriptors of other modules included:
+        asking the kernel again would cost a system call per message to hear
+        the same answer. A socket another thread emptied since is read once
+        for nothing; input that came after that poll is found by the next.
+        """
+        if not self.connections:
+            return 0
+        return self._visit(ready)
+
+    def _visit(self, readable: list[int]) -> int:
         if self._bound is not None and _monotonic() >= self._silence_due:
             self._check_silence()
         done = 0
         by_fd = self._by_fd
-        for fd, _events in self._poll.poll(0):
+        for fd in readable:
             connection = by_fd.get(fd)
             if connection is not None and connection.closed is None and not connection.in_bulk():
                 done += connection.receive()
@@ -109,22 +125,31 @@ class Polling:
         """What to sleep on, or ``None`` while some connection must be polled.
 
         With output queued, ``wakeup``'s descriptor (armed for input and room to
-        write, see ``_wakeup``); without a ``wakeup``, ``None`` then. Asked at
-        every idle turn of a spinning wait: the list of sockets is kept (a copy
-        is handed out), not made from the connections.
+        write, see ``_wakeup``); without a ``wakeup``, ``None`` then.
         """
-        queued = False
+        fds = self.spin_fds()
+        if fds is not None:
+            return fds.copy()
+        if wakeup is None or any(
+            c.closed is None and (c.in_bulk() or c.frames_waiting) for c in self.connections
+        ):
+            return None  # a bulk body streams, or frames wait unparsed: keep polling
+        # output queued: a readable socket does not show room to write
+        return [wakeup.arm([c for c in self.connections if c.closed is None])]
+
+    def spin_fds(self) -> list[int] | None:
+        """The sockets to poll while every connection is idle (not to be changed), else
+        ``None``: a bulk body streams or output is queued (progress has work).
+
+        Asked at every idle turn of a spinning wait: the list is kept, not made
+        from the connections.
+        """
         for connection in self.connections:
-            if connection.closed is None:
-                if connection.in_bulk() or connection.frames_waiting:
-                    return None  # a bulk body streams, or frames wait unparsed: keep polling
-                if connection.queue:
-                    queued = True
-        if queued:  # a readable socket does not show room to write
-            if wakeup is None:
+            if connection.closed is None and (
+                connection.queue or connection.in_bulk() or connection.frames_waiting
+            ):
                 return None
-            return [wakeup.arm([c for c in self.connections if c.closed is None])]
-        return self._fds.copy()
+        return self._fds
 
 
 __all__ = ["SILENCE_EVERY", "Polling"]
