@@ -151,6 +151,10 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
         s.p2p.send(0, 1, b"ready")  # then this rank leaves, without progressing between
     else:
         s.p2p.recv(1, 1, bytearray(5), timeout=60)
+        # Rank 1's send of "ready" progresses until it completes, and could match
+        # a header that came meanwhile: the header goes out once that send is
+        # long over, when rank 1's next step is its LEAVE.
+        time.sleep(1.0)
         try:
             s.p2p.isend(1, 5, bytes(8 << 20)).wait(timeout=60)
             out(outcome="sent")
