@@ -14,6 +14,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 import pmca
+from pmca.btl import PeerFailed
 from pmca.btl.tcp import _wire as wire
 
 from ._tcp_peer import hello_from, pretend_peer
@@ -115,3 +116,24 @@ def test_a_peer_cannot_answer_another_peers_get(pmca_env) -> None:
         rank1.sendall(_data(request, payload))
         _progress_until(tcp, lambda: bool(ends))
         assert ends == [None] and bytes(target) == payload
+
+
+def test_a_get_refused_for_a_lost_peer_keeps_no_hold_on_the_buffer(pmca_env) -> None:
+    """A get asked of a peer whose connection was lost raises PeerFailed at once and
+    keeps nothing of it in flight: the caller's buffer can be resized afterwards
+    (a view of it was kept until finalize)."""
+    with _two_peers() as (tcp, endpoints, (_rank1, rank2)):
+        rank2.close()
+        _progress_until(tcp, lambda: tcp.lost)
+        assert tcp.lost == [2]
+        target = bytearray(SIZE)
+        ends: list[BaseException | None] = []
+        handle = wire.HANDLE.pack(b"\0" * 8, 7, 0x1000, SIZE)
+        try:
+            tcp.get(endpoints[1], memoryview(target), None, 0x1000, handle, ends.append)
+        except PeerFailed:
+            pass
+        else:
+            raise AssertionError("a get asked of a lost peer was accepted")
+        target.extend(b"more")  # BufferError while a view of it is still kept
+        assert ends == []

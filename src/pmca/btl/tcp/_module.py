@@ -2,18 +2,12 @@
 
 Each module (a rail) listens on its interface's own address, never the
 wildcard; during init the listener takes only connections whose hello proves
-an expected rank, reading every connection at once (``_listener``).
-
-Get is a request frame answered by the owner of the memory, which streams
-the registered range back from where it lies (no staging copy); the
-requester receives it straight into its destination. Large responses use
-``MSG_ZEROCOPY`` when enabled.
+an expected rank, reading every connection at once (``_listener``). Gets
+and puts travel on the connections as frames of their own (``_transfers``).
 """
 
 from __future__ import annotations
 
-import ctypes
-import itertools
 import select
 import socket
 import struct
@@ -21,10 +15,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
-from attrs import define, field, frozen
+from attrs import field, frozen
 
 from ..._public import public
-from ..._records import FrozenValue, Record
+from ..._records import FrozenValue
 from .._interface import (
     PLACEMENT_HEAD,
     BtlError,
@@ -49,6 +43,7 @@ from ._interfaces import Interface
 from ._listener import HelloRules, accept, listen
 from ._polling import Polling
 from ._rails import Pairing
+from ._transfers import Transfers
 from ._wakeup import Wakeup
 from ._zerocopy import ZeroCopyStats
 
@@ -63,24 +58,6 @@ _FRAME_SIZE = wire.FRAME.size
 @frozen(eq=False, repr=False)
 class TcpEndpoint(FrozenValue):
     rank: int
-
-
-@define(eq=False, repr=False)
-class _PendingGet(Record):
-    rank: int
-    target: memoryview
-    callback: Completion
-    received: int = 0
-
-
-@define(eq=False, repr=False)
-class _PendingPut(Record):
-    rank: int
-    callback: Completion
-
-
-def memory_at(address: int, size: int) -> memoryview:
-    return memoryview((ctypes.c_char * size).from_address(address)).cast("B")
 
 
 @frozen(eq=False, repr=False)
@@ -125,14 +102,10 @@ class TcpModule(ModuleBase):
         self.port = self._listener.getsockname()[1]
         self._connections: dict[int, Connection] = {}
         self._endpoints: dict[int, TcpEndpoint] = {}
-        #: Large active messages received straight into their receiver's memory,
-        #: and those staged in a buffer of their own (for reports and tests).
-        self._gets: dict[int, _PendingGet] = {}
-        self._puts: dict[int, _PendingPut] = {}
-        self._ids = itertools.count(1)
         self._registrations = Registrations(
             "tcp", NoPinBackend(), cached=settings.leave_pinned, log=log
         )
+        self._transfers = Transfers(self._registrations, self._zerocopy)
         self._me = -1
         #: Zero-copy figures of connections already closed.
         self._closed_zerocopy = ZeroCopyStats()
@@ -150,7 +123,7 @@ class TcpModule(ModuleBase):
         me = next((p for p in procs if p.local), None)
         if me is None:
             raise BtlError("btl tcp: add_procs was not given this process")
-        self._me = me.rank
+        self._me = self._transfers.me = me.rank
         self._hosts.update((p.rank, host_name(p.host)) for p in procs if p.host)
         peers = {
             p.rank: (p, wire.unpack_address(p.rank, p.address))
@@ -365,13 +338,9 @@ class TcpModule(ModuleBase):
     ) -> None:
         connection = self._connection(endpoint)
         key = self._remote_key(endpoint.rank, remote_handle)
-        request = next(self._ids)
         target = local.cast("B")
-        self._gets[request] = _PendingGet(endpoint.rank, target, callback)
+        self._transfers.get(connection, key, remote_address, target, callback)
         self.count_rdma(endpoint, target.nbytes)
-        body = wire.GET_REQUEST.pack(key, remote_address, target.nbytes)
-        frame = wire.FRAME.pack(wire.GET_REQ, 0, len(body), request)
-        connection.push(Outgoing([memoryview(frame + body)], None))
 
     def put(
         self,
@@ -387,12 +356,8 @@ class TcpModule(ModuleBase):
         data = local.cast("B")
         if data.nbytes + wire.PUT_HEAD.size > 0xFFFFFFFF:
             raise BtlError("btl tcp: a single put is limited to 4 GiB (btl_tcp put_limit)")
-        request = next(self._ids)
-        self._puts[request] = _PendingPut(endpoint.rank, callback)
+        self._transfers.put(connection, key, remote_address, data, callback)
         self.count_rdma(endpoint, data.nbytes)
-        head = wire.PUT_HEAD.pack(key, remote_address, request)
-        frame = wire.FRAME.pack(wire.PUT, 0, len(head) + data.nbytes, 0)
-        connection.push(Outgoing([memoryview(frame + head), data], None, self._zerocopy(data)))
 
     def _zerocopy(self, data: memoryview) -> bool:
         return data.nbytes >= self.settings.zerocopy_threshold
@@ -417,13 +382,11 @@ class TcpModule(ModuleBase):
             counts[BYTES_RECEIVED] += body.nbytes
             self.hand_over(self._endpoints[connection.rank], tag, body)
         elif kind == wire.GET_REQ:
-            self._serve_get(connection, aux, body)
+            self._transfers.serve_get(connection, aux, body)
         elif kind in (wire.GET_ERROR, wire.PUT_ERROR):
-            self._remote_failed(connection, kind, aux, bytes(body).decode(errors="replace"))
+            self._transfers.refused(connection, kind, aux, bytes(body).decode(errors="replace"))
         elif kind == wire.PUT_ACK:
-            put = self._take_put(connection, aux)
-            if put is not None:
-                put.callback(None)
+            self._transfers.acknowledged(connection, aux)
 
     def place(
         self, connection: Connection, tag: int, head: memoryview, length: int
@@ -431,109 +394,22 @@ class TcpModule(ModuleBase):
         """Where a large active message from ``connection`` goes (its tag's placer)."""
         return self.placement(self._endpoints[connection.rank], tag, head, length)
 
-    def _serve_get(self, connection: Connection, request: int, body: memoryview) -> None:
-        if connection.writes_ended:
-            return  # finalize gave up on this peer: its get fails when the connection ends
-        key, address, size = wire.GET_REQUEST.unpack(body)
-        try:
-            self._registrations.check(key, address, size)
-        except BtlError as exc:
-            refusal = f"rank {self._me} refused a get from rank {connection.rank}: {exc}".encode()
-            frame = wire.FRAME.pack(wire.GET_ERROR, 0, len(refusal), request)
-            connection.push(Outgoing([memoryview(frame + refusal)], None))
-            return
-        source = memory_at(address, size) if size else memoryview(b"")
-        offset = 0
-        while True:
-            chunk = min(size - offset, wire.MAX_CHUNK)
-            head = memoryview(wire.FRAME.pack(wire.GET_DATA, 0, chunk, request))
-            piece = source[offset : offset + chunk]
-            connection.push(Outgoing([head, piece], None, self._zerocopy(piece)))
-            offset += chunk
-            if offset >= size:
-                break
-
-    def _remote_failed(self, connection: Connection, kind: int, request: int, message: str) -> None:
-        error = BtlError(f"btl tcp: {message}")
-        if kind == wire.GET_ERROR:
-            pending = self._gets.get(request)
-            if pending is not None and pending.rank == connection.rank:
-                del self._gets[request]
-                pending.callback(error)
-        else:
-            put = self._take_put(connection, request)
-            if put is not None:
-                put.callback(error)
-
-    def _take_put(self, connection: Connection, request: int) -> _PendingPut | None:
-        """The put ``request`` that ``connection``'s peer answers (another peer's: none)."""
-        put = self._puts.get(request)
-        if put is None or put.rank != connection.rank:
-            return None
-        del self._puts[request]
-        return put
-
     def get_target(
         self, connection: Connection, request: int, length: int
     ) -> tuple[memoryview, Callable[[], None]]:
-        pending = self._gets.get(request)
-        if (
-            pending is None
-            or pending.rank != connection.rank
-            or pending.received + length > pending.target.nbytes
-        ):
-            raise_later = PeerFailed(
-                f"btl tcp: rank {connection.rank} sent data for unknown get {request}",
-                rank=connection.rank,
-            )
-            connection.lost(raise_later)
-            return memoryview(bytearray(length)), lambda: None
-        target = pending.target[pending.received : pending.received + length]
-        pending.received += length
-
-        def finished() -> None:
-            if pending.received == pending.target.nbytes:
-                self._gets.pop(request, None)
-                pending.callback(None)
-
-        if length == 0:
-            finished()
-            return memoryview(bytearray(0)), lambda: None
-        return target, finished
+        return self._transfers.get_target(connection, request, length)
 
     def put_target(
         self, connection: Connection, head: bytes, length: int
     ) -> tuple[memoryview, Callable[[], None]]:
-        key, address, request = wire.PUT_HEAD.unpack(head)
-        try:
-            self._registrations.check(key, address, length)
-            target = memory_at(address, length) if length else memoryview(bytearray(0))
-            reply = wire.FRAME.pack(wire.PUT_ACK, 0, 0, request)
-        except BtlError as exc:
-            message = str(exc).encode()
-            target = memoryview(bytearray(length))  # drain the refused data
-            reply = wire.FRAME.pack(wire.PUT_ERROR, 0, len(message), request) + message
-
-        def finished() -> None:
-            connection.push(Outgoing([memoryview(reply)], None))
-
-        return target, finished
+        return self._transfers.put_target(connection, head, length)
 
     def connection_lost(self, connection: Connection, failure: PeerFailed) -> None:
         self._polling.remove(connection)
         endpoint = self._endpoints.get(connection.rank)
         if endpoint is not None:
             self.peer_lost(endpoint, failure)
-        # Only what went to this peer: another peer's transfers go on.
-        rank = connection.rank
-        for request, pending in list(self._gets.items()):
-            if pending.rank == rank:
-                del self._gets[request]
-                pending.callback(failure)
-        for request, put in list(self._puts.items()):
-            if put.rank == rank:
-                del self._puts[request]
-                put.callback(failure)
+        self._transfers.peer_lost(connection.rank, failure)
 
     # -- progress ----------------------------------------------------------
 
@@ -617,13 +493,7 @@ class TcpModule(ModuleBase):
                 self._retire(connection)
         self._connections.clear()
         self._endpoints.clear()
-        failure = BtlError("btl tcp was finalized with the operation in flight")
-        gets, self._gets = self._gets, {}
-        for pending in gets.values():
-            pending.callback(failure)
-        puts, self._puts = self._puts, {}
-        for put in puts.values():
-            put.callback(failure)
+        self._transfers.fail_all(BtlError("btl tcp was finalized with the operation in flight"))
         self._registrations.close()
         self._listener.close()
         self._wakeup.close()
