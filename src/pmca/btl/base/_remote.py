@@ -9,12 +9,19 @@ ranges instead of a write somewhere else.
 
 from __future__ import annotations
 
+import ctypes
 import struct
 
 from .._interface import BtlError
 
 #: Key, registered base, registered size.
 _REMOTE = struct.Struct("<QQQ")
+
+
+def memory_at(address: int, size: int) -> memoryview:
+    """The ``size`` bytes at ``address`` of this process, as a writable byte view
+    (a range a transfer was checked against, see :func:`remote_range`)."""
+    return memoryview((ctypes.c_char * size).from_address(address)).cast("B")
 
 
 def pack_remote(key: int, base: int, size: int) -> bytes:

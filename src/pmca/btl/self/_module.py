@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -25,7 +24,7 @@ from .._interface import (
 )
 from ..base import ModuleBase, NoPinBackend, Registrations
 from ..base._pvars import BYTES_RECEIVED, BYTES_SENT, MESSAGES_RECEIVED, MESSAGES_SENT
-from ..base._remote import pack_remote, remote_range
+from ..base._remote import memory_at, pack_remote, remote_range
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -36,10 +35,6 @@ _ADDRESS = b"self/1"
 @frozen(eq=False, repr=False)
 class SelfEndpoint(FrozenValue):
     rank: int
-
-
-def _memory(address: int, size: int) -> memoryview:
-    return memoryview((ctypes.c_char * size).from_address(address)).cast("B")
 
 
 @public
@@ -112,7 +107,7 @@ class SelfModule(ModuleBase):
     ) -> memoryview:
         key, _ = remote_range("self", operation, rank, remote_address, size, remote_handle)
         self._registrations.check(key, remote_address, size)
-        return _memory(remote_address, size)
+        return memory_at(remote_address, size)
 
     def put(
         self,

@@ -12,7 +12,6 @@ active-message range (``0..TAG_MAX``), so they never reach a user callback.
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import struct
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from attrs import define
 
 from ..._records import Record
 from .._interface import TAG_MAX, BtlError, Completion
+from ..base._remote import memory_at
 
 GET_REQUEST = TAG_MAX + 1
 GET_DATA = TAG_MAX + 2
@@ -38,10 +38,6 @@ _DONE = struct.Struct("<QI")  # request id, status (0 ok, 1 refused)
 Send = Callable[[int, int, bytes, Any], None]
 #: ``check(key, address, size)``: raise unless the range is registered here.
 Check = Callable[[int, int, int], None]
-
-
-def _memory(address: int, size: int) -> memoryview:
-    return memoryview((ctypes.c_char * size).from_address(address)).cast("B")
 
 
 @define(eq=False, repr=False)
@@ -138,7 +134,7 @@ class Emulation:
         if size == 0:
             self._send(rank, DONE, _DONE.pack(request, 0), b"")
             return
-        memory = _memory(address, size)
+        memory = memory_at(address, size)
         step = self._chunk - _DATA.size
         for offset in range(0, size, step):
             self._send(rank, GET_DATA, _DATA.pack(request, offset), memory[offset : offset + step])
@@ -149,7 +145,7 @@ class Emulation:
         incoming = self._puts.setdefault((rank, request), _Incoming(total))
         if not incoming.failed and body.nbytes:
             if self._allowed(key, address + offset, body.nbytes):
-                _memory(address + offset, body.nbytes)[:] = body
+                memory_at(address + offset, body.nbytes)[:] = body
             else:
                 incoming.failed = True
         incoming.received += body.nbytes

@@ -14,7 +14,6 @@ ignored), and only that peer's lost connection fails it.
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 from collections.abc import Callable
 
@@ -23,10 +22,11 @@ from attrs import define
 from ..._records import Record
 from .._interface import BtlError, Completion, PeerFailed
 from ..base import Registrations
+from ..base._remote import memory_at
 from . import _wire as wire
 from ._connection import Connection, Outgoing
 
-__all__ = ["Transfers", "memory_at"]
+__all__ = ["Transfers"]
 
 
 @define(eq=False, repr=False)
@@ -41,10 +41,6 @@ class _PendingGet(Record):
 class _PendingPut(Record):
     rank: int
     callback: Completion
-
-
-def memory_at(address: int, size: int) -> memoryview:
-    return memoryview((ctypes.c_char * size).from_address(address)).cast("B")
 
 
 class Transfers:
