@@ -55,9 +55,11 @@ _SIDE = textwrap.dedent(
             parts = [bytes(B)] if rank == 0 else [bytes(B // 2), bytearray(B - B // 2)]
             got_sizes = exchange(N, parts)
             values = {{n: h.read() for n, h in handles.items()}}
+            swept = dict(zip(names, ps.read_all()))
             again = handles[names[0]].readreset()
             after = handles[names[0]].read()
-            return {{"btl": name, "values": values, "readreset": again, "after": after,
+            return {{"btl": name, "values": values, "swept": swept, "readreset": again,
+                     "after": after,
                      "got": got_sizes}}
 
     if __name__ == "__main__":
@@ -106,5 +108,7 @@ def test_btl_counters_equal_what_was_sent(pmca_env, tmp_path, mca, btl) -> None:
         assert values[f"btl_{btl}_messages_sent"] == N, values
         assert values[f"btl_{btl}_bytes_received"] == N * B, values
         assert values[f"btl_{btl}_messages_received"] == N, values
+        # A sweep of the session reads what each handle reads.
+        assert side["swept"] == values
         assert side["readreset"] == N * B
         assert side["after"] == 0

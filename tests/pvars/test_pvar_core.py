@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 import pmca
-from pmca.mca import Binding, PVarClass, PVarError, PVarFlag, PVarRegistry, PVarSession
+from pmca.mca import (
+    Binding,
+    PVarClass,
+    PVarError,
+    PVarFlag,
+    PVarGroup,
+    PVarRegistry,
+    PVarSession,
+)
 
 
 class _Producer:
@@ -114,6 +122,96 @@ def test_watermark_sees_a_peak_between_reads(produced) -> None:
     assert h.read() == 60
     h.reset()
     assert h.read() == 0
+
+
+def test_a_sweep_reads_what_each_handle_reads(produced) -> None:
+    registry, p = produced
+    ps = PVarSession(registry)
+    sends = ps.handle("btl_demo_sends")
+    sends.start()
+    peers = [ps.handle("btl_demo_bytes_sent", obj=rank) for rank in (0, 1)]
+    high = ps.handle("p2p_demo_queue_high")
+    high.start()
+    state = ps.handle("memory_demo_support")
+    p.count += 3
+    p.per_peer[1] += 40
+    p.queue(9)
+    p.queue(4)
+    assert ps.read_all() == [3, 0, 40, 9, 2]
+    assert ps.read_all() == [h.read() for h in (sends, *peers, high, state)]
+    sends.stop()
+    p.count += 100
+    assert ps.read_all()[0] == 3
+    ps.free()
+    with pytest.raises(PVarError, match="freed"):
+        ps.read_all()
+
+
+def test_a_sweep_follows_every_change_of_its_handles(produced) -> None:
+    registry, p = produced
+    ps = PVarSession(registry)
+    sends = ps.handle("btl_demo_sends")
+    peer = ps.handle("btl_demo_bytes_sent", obj=1)
+    assert ps.read_all() == [0, 0]
+    sends.start()
+    p.count += 2
+    p.per_peer[1] += 5
+    assert ps.read_all() == [2, 5]
+    peer.reset()
+    p.per_peer[1] += 1
+    assert ps.read_all() == [2, 1]
+    assert peer.readreset() == 1
+    assert ps.read_all() == [2, 0]
+    peer.write(100)
+    assert ps.read_all() == [2, 100]
+    sends.stop()
+    p.count += 7
+    assert ps.read_all() == [2, 100]
+    sends.start()
+    p.count += 1
+    assert ps.read_all() == [3, 100]
+    late = ps.handle("memory_demo_support")
+    assert ps.read_all() == [3, 100, 2]
+    # Another producer registered for a name: the sweep reads what read() reads.
+    registry.register(
+        "btl", "demo", "sends", PVarClass.COUNTER, lambda _o: 1000, description="sends"
+    )
+    swept = ps.read_all()
+    assert swept == [h.read() for h in (sends, peer, late)]
+    assert swept[0] != 3
+
+
+def test_a_sweep_reads_a_group_once_per_object() -> None:
+    registry = PVarRegistry()
+    counters = {0: [1, 2], 1: [10, 20]}
+    reads: list[object] = []
+
+    def read_group(rank: object) -> list[int]:
+        reads.append(rank)
+        return list(counters[rank])  # type: ignore[index]
+
+    group = PVarGroup(read_group)
+    for index, name in enumerate(("sent", "received")):
+        registry.register(
+            "btl",
+            "grouped",
+            name,
+            PVarClass.COUNTER,
+            lambda rank, i=index: counters[rank][i],
+            binding=Binding.PEER,
+            objects=lambda: [0, 1],
+            flags=PVarFlag.CONTINUOUS,
+            group=group.field(index),
+            description=name,
+        )
+    ps = PVarSession(registry)
+    handles = [ps.handle(f"btl_grouped_{n}", obj=r) for r in (0, 1) for n in ("sent", "received")]
+    for rank in (0, 1):
+        counters[rank] = [v + 5 * (rank + 1) for v in counters[rank]]
+    reads.clear()
+    assert ps.read_all() == [5, 5, 10, 10]
+    assert sorted(reads) == [0, 1]  # one group read per peer for both of its pvars
+    assert ps.read_all() == [h.read() for h in handles]
 
 
 def test_errors_name_what_was_wrong(produced) -> None:

@@ -28,7 +28,16 @@ if TYPE_CHECKING:
     from ._markers import hookimpl, hookspec
     from ._open import OpenFramework
     from ._pvar_session import PVarHandle, PVarSession
-    from ._pvars import Binding, PVar, PVarClass, PVarError, PVarFlag, PVarRegistry
+    from ._pvars import (
+        Binding,
+        PVar,
+        PVarClass,
+        PVarError,
+        PVarFlag,
+        PVarGroup,
+        PVarGroupField,
+        PVarRegistry,
+    )
 
 __all__ = [
     "Alias",
@@ -56,6 +65,8 @@ __all__ = [
     "PVarClass",
     "PVarError",
     "PVarFlag",
+    "PVarGroup",
+    "PVarGroupField",
     "PVarHandle",
     "PVarRegistry",
     "PVarSession",
@@ -106,6 +117,8 @@ _TARGETS = {
     "PVarClass": "._pvars:PVarClass",
     "PVarError": "._pvars:PVarError",
     "PVarFlag": "._pvars:PVarFlag",
+    "PVarGroup": "._pvars:PVarGroup",
+    "PVarGroupField": "._pvars:PVarGroupField",
     "PVarRegistry": "._pvars:PVarRegistry",
 }
 

@@ -10,6 +10,8 @@ extreme seen since start or reset; other classes read the value now.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._public import public
@@ -17,10 +19,12 @@ from ._pvars import (
     ACCUMULATING,
     REGISTRY,
     WATERMARKS,
+    Entry,
     PVar,
     PVarClass,
     PVarError,
     PVarFlag,
+    PVarGroupField,
     PVarRegistry,
     PVarSource,
     Reader,
@@ -33,6 +37,16 @@ def _unset(_obj: Any) -> float:
     raise AssertionError("a handle read its fast path before choosing one")
 
 
+#: How a sweep reads one handle: its entry, the sources that held when the
+#: step was made (the step is good while the entry keeps them), the key of
+#: its group's values in a sweep (None: no group), the group's or the
+#: producer's read, obj, the index in the group's values, and the handle's
+#: accumulated and base then; the handle itself when the step is no good.
+_Step = tuple[Entry, object, Any, Callable[[Any], Any], Any, int, float, float, "PVarHandle"]
+#: Sources no entry ever holds: the step of a handle a sweep reads with read().
+_NEVER = object()
+
+
 @public
 class PVarHandle:
     """One pvar (bound to ``obj``) as one session sees it.
@@ -41,8 +55,16 @@ class PVarHandle:
     only between :meth:`start` and :meth:`stop`.
     """
 
-    def __init__(self, registry: PVarRegistry, pvar: PVar, obj: Any) -> None:
+    def __init__(
+        self,
+        registry: PVarRegistry,
+        pvar: PVar,
+        obj: Any,
+        changed: Callable[[], None] = lambda: None,
+    ) -> None:
         self.pvar = pvar
+        #: Called when what a sweep computes from changes (see PVarSession._plan).
+        self._changed = changed
         self.obj = obj
         self._registry = registry
         self._entry = registry.entry(pvar.name)
@@ -63,6 +85,10 @@ class PVarHandle:
         self._seen: list[PVarSource] | None = None
         self._fast: Reader = _unset
         self._fast_peak: Reader | None = None
+        #: That producer's group field, if it reads this pvar with others, and
+        #: the key of the group's values for obj in a sweep.
+        self._fast_group: PVarGroupField | None = None
+        self._group_key: tuple[Any, Any] | None = None
         if self._continuous:
             self._restart()
             self._running = True
@@ -88,9 +114,22 @@ class PVarHandle:
             # one process-wide producer: read it directly from now on (its readers
             # first: another thread's read trusts them as soon as _seen matches)
             self._fast, self._fast_peak = sources[0].read, sources[0].peak
+            group = sources[0].group
+            self._group_key = None
+            if group is not None:
+                try:
+                    hash(self.obj)
+                except TypeError:  # an unhashable obj is read alone
+                    group = None
+                else:
+                    self._group_key = (group.group, self.obj)
+            self._fast_group = group
             self._seen = sources
+            self._changed()
             return self._fast(self.obj)
-        self._seen = None
+        if self._seen is not None:  # no longer one producer: sweeps must see it
+            self._seen = None
+            self._changed()
         return self._registry.read(self.pvar.name, self.obj)
 
     def _peak(self) -> float | None:
@@ -105,6 +144,7 @@ class PVarHandle:
         if self.pvar.klass in WATERMARKS:
             self._mark = now
             self._peak_base = self._peak()
+        self._changed()
 
     def start(self) -> None:
         if self._continuous:
@@ -113,6 +153,7 @@ class PVarHandle:
             self._restart()
             self._registry.notify(self.name, True)
             self._running = True
+            self._changed()
 
     def stop(self) -> None:
         if self._continuous:
@@ -123,6 +164,7 @@ class PVarHandle:
             if self.pvar.klass in ACCUMULATING:
                 self._accumulated += now - self._base
             self._running = False
+            self._changed()
             self._registry.notify(self.name, False)
 
     def _free(self) -> None:
@@ -131,6 +173,7 @@ class PVarHandle:
         self._running = False
         self._freed = True
         self._seen = None
+        self._changed()
 
     def _value(self, now: float) -> float:
         klass = self.pvar.klass
@@ -157,6 +200,32 @@ class PVarHandle:
         if self._accumulating:  # the common case, without a call more (tools poll this)
             return self._accumulated + (now - self._base if self._running else 0)
         return self._value(now)
+
+    def _sweep_step(self) -> _Step:
+        """How :meth:`PVarSession.read_all` reads this handle until it changes."""
+        seen = self._seen
+        if seen is not self._entry.sources or self.pvar.klass in WATERMARKS:
+            return (self._entry, _NEVER, None, _unset, None, 0, 0, 0, self)
+        if self._accumulating:
+            if not self._running:
+                return (self._entry, _NEVER, None, _unset, None, 0, 0, 0, self)
+            accumulated, base = self._accumulated, self._base
+        else:
+            accumulated = base = 0  # the value now: ``0 + (now - 0)`` is ``now``
+        field = self._fast_group
+        if field is not None:
+            return (
+                self._entry,
+                seen,
+                self._group_key,
+                field.group.read,
+                self.obj,
+                field.index,
+                accumulated,
+                base,
+                self,
+            )
+        return (self._entry, seen, None, self._fast, self.obj, 0, accumulated, base, self)
 
     def _check_writable(self, what: str) -> None:
         if self.pvar.flags & PVarFlag.READONLY:
@@ -185,6 +254,7 @@ class PVarHandle:
         now = self._now()
         self._accumulated = value
         self._base = now
+        self._changed()
 
     def __repr__(self) -> str:
         bound = "" if self.obj is None else f" obj={self.obj!r}"
@@ -200,6 +270,15 @@ class PVarSession:
         self._registry = registry
         self._handles: list[PVarHandle] = []
         self._freed = False
+        # read_all's steps, good while no handle changed since they were made:
+        # a handle's change takes a new generation after changing its state.
+        self._generations = itertools.count()
+        self._generation = next(self._generations)
+        self._plan: list[_Step] = []
+        self._plan_generation = -1
+
+    def _changed(self) -> None:
+        self._generation = next(self._generations)
 
     def handle(self, name: str, obj: Any = None) -> PVarHandle:
         """A handle on pvar ``name``; ``obj`` names what a bound pvar is bound to."""
@@ -207,19 +286,53 @@ class PVarSession:
             raise PVarError("this pvar session was freed")
         pvar = self._registry.get(name)
         self._registry.check_object(name, obj)
-        handle = PVarHandle(self._registry, pvar, obj)
+        handle = PVarHandle(self._registry, pvar, obj, self._changed)
         self._handles.append(handle)
+        self._changed()
         return handle
 
     @property
     def handles(self) -> list[PVarHandle]:
         return list(self._handles)
 
+    def read_all(self) -> list[float]:
+        """Every handle's :meth:`~PVarHandle.read`, in the order the handles were made.
+
+        One call for a tool that sweeps many pvars: the pvars a producer
+        keeps together (a btl peer's counters, the message queues' lengths)
+        are read once per sweep and object, so they come from one instant.
+        """
+        if self._freed:
+            raise PVarError("this pvar session was freed")
+        plan = self._plan
+        if self._plan_generation != self._generation:
+            generation = self._generation
+            plan = self._plan = [handle._sweep_step() for handle in self._handles]
+            self._plan_generation = generation
+        snapshots: dict[Any, Sequence[float]] = {}
+        values: list[float] = []
+        append = values.append
+        # One loop and no call per handle where a group answers: tools sweep often.
+        for entry, seen, key, read, obj, index, accumulated, base, handle in plan:
+            if entry.sources is not seen:
+                append(handle.read())  # not a started counter, or its producers changed
+                continue
+            if key is None:
+                now = read(obj)
+            else:
+                group_values = snapshots.get(key)
+                if group_values is None:
+                    group_values = snapshots[key] = read(obj)
+                now = group_values[index]
+            append(accumulated + (now - base))
+        return values
+
     def free(self) -> None:
         """Free the session and every handle it made."""
         for handle in self._handles:
             handle._free()
         self._handles.clear()
+        self._plan = []
         self._freed = True
 
     def __enter__(self) -> PVarSession:

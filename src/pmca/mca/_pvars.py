@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from attrs import frozen
@@ -36,6 +36,8 @@ __all__ = [
     "PVarClass",
     "PVarError",
     "PVarFlag",
+    "PVarGroup",
+    "PVarGroupField",
     "PVarRegistry",
     "PVarSource",
     "Producers",
@@ -121,10 +123,40 @@ Objects = Callable[[], Iterable[Any]]
 Notify = Callable[[bool], None]
 
 
+@public
+class PVarGroup:
+    """Several pvars one producer reads at once: a peer's btl counters, the queue lengths.
+
+    ``read(obj)`` gives every member's value for ``obj`` in one sequence; a
+    pvar registered with ``group=group.field(i)`` is its ``i``-th value.
+    :meth:`PVarSession.read_all <pmca.mca.PVarSession.read_all>` calls
+    ``read`` once per group and object in a sweep, so its members are read
+    at one instant and a tool sweeping them pays for the walk once.
+    """
+
+    __slots__ = ("read",)
+
+    def __init__(self, read: Callable[[Any], Sequence[float]]) -> None:
+        self.read = read
+
+    def field(self, index: int) -> PVarGroupField:
+        """The ``index``-th value of :meth:`read`, as a pvar's ``group``."""
+        return PVarGroupField(self, index)
+
+
+@public
+@frozen
+class PVarGroupField:
+    """A pvar's place in a :class:`PVarGroup` (its value is ``group.read(obj)[index]``)."""
+
+    group: PVarGroup
+    index: int
+
+
 class PVarSource:
     """One producer's read callable for a pvar, alive as long as its owner."""
 
-    __slots__ = ("_owner", "notify", "objects", "ownerless", "peak", "read")
+    __slots__ = ("_owner", "group", "notify", "objects", "ownerless", "peak", "read")
 
     def __init__(
         self,
@@ -133,11 +165,13 @@ class PVarSource:
         owner: object | None,
         peak: Reader | None,
         notify: Notify | None = None,
+        group: PVarGroupField | None = None,
     ) -> None:
         self.read = read
         self.objects = objects
         self.peak = peak
         self.notify = notify
+        self.group = group
         self._owner = None if owner is None else weakref.ref(owner)
         #: Process-wide: always alive.
         self.ownerless = owner is None
@@ -254,6 +288,7 @@ class PVarRegistry:
         owner: object | None = None,
         peak: Reader | None = None,
         notify: Notify | None = None,
+        group: PVarGroupField | None = None,
     ) -> PVar:
         """Add a source for ``<framework>_<component>_<name>`` (declaring it first time).
 
@@ -268,6 +303,9 @@ class PVarRegistry:
         continuous start (True) and stop or are freed (False), so that a
         producer whose counting costs something counts only while some
         handle is started (MPI_T's start/stop notification).
+        ``group``, when the producer reads this pvar together with others
+        (:class:`PVarGroup`), lets a sweep read them once; ``read`` must
+        give the same value as the group's field.
         """
         if notify is not None and flags & PVarFlag.CONTINUOUS:
             raise PVarError(f"pvar {name!r}: a continuous pvar is never started or stopped")
@@ -302,7 +340,7 @@ class PVarRegistry:
             # fast path sees the change by identity (see PVarHandle).
             entry.sources = [
                 *(s for s in entry.sources if s.alive and not s.same_owner(owner)),
-                PVarSource(read, objects, owner, peak, notify),
+                PVarSource(read, objects, owner, peak, notify, group),
             ]
         return entry.pvar
 

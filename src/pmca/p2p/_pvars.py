@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from ..mca._pvars import REGISTRY, Producers, PVarClass, PVarFlag
+from ..mca._pvars import REGISTRY, Producers, PVarClass, PVarFlag, PVarGroup
 
 __all__ = ["MATCHING_TIMER", "queued", "register_engine"]
 
@@ -33,7 +33,7 @@ _engines: Producers[_Engine] = Producers()
 
 
 def queued(queues: Iterable[Any]) -> int:
-    return sum(len(queue) for queue in queues)
+    return sum(map(len, queues))
 
 
 def register_engine(engine: _Engine) -> None:
@@ -50,6 +50,21 @@ def _total(read: Callable[[_Engine], int]) -> Callable[[object], float]:
         return count
 
     return total
+
+
+def _queue_lengths(_obj: object) -> tuple[int, int]:
+    posted = unexpected = 0
+    for ref in _engines.refs:
+        engine = ref()
+        if engine is not None:
+            waiting, arrived = engine.queue_lengths()
+            posted += waiting
+            unexpected += arrived
+    return posted, unexpected
+
+
+#: The two queue lengths, walked once in a sweep (posted, unexpected).
+_QUEUES = PVarGroup(_queue_lengths)
 
 
 def _matching_seconds(_obj: object) -> float:
@@ -94,6 +109,7 @@ REGISTRY.register(
     PVarClass.HIGHWATERMARK,
     _total(lambda e: e.queue_lengths()[1]),
     peak=_peak,
+    group=_QUEUES.field(1),
     unit="messages",
     level=4,
     description="Messages that arrived before their receive was posted, waiting now "
@@ -116,6 +132,7 @@ REGISTRY.register(
     "posted_receives",
     PVarClass.LEVEL,
     _total(lambda e: e.queue_lengths()[0]),
+    group=_QUEUES.field(0),
     unit="requests",
     level=4,
     flags=PVarFlag.READONLY | PVarFlag.CONTINUOUS,

@@ -28,8 +28,10 @@ increment (those modules' queues need the caller's lock anyway).
 
 Reading a pvar sums a module's :meth:`~pmca.btl.base.ModuleBase.counter`
 over the live modules of the component (each bound per peer: ``obj`` is the
-rank). RDMA (put/get) bytes are not active messages and are not counted
-in ``bytes_sent``/``bytes_received``.
+rank); a sweep (:meth:`~pmca.mca.PVarSession.read_all`) sums a peer's
+whole list once for all of the component's counters. RDMA (put/get) bytes
+are not active messages and are not counted in
+``bytes_sent``/``bytes_received``.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from ...mca._pvars import REGISTRY, Binding, Producers, PVarClass, PVarFlag
+from ...mca._pvars import REGISTRY, Binding, Producers, PVarClass, PVarFlag, PVarGroup
 
 __all__ = [
     "BYTES_RECEIVED",
@@ -120,6 +122,8 @@ INDEX = {
 _modules: dict[str, Producers[Counted]] = {}
 #: Counter names already declared, by component.
 _declared: dict[str, set[str]] = {}
+#: Each component's counters read together (the fields of its INDEX names).
+_groups: dict[str, PVarGroup] = {}
 
 
 def _nbytes(part: Any) -> int:
@@ -216,6 +220,35 @@ def _reader(modules: Producers[Counted], name: str) -> Callable[[Any], float]:
     return read
 
 
+def _group(modules: Producers[Counted], declared: set[str]) -> PVarGroup:
+    """A peer's counters of every live module of a component, summed, in one read."""
+
+    def read(rank: Any) -> list[int]:
+        total: list[int] | None = None
+        for ref in modules.refs:
+            module = ref()
+            if module is None:
+                continue
+            if module.counts_in_traffic:
+                slot = module.traffic.get(rank)
+                if slot is not None:
+                    # a copy: the sweep's values must not move with the module's
+                    if total is None:
+                        total = slot[:]
+                    else:
+                        total = [a + b for a, b in zip(total, slot, strict=True)]
+                continue
+            if total is None:
+                total = [0] * SLOTS
+            for name in declared:
+                index = INDEX.get(name)
+                if index is not None:
+                    total[index] += module.counter(name, rank)
+        return [0] * SLOTS if total is None else total
+
+    return PVarGroup(read)
+
+
 def _peers(modules: Producers[Counted]) -> Callable[[], list[int]]:
     def peers() -> list[int]:
         ranks: set[int] = set()
@@ -242,10 +275,14 @@ def declare_counters(component: str, counters: Sequence[Counter]) -> None:
     :meth:`~pmca.btl.base.ModuleBase.counter` answers for."""
     modules = _modules.setdefault(component, Producers())
     done = _declared.setdefault(component, set())
+    group = _groups.get(component)
+    if group is None:
+        group = _groups[component] = _group(modules, done)
     for name, unit, description in counters:
         if name in done:
             continue
         done.add(name)
+        index = INDEX.get(name)
         REGISTRY.register(
             "btl",
             component,
@@ -257,5 +294,6 @@ def declare_counters(component: str, counters: Sequence[Counter]) -> None:
             binding=Binding.PEER,
             objects=_peers(modules),
             flags=PVarFlag.CONTINUOUS,
+            group=None if index is None else group.field(index),
             description=f"{description} (btl {component}; obj is the peer's rank)",
         )
