@@ -80,9 +80,19 @@ def _resolve() -> _InPlace:
 
 
 def _overwrites(_obj: object) -> float:
+    # the import statement would cost more than the read: tools sweep this often
+    read = _overwrites_read[0] if _overwrites_read else _resolve_overwrites()
+    return read()
+
+
+_overwrites_read: list[Callable[[], int]] = []
+
+
+def _resolve_overwrites() -> Callable[[], int]:
     from .. import native
 
-    return native.overwrites_detected()
+    _overwrites_read.append(native.overwrites_detected)
+    return _overwrites_read[0]
 
 
 def register_delivery_pvars(component: str) -> None:
