@@ -70,10 +70,12 @@ class Lane(Protocol):
     ``register(address, size)`` makes that ``(key, handle)`` (``None``: the
     btl reads nothing) and ``deregister(key)`` ends it; ``await_fin(send_id)``
     polls as ``receive`` does for the FIN of that send: ``2 + status`` when
-    it came.
+    it came. ``rendezvous`` says whether those four may carry a rendezvous at
+    all (``False``: a large blocking send never tries the lane).
     """
 
     payload_limit: int
+    rendezvous: bool
     landing: memoryview
     send: Callable[[int, int, int, bytes, int], int]
     send_rget: Callable[[int, int, int, int, int, bytes, int], int]

@@ -99,6 +99,9 @@ class SmLane:
         "send_rget",
     )
 
+    #: A blocking rendezvous send may go through the lane (:meth:`register`).
+    rendezvous = True
+
     def __init__(self, module: LaneOwner, rank: int, am_tag: int) -> None:
         transport = module.transport
         self._module = module

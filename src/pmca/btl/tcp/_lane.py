@@ -24,7 +24,6 @@ lane only moves bytes. Every call needs the bml's lock held, as progress does.
 
 from __future__ import annotations
 
-import ctypes
 import time
 from typing import TYPE_CHECKING, Protocol
 
@@ -73,15 +72,11 @@ class TcpLane:
     queued ahead of it, the connection closed, or its copy would pass
     ``btl_tcp_send_queue_limit``). ``receive(sequence, tag_low, tag_high)``
     answers :data:`NOTHING`, :data:`OTHER` or ``LANDED + size`` with the
-    payload in :attr:`landing`; ``receive_into`` the same, the payload
-    copied to ``address`` instead. A rendezvous never travels a tcp lane
-    (:meth:`register` answers ``None``).
+    payload in :attr:`landing`. A rendezvous never travels a tcp lane.
     """
 
     __slots__ = (
         "_am_tag",
-        "_base",
-        "_buffer",
         "_connection",
         "_rail",
         "_spin",
@@ -89,6 +84,10 @@ class TcpLane:
         "landing",
         "payload_limit",
     )
+
+    #: A blocking rendezvous send goes the general way: the receiver's get
+    #: travels on the connection as a frame the lane would hand on anyway.
+    rendezvous = False
 
     def __init__(self, rail: _Rail, connection: Connection, am_tag: int) -> None:
         self._rail = rail
@@ -101,9 +100,6 @@ class TcpLane:
         self._spin = 0.0
         found = spinner()
         self._spinner = found.another() if found is not None else None
-        # The connection's buffer never moves: receive_into copies from its address.
-        self._buffer = (ctypes.c_char * len(connection.buffer)).from_buffer(connection.buffer)
-        self._base = ctypes.addressof(self._buffer)
 
     # -- sending ------------------------------------------------------------
 
@@ -155,14 +151,16 @@ class TcpLane:
     # -- receiving ----------------------------------------------------------
 
     def receive(self, sequence: int, tag_low: int, tag_high: int) -> int:
-        return self._take(sequence, tag_high << 32 | tag_low, 0, 0)
+        return self._take(sequence, tag_high << 32 | tag_low)
 
     def receive_into(
         self, sequence: int, tag_low: int, tag_high: int, address: int, capacity: int
     ) -> int:
-        return self._take(sequence, tag_high << 32 | tag_low, address, capacity)
+        """:data:`NOTHING` at once: a receive larger than any eager message waits for
+        a rendezvous, which the general path matches as it arrives."""
+        return NOTHING
 
-    def _take(self, sequence: int, tag: int, address: int, capacity: int) -> int:
+    def _take(self, sequence: int, tag: int) -> int:
         connection = self._connection
         view = connection.view
         deadline = 0.0
@@ -181,17 +179,13 @@ class TcpLane:
                             and seq == sequence
                             and user_tag == tag
                             and size == length - _MATCH_SIZE
-                            and (not address or size <= capacity)
                         ):
                             body += _MATCH_SIZE
                             connection.start = body + size
                             counts = connection.traffic
                             counts[MESSAGES_RECEIVED] += 1
                             counts[BYTES_RECEIVED] += length
-                            if address:
-                                ctypes.memmove(address, self._base + body, size)
-                            else:
-                                self.landing = view[body : body + size]
+                            self.landing = view[body : body + size]
                             return self._left(LANDED + size)
                     return self._left(OTHER)
             # the awaited frame is not all here: wait for input, then read it
