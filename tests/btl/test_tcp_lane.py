@@ -6,6 +6,7 @@ lengths is checked before a byte of it is used."""
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -280,3 +281,18 @@ def test_a_send_the_socket_takes_in_part_is_queued_and_arrives(pair: _Pair) -> N
         assert bytes(receiver.landing) == payload
         received += 1
     assert not sending.queue
+
+
+def test_a_yielding_lane_still_waits_for_its_message(pair: _Pair) -> None:
+    """``mpi_yield_when_idle``: the lane yields the processor between polls, and
+    still lands a message that comes during its spin."""
+    pair.lane.set_spin(5.0, yielding=True)
+    timer = threading.Timer(0.05, pair.send, args=(_eager(0, _TAG, b"late"),))
+    timer.start()
+    try:
+        began = time.monotonic()
+        assert _receive(pair.lane, 0) == LANDED + 4
+        assert time.monotonic() - began >= 0.04
+        assert bytes(pair.lane.landing) == b"late"
+    finally:
+        timer.join()

@@ -81,6 +81,7 @@ class TcpLane:
         "_rail",
         "_spin",
         "_spinner",
+        "_yielding",
         "landing",
         "payload_limit",
     )
@@ -98,6 +99,7 @@ class TcpLane:
         #: Where :meth:`receive` left the awaited payload (valid until the next receive).
         self.landing = memoryview(b"")
         self._spin = 0.0
+        self._yielding = False
         found = spinner()
         self._spinner = found.another() if found is not None else None
 
@@ -193,22 +195,26 @@ class TcpLane:
                 deadline = _monotonic() + self._spin
             elif _monotonic() >= deadline:
                 return self._left(NOTHING)
-            if not self._readable(deadline):
+            readable = self._readable(deadline)
+            if readable < 0:
                 return self._left(NOTHING)
-            if connection.read() < 0:
+            if readable and connection.read() < 0:
                 return NOTHING  # lost: the general way names the failure
         return NOTHING
 
-    def _readable(self, deadline: float) -> bool:
-        """Poll the rail's sockets until this one has input (``True``), another one
-        has, output waits, or ``deadline`` passes (``False``)."""
+    def _readable(self, deadline: float) -> int:
+        """Poll the rail's sockets for a slice before ``deadline``: 1 when this one
+        has input, 0 when none had, -1 when another one has or output waits (the
+        general path serves them)."""
         spinning = self._spinner
         fds = self._rail.spin_fds()
         if spinning is None or fds is None:
-            return False
+            return -1
         seconds = min(deadline - _monotonic(), SLICE)
-        ready = spinning.ready(fds, seconds, not self._spin)
-        return ready is not None and self._connection.fd in ready and len(ready) == 1
+        ready = spinning.ready(fds, seconds, self._yielding)
+        if not ready:
+            return -1 if ready is None else 0
+        return 1 if len(ready) == 1 and ready[0] == self._connection.fd else -1
 
     def _left(self, status: int) -> int:
         """``status``, once the connection knows whether frames wait in its buffer
@@ -224,10 +230,12 @@ class TcpLane:
     def check(self, status: int) -> None:
         """Nothing to raise: a lost connection is named by the general way."""
 
-    def set_spin(self, seconds: float) -> None:
+    def set_spin(self, seconds: float, yielding: bool = False) -> None:
         """How long :meth:`receive` waits for input before it answers :data:`NOTHING`
-        (0: it looks once, yielding the processor)."""
+        (0: it looks once), yielding the processor between polls when ``yielding``
+        (``mpi_yield_when_idle``), as a wait's native poll does."""
         self._spin = seconds
+        self._yielding = yielding
 
     def __repr__(self) -> str:
         state = "closed" if self._connection.closed is not None else "open"
