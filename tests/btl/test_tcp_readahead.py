@@ -88,7 +88,7 @@ def test_a_large_body_waiting_behind_its_header_lands_in_place() -> None:
     assert owner.target == bytes([_BODY]) * _SIZE
     assert owner.small == [b"after"]
     # The connection's own buffer held no more of the body than one read-ahead.
-    staged = bytes(connection._buffer).count(_BODY)
+    staged = bytes(connection.buffer).count(_BODY)
     assert 0 < staged <= _READ_AHEAD, staged
 
 

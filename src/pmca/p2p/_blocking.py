@@ -70,10 +70,15 @@ class Lane(Protocol):
     ``register(address, size)`` makes that ``(key, handle)`` (``None``: the
     btl reads nothing) and ``deregister(key)`` ends it; ``await_fin(send_id)``
     polls as ``receive`` does for the FIN of that send: ``2 + status`` when
-    it came.
+    it came. ``rendezvous`` says whether those four may carry a rendezvous at
+    all (``False``: a large blocking send never tries the lane).
+    ``set_spin(seconds, yielding)``: how long a receive polls at most, and
+    whether the processor is yielded between polls (``mpi_yield_when_idle``;
+    a lane whose poll cannot yield then does not poll).
     """
 
     payload_limit: int
+    rendezvous: bool
     landing: memoryview
     send: Callable[[int, int, int, bytes, int], int]
     send_rget: Callable[[int, int, int, int, int, bytes, int], int]
@@ -83,7 +88,7 @@ class Lane(Protocol):
     def hand_on(self) -> None: ...
     def owed_fin(self) -> int: ...
     def check(self, status: int) -> None: ...
-    def set_spin(self, seconds: float) -> None: ...
+    def set_spin(self, seconds: float, yielding: bool) -> None: ...
 
     # a blocking rendezvous send's registration, header and FIN
     await_fin: Callable[[int], int]
@@ -349,9 +354,9 @@ class Blocking:
         assert result is not None  # finished
         return result
 
-    def _set_lane_spin(self, seconds: float) -> None:
+    def _set_lane_spin(self, seconds: float, yielding: bool = False) -> None:
         for lane in self._lanes.values():
-            lane.set_spin(seconds)
+            lane.set_spin(seconds, yielding)
 
 
 __all__ = ["LANE_SPIN", "Blocking", "Lane"]

@@ -121,7 +121,7 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
     @spin.setter
     def spin(self, seconds: float) -> None:
         self._spin = seconds
-        self._set_lane_spin(0.0 if self._yield_when_idle else min(seconds, LANE_SPIN))
+        self._set_lane_spin(min(seconds, LANE_SPIN), self._yield_when_idle)
 
     @property
     def yield_when_idle(self) -> bool:

@@ -21,12 +21,14 @@ def open_lanes(bml: Bml, am_tag: int) -> dict[int, Lane]:
 
 
 def rendezvous_lanes(bml: Bml, lanes: dict[int, Lane]) -> dict[int, Lane]:
-    """The lanes that may carry a rendezvous: their btl is the peer's only RDMA route
-    (so the one handle the lane sends is all the receiver may read through)."""
+    """The lanes that may carry a rendezvous: they can (:attr:`Lane.rendezvous`),
+    and their btl is the peer's only RDMA route (so the one handle the lane
+    sends is all the receiver may read through)."""
     return {
         rank: lane
         for rank, lane in lanes.items()
-        if len(rdma := bml.peers[rank].rdma) == 1
+        if lane.rendezvous
+        and len(rdma := bml.peers[rank].rdma) == 1
         and rdma[0][0].module is bml.peers[rank].send[0].module
     }
 

@@ -45,6 +45,7 @@ class Spinner:
         prototype = ctypes.CFUNCTYPE(
             ctypes.c_int64, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int64, ctypes.c_int
         )
+        self._lib = lib
         self._spin = prototype(("pmca_bml_spin", lib))
         #: The last descriptors polled and their C array, swapped as one tuple:
         #: waits on several threads may share this spinner.
@@ -69,6 +70,11 @@ class Spinner:
         if not mask & (mask - 1):  # the usual answer: one descriptor
             return [key[mask.bit_length() - 1]]
         return [fd for index, fd in enumerate(key) if mask >> index & 1]
+
+    def another(self) -> Spinner:
+        """A spinner of the same library with descriptors of its own: a caller
+        polling another set than the waits do keeps its array built once too."""
+        return Spinner(self._lib)
 
     def spin(self, fds: Sequence[int], seconds: float, give_way: bool) -> bool:
         """As :meth:`ready`: ``True`` when a descriptor had input (or the poll cannot

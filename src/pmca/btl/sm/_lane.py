@@ -99,6 +99,9 @@ class SmLane:
         "send_rget",
     )
 
+    #: A blocking rendezvous send may go through the lane (:meth:`register`).
+    rendezvous = True
+
     def __init__(self, module: LaneOwner, rank: int, am_tag: int) -> None:
         transport = module.transport
         self._module = module
@@ -178,11 +181,11 @@ class SmLane:
                 f"{self._rank}): {os.strerror(-status)}",
             )
 
-    def set_spin(self, seconds: float) -> None:
+    def set_spin(self, seconds: float, yielding: bool = False) -> None:
         """How long :attr:`receive` polls before it answers :data:`NOTHING` (every lane of
-        this transport)."""
+        this transport); not at all when ``yielding``: the native poll cannot yield."""
         if self.send is not _unusable:
-            self._module.transport.set_lane_spin(seconds)
+            self._module.transport.set_lane_spin(0.0 if yielding else seconds)
 
     def close(self) -> None:
         """The peer is detached or the transport closed: every call answers "go the general way"."""

@@ -151,10 +151,13 @@ class Connection:
         #: it fits, so a peer that stops reading holds back its senders instead.
         self.owned = 0
         self.queue_limit = queue_limit
-        self._buffer = bytearray(_BUFFER_SIZE)
-        self._view = memoryview(self._buffer)
-        self._start = 0
-        self._end = 0
+        #: Bytes read and not yet acted on: ``buffer[start:end]`` (a lane reads them too).
+        self.buffer = bytearray(_BUFFER_SIZE)
+        self.view = memoryview(self.buffer)
+        self.start = 0
+        self.end = 0
+        #: Whether the last :meth:`read` took everything the socket had.
+        self.drained = False
         self._sink: Sink | None = None
         #: Set while frames are parsed: a dispatch that raised left it set, and
         #: the frames after that one wait in the buffer with no input to tell
@@ -214,6 +217,17 @@ class Connection:
         except OSError as exc:
             self.lost(exc)
             return -1
+
+    def keep_rest(
+        self, buffers: list[memoryview | bytes], sent: int, tag: int, size: int, cost: int
+    ) -> None:
+        """Queue a private copy of what :meth:`send_now` did not send of an active
+        message (``size`` body bytes after its frame header), owned up to ``cost``."""
+        whole = b"".join(buffers)
+        head = whole[wire.FRAME.size : wire.FRAME.size + PLACEMENT_HEAD]
+        rest = memoryview(whole)[sent:]
+        self.push(Outgoing([rest], None, False, tag, size, head, cost, started=sent > 0))
+        self.owned += cost
 
     def flush(self) -> int:
         """Send queued data until the socket would block; return completions."""
@@ -320,32 +334,56 @@ class Connection:
                     return handled
                 handled += 1
                 continue
-            if self._end > self._start:
+            if self.end > self.start:
                 handled += self._parse()
                 if self.in_bulk():
                     continue
             if drained:
                 return handled
-            if self._start == self._end:
-                self._start = self._end = 0
-            elif self._end == len(self._buffer):
-                remaining = self._end - self._start
-                self._view[:remaining] = self._view[self._start : self._end]
-                self._start, self._end = 0, remaining
-            asked = min(len(self._buffer) - self._end, _READ_AHEAD)
-            try:
-                count = self.sock.recv_into(self._view[self._end : self._end + asked])
-            except (BlockingIOError, InterruptedError):
+            count = self.read()
+            if count <= 0:
                 return handled
-            except OSError as exc:
-                self.lost(exc)
-                return handled
-            if count == 0:
-                self.lost(ConnectionResetError(f"{self.rank_name} closed the connection"))
-                return handled
-            self._end += count
-            drained = count < asked
+            drained = self.drained
         return handled
+
+    def read(self) -> int:
+        """One read into the buffer, behind what it holds: bytes read, 0 when
+        nothing waits, -1 when the connection is lost (and so told).
+
+        :attr:`drained` says afterwards whether the read took less than it
+        asked for (everything the socket had).
+        """
+        if self.start == self.end:
+            self.start = self.end = 0
+        elif self.end == len(self.buffer):
+            remaining = self.end - self.start
+            self.view[:remaining] = self.view[self.start : self.end]
+            self.start, self.end = 0, remaining
+        asked = min(len(self.buffer) - self.end, _READ_AHEAD)
+        try:
+            count = self.sock.recv_into(self.view[self.end : self.end + asked])
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError as exc:
+            self.lost(exc)
+            return -1
+        if count == 0:
+            self.lost(ConnectionResetError(f"{self.rank_name} closed the connection"))
+            return -1
+        self.end += count
+        self.drained = count < asked
+        return count
+
+    def holds_frame(self) -> bool:
+        """Whether the buffer holds a whole frame header and, for a small active
+        message, its body: what :meth:`receive` would act on without reading."""
+        available = self.end - self.start
+        if available < wire.FRAME.size:
+            return False
+        kind: int
+        length: int
+        kind, _tag, length, _aux = wire.FRAME.unpack_from(self.view, self.start)
+        return kind != wire.AM or length > STREAM_MIN or available >= wire.FRAME.size + length
 
     def in_bulk(self) -> bool:
         """Whether a bulk body is being received straight into its destination."""
@@ -399,16 +437,22 @@ class Connection:
                 return
             self._low_water = size
 
-    def _parse(self) -> int:
+    def parse_one(self) -> int:
+        """Act on the first frame of the buffer only, as :meth:`receive` would."""
+        handled = self._parse(1)
+        self.frames_waiting = self.holds_frame()
+        return handled
+
+    def _parse(self, most: int = 1 << 62) -> int:
         self.frames_waiting = True  # until the loop ends without a dispatch raising
         handled = 0
-        view = self._view
+        view = self.view
         header_size = wire.FRAME.size
-        while self._end - self._start >= header_size and self._sink is None:
-            kind, tag, length, aux = wire.FRAME.unpack_from(view, self._start)
-            body_at = self._start + header_size
+        while handled < most and self.end - self.start >= header_size and self._sink is None:
+            kind, tag, length, aux = wire.FRAME.unpack_from(view, self.start)
+            body_at = self.start + header_size
             if kind in (wire.GET_DATA, wire.PUT):
-                self._start = body_at
+                self.start = body_at
                 self._begin_bulk(kind, length, aux)
                 handled += 1
                 continue
@@ -421,24 +465,24 @@ class Connection:
                         )
                     )
                     return handled
-                if self._end - body_at < PLACEMENT_HEAD:
+                if self.end - body_at < PLACEMENT_HEAD:
                     break
-                self._start = body_at
+                self.start = body_at
                 self._begin_stream(tag, length)
                 handled += 1
                 continue
             if kind not in wire.KINDS:
                 self.lost(ValueError(f"{self.rank_name} sent an unknown frame kind {kind}"))
                 return handled
-            if self._end - body_at < length:
-                if header_size + length > len(self._buffer):
+            if self.end - body_at < length:
+                if header_size + length > len(self.buffer):
                     self.lost(
                         ValueError(
                             f"{self.rank_name} sent a {length}-byte frame, above max_send_size"
                         )
                     )
                 break
-            self._start = body_at + length
+            self.start = body_at + length
             self.module.dispatch(self, kind, tag, aux, view[body_at : body_at + length])
             handled += 1
         self.frames_waiting = False
@@ -448,7 +492,7 @@ class Connection:
         """Route a bulk body: copy what is buffered, then receive the rest in place."""
         if kind == wire.PUT:
             need = wire.PUT_HEAD.size
-            if self._end - self._start < need:
+            if self.end - self.start < need:
                 # Rare: the put head is split; wait for it with a small sink.
                 head = bytearray(need)
 
@@ -458,8 +502,8 @@ class Connection:
                 self._sink = Sink(memoryview(head), 0, got_head)
                 self._copy_buffered()
                 return
-            head_bytes = bytes(self._view[self._start : self._start + need])
-            self._start += need
+            head_bytes = bytes(self.view[self.start : self.start + need])
+            self.start += need
             self._put_body(head_bytes, length - need)
             return
         target, finished = self.module.get_target(self, aux, length)
@@ -468,12 +512,12 @@ class Connection:
 
     def _begin_stream(self, tag: int, length: int) -> None:
         """Route a large active message: into the place its receiver names, or its own buffer."""
-        head = self._view[self._start : self._start + PLACEMENT_HEAD]
+        head = self.view[self.start : self.start + PLACEMENT_HEAD]
         placement = self.module.place(self, tag, head, length)
         if placement is not None:
             self.module.streams_placed += 1
             self.traffic[STREAMS_PLACED] += 1
-            self._start += placement.skip
+            self.start += placement.skip
             finished = placement.finished
             self._sink = Sink(placement.target, 0, lambda: finished(None), finished)
         else:
@@ -495,13 +539,13 @@ class Connection:
     def _copy_buffered(self) -> None:
         sink = self._sink
         assert sink is not None
-        available = min(self._end - self._start, sink.target.nbytes - sink.done)
+        available = min(self.end - self.start, sink.target.nbytes - sink.done)
         if available:
-            sink.target[sink.done : sink.done + available] = self._view[
-                self._start : self._start + available
+            sink.target[sink.done : sink.done + available] = self.view[
+                self.start : self.start + available
             ]
             sink.done += available
-            self._start += available
+            self.start += available
         if sink.done == sink.target.nbytes:
             self._sink_filled(sink)
 

@@ -40,6 +40,7 @@ from ._connection import _IOV_MAX, QUEUED_COST, STREAM_MIN, Connection, Outgoing
 from ._group import RailGroup
 from ._handshake import connect, keep_alive
 from ._interfaces import Interface
+from ._lane import TcpLane
 from ._listener import HelloRules, accept, listen
 from ._polling import Polling
 from ._rails import Pairing
@@ -239,14 +240,9 @@ class TcpModule(ModuleBase):
             # (many parts go through the queue, which writes at most _IOV_MAX at once).
             buffers: list[memoryview | bytes] = [header, *views]
             sent = connection.send_now(buffers)
-            if sent < 0 or sent == _FRAME_SIZE + total:
-                return True  # gone (or the connection failed: its peer's requests hear)
-            rest = memoryview(b"".join(buffers))[sent:]  # a private copy of the rest
-            head = bytes(views[0][:PLACEMENT_HEAD]) if views else b""
-            cut = Outgoing([rest], None, False, tag, total, head, cost, started=sent > 0)
-            connection.push(cut)
-            connection.owned += cost
-            return True
+            if sent >= 0 and sent < _FRAME_SIZE + total:
+                connection.keep_rest(buffers, sent, tag, total, cost)
+            return True  # gone (or the connection failed: its peer's requests hear)
         if connection.queue:
             copy = memoryview(b"".join(views))
             connection.push(
@@ -282,6 +278,13 @@ class TcpModule(ModuleBase):
         counts[BYTES_SENT] += total
         head = views[0] if views else b""
         connection.push(Outgoing([header, *views], callback, False, tag, total, head))
+
+    def open_lane(self, endpoint: Endpoint, am_tag: int) -> TcpLane | None:
+        """The message layer's fast path to ``endpoint`` for ``am_tag`` (see :class:`TcpLane`)."""
+        connection = self._connections.get(endpoint.rank)
+        if connection is None or self._endpoints.get(endpoint.rank) is not endpoint:
+            return None
+        return TcpLane(self, connection, am_tag)
 
     def queued_sends(self, rank: int | None = None) -> list[QueuedSend]:
         """Active messages accepted and not yet written to the socket (to ``rank``, or all)."""

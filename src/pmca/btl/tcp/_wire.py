@@ -23,6 +23,14 @@ HANDLE = struct.Struct("<8sQQQ")
 HELLO = struct.Struct("<4sI8s")
 HELLO_MAGIC = b"PMCT"
 
+#: What a lane reads and writes after an active message's frame header: the
+#: message layer's match header (``pmca.p2p._protocol.MATCH``: kind, flags,
+#: sequence, user tag, payload size), and its kind for an eager message.
+MATCH = struct.Struct("<BBxxIqQ")
+EAGER = 1
+#: A lane's eager message: frame header and match header, packed at once.
+LANE_HEAD = struct.Struct("<BBxxIQBBxxIqQ")
+
 AM, GET_REQ, GET_DATA, GET_ERROR, PUT, PUT_ACK, PUT_ERROR = range(1, 8)
 KINDS = {AM, GET_REQ, GET_DATA, GET_ERROR, PUT, PUT_ACK, PUT_ERROR}
 #: Frame bodies carrying bulk data are split at this size (the length field is 32 bits).
