@@ -85,10 +85,8 @@ class PVarHandle:
         self._seen: list[PVarSource] | None = None
         self._fast: Reader = _unset
         self._fast_peak: Reader | None = None
-        #: That producer's group field, if it reads this pvar with others, and
-        #: the key of the group's values for obj in a sweep.
+        #: That producer's group field, if it reads this pvar with others.
         self._fast_group: PVarGroupField | None = None
-        self._group_key: tuple[Any, Any] | None = None
         if self._continuous:
             self._restart()
             self._running = True
@@ -114,16 +112,7 @@ class PVarHandle:
             # one process-wide producer: read it directly from now on (its readers
             # first: another thread's read trusts them as soon as _seen matches)
             self._fast, self._fast_peak = sources[0].read, sources[0].peak
-            group = sources[0].group
-            self._group_key = None
-            if group is not None:
-                try:
-                    hash(self.obj)
-                except TypeError:  # an unhashable obj is read alone
-                    group = None
-                else:
-                    self._group_key = (group.group, self.obj)
-            self._fast_group = group
+            self._fast_group = sources[0].group
             self._seen = sources
             self._changed()
             return self._fast(self.obj)
@@ -204,28 +193,36 @@ class PVarHandle:
     def _sweep_step(self) -> _Step:
         """How :meth:`PVarSession.read_all` reads this handle until it changes."""
         seen = self._seen
-        if seen is not self._entry.sources or self.pvar.klass in WATERMARKS:
+        if (
+            seen is not self._entry.sources
+            or self.pvar.klass in WATERMARKS
+            or (self._accumulating and not self._running)
+        ):
             return (self._entry, _NEVER, None, _unset, None, 0, 0, 0, self)
         if self._accumulating:
-            if not self._running:
-                return (self._entry, _NEVER, None, _unset, None, 0, 0, 0, self)
             accumulated, base = self._accumulated, self._base
         else:
             accumulated = base = 0  # the value now: ``0 + (now - 0)`` is ``now``
         field = self._fast_group
         if field is not None:
-            return (
-                self._entry,
-                seen,
-                self._group_key,
-                field.group.read,
-                self.obj,
-                field.index,
-                accumulated,
-                base,
-                self,
-            )
-        return (self._entry, seen, None, self._fast, self.obj, 0, accumulated, base, self)
+            key = (field.group, self.obj)
+            try:
+                hash(key)
+            except TypeError:  # an unhashable obj is read alone
+                field = None
+        if field is None:
+            return (self._entry, seen, None, self._fast, self.obj, 0, accumulated, base, self)
+        return (
+            self._entry,
+            seen,
+            key,
+            field.group.read,
+            self.obj,
+            field.index,
+            accumulated,
+            base,
+            self,
+        )
 
     def _check_writable(self, what: str) -> None:
         if self.pvar.flags & PVarFlag.READONLY:
