@@ -23,6 +23,7 @@ def test_unexpected_watermark_and_posted_receives(pmca_env) -> None:
         assert high.read() == 3
         pending = p2p.irecv(0, 7, bytearray(1))
         assert posted.read() == 1
+        assert ps.read_all() == [3, 3, 1]  # one walk of the queues for both lengths
         for tag in (1, 2, 3):
             p2p.recv(0, tag, bytearray(tag))
         assert high.read() == 3  # the peak stays until reset

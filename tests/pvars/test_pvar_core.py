@@ -214,6 +214,61 @@ def test_a_sweep_reads_a_group_once_per_object() -> None:
     assert ps.read_all() == [h.read() for h in handles]
 
 
+def test_a_sweep_takes_a_watermark_from_its_group() -> None:
+    registry = PVarRegistry()
+    queues = {"posted": 0, "unexpected": 0, "peak": 0}
+    reads: list[object] = []
+
+    def read_group(_obj: object) -> list[int]:
+        reads.append(_obj)
+        return [queues["posted"], queues["unexpected"]]
+
+    group = PVarGroup(read_group)
+    registry.register(
+        "p2p",
+        "grouped",
+        "posted",
+        PVarClass.LEVEL,
+        lambda _o: queues["posted"],
+        flags=PVarFlag.CONTINUOUS,
+        group=group.field(0),
+        description="posted",
+    )
+    registry.register(
+        "p2p",
+        "grouped",
+        "unexpected",
+        PVarClass.HIGHWATERMARK,
+        lambda _o: queues["unexpected"],
+        peak=lambda _o: queues["peak"],
+        group=group.field(1),
+        description="unexpected",
+    )
+
+    def arrive(n: int) -> None:
+        queues["unexpected"] = n
+        queues["peak"] = max(queues["peak"], n)
+
+    ps = PVarSession(registry)
+    posted, high = ps.handle("p2p_grouped_posted"), ps.handle("p2p_grouped_unexpected")
+    arrive(3)
+    high.start()
+    queues["posted"] = 2
+    arrive(9)  # a peak between two sweeps
+    arrive(4)
+    reads.clear()
+    assert ps.read_all() == [2, 9]
+    assert reads == [None]  # both from one read of the group
+    assert ps.read_all() == [posted.read(), high.read()] == [2, 9]
+    high.reset()
+    assert ps.read_all() == [2, 4]
+    arrive(6)
+    assert ps.read_all() == [2, 6]
+    high.stop()
+    arrive(20)
+    assert ps.read_all() == [2, 6]  # a stopped watermark keeps its mark
+
+
 def test_errors_name_what_was_wrong(produced) -> None:
     registry, _ = produced
     ps = PVarSession(registry)

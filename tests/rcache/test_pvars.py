@@ -20,7 +20,7 @@ def test_hits_misses_and_pinned_peak_follow_the_script(
     before = cache.register(pool.page(40), PAGE)  # a miss before the pvar session
     cache.deregister(before)
     ps = session.pvar_session()
-    names = ("hits", "misses", "invalidations", "pinned_bytes")
+    names = ("hits", "misses", "invalidations", "pinned_bytes", "evictions", "registrations")
     h = {n: ps.handle(f"rcache_grdma_{n}", obj=cache) for n in names}
     h["pinned_bytes"].start()  # a watermark is not continuous: it counts once started
     outer = cache.register(pool.page(0), 8 * PAGE)  # miss
@@ -36,6 +36,9 @@ def test_hits_misses_and_pinned_peak_follow_the_script(
     assert h["invalidations"].read() == 1
     # Cached unused registrations stay pinned: 1 + 8 + 4 pages at the peak.
     assert h["pinned_bytes"].read() == (1 + 8 + 4) * PAGE
+    # A sweep reads the cache once for all of them, and reads the same.
+    expected = [1, 3, 1, (1 + 8 + 4) * PAGE, 0, h["registrations"].read()]
+    assert ps.read_all() == expected == [h[n].read() for n in names]
     assert h["misses"].readreset() == 3
     assert h["misses"].read() == 0
 

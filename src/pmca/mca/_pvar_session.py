@@ -19,7 +19,6 @@ from ._pvars import (
     ACCUMULATING,
     REGISTRY,
     WATERMARKS,
-    Entry,
     PVar,
     PVarClass,
     PVarError,
@@ -37,14 +36,13 @@ def _unset(_obj: Any) -> float:
     raise AssertionError("a handle read its fast path before choosing one")
 
 
-#: How a sweep reads one handle: its entry, the sources that held when the
-#: step was made (the step is good while the entry keeps them), the key of
-#: its group's values in a sweep (None: no group), the group's or the
-#: producer's read, obj, the index in the group's values, and the handle's
-#: accumulated and base then; the handle itself when the step is no good.
-_Step = tuple[Entry, object, Any, Callable[[Any], Any], Any, int, float, float, "PVarHandle"]
-#: Sources no entry ever holds: the step of a handle a sweep reads with read().
-_NEVER = object()
+#: How a sweep reads one handle until it or its producers change: the key
+#: of its group's values in a sweep (None: no group), the group's or the
+#: producer's read, obj, the index in the group's values, the offset added
+#: to the producer's value, for a watermark what turns the value into its
+#: mark; or only the handle itself, read with read() (a stopped counter, or
+#: a pvar without a fast path yet).
+_Step = tuple[Any, Callable[[Any], Any], Any, int, float, "Reader | None", "PVarHandle | None"]
 
 
 @public
@@ -167,19 +165,23 @@ class PVarHandle:
     def _value(self, now: float) -> float:
         klass = self.pvar.klass
         if klass in ACCUMULATING:
-            return self._accumulated + (now - self._base if self._running else 0)
+            return now + (self._accumulated - self._base) if self._running else self._accumulated
         if klass in WATERMARKS:
-            if self._running:
-                self._mark = self._extreme(self._mark, now)
-                peak = self._peak()
-                # A producer's peak that moved since our start was reached after it.
-                if peak is not None and self._peak_base is not None and peak != self._peak_base:
-                    self._mark = self._extreme(self._mark, peak)
-            return self._mark
+            return self._watermark(now)
         return now
 
-    def _extreme(self, a: float, b: float) -> float:
-        return max(a, b) if self.pvar.klass is PVarClass.HIGHWATERMARK else min(a, b)
+    def _watermark(self, now: float) -> float:
+        """The mark with ``now`` and the producer's peak taken in (a sweep calls this)."""
+        if not self._running:
+            return self._mark
+        extreme = max if self.pvar.klass is PVarClass.HIGHWATERMARK else min
+        mark = extreme(self._mark, now)
+        peak = self._peak()
+        # A producer's peak that moved since our start was reached after it.
+        if peak is not None and peak != self._peak_base and self._peak_base is not None:
+            mark = extreme(mark, peak)
+        self._mark = mark
+        return mark
 
     def read(self) -> float:
         """The handle's value: growth while started, a watermark, or the value now."""
@@ -187,42 +189,23 @@ class PVarHandle:
         sources = self._entry.sources
         now = self._fast(self.obj) if sources is self._seen else self._now_looked_up(sources)
         if self._accumulating:  # the common case, without a call more (tools poll this)
-            return self._accumulated + (now - self._base if self._running else 0)
+            return now + (self._accumulated - self._base) if self._running else self._accumulated
         return self._value(now)
 
-    def _sweep_step(self) -> _Step:
-        """How :meth:`PVarSession.read_all` reads this handle until it changes."""
-        seen = self._seen
-        if (
-            seen is not self._entry.sources
-            or self.pvar.klass in WATERMARKS
-            or (self._accumulating and not self._running)
-        ):
-            return (self._entry, _NEVER, None, _unset, None, 0, 0, 0, self)
-        if self._accumulating:
-            accumulated, base = self._accumulated, self._base
-        else:
-            accumulated = base = 0  # the value now: ``0 + (now - 0)`` is ``now``
-        field = self._fast_group
-        if field is not None:
-            key = (field.group, self.obj)
-            try:
-                hash(key)
-            except TypeError:  # an unhashable obj is read alone
-                field = None
-        if field is None:
-            return (self._entry, seen, None, self._fast, self.obj, 0, accumulated, base, self)
-        return (
-            self._entry,
-            seen,
-            key,
-            field.group.read,
-            self.obj,
-            field.index,
-            accumulated,
-            base,
-            self,
-        )
+    def _sweep_source(self) -> tuple[PVarGroupField | None, float, Reader | None] | None:
+        """How :meth:`PVarSession.read_all` reads this handle until it or its
+        producers change: the producer's group field (None: read alone), the
+        offset added to the producer's value, and for a watermark what turns
+        the value into the handle's mark; None: with :meth:`read`."""
+        if self._seen is not self._entry.sources:
+            return None
+        if self.pvar.klass in WATERMARKS:
+            return self._fast_group, 0, self._watermark
+        if self._accumulating and not self._running:
+            return None
+        # read()'s own sum, so that a sweep gives its very value
+        offset = self._accumulated - self._base if self._accumulating else 0
+        return self._fast_group, offset, None
 
     def _check_writable(self, what: str) -> None:
         if self.pvar.flags & PVarFlag.READONLY:
@@ -267,12 +250,13 @@ class PVarSession:
         self._registry = registry
         self._handles: list[PVarHandle] = []
         self._freed = False
-        # read_all's steps, good while no handle changed since they were made:
-        # a handle's change takes a new generation after changing its state.
+        # read_all's runs, good while no handle changed since they were made
+        # (a handle's change takes a new generation after changing its state)
+        # and no producer registered (the registry's generation)
         self._generations = itertools.count()
         self._generation = next(self._generations)
         self._plan: list[_Step] = []
-        self._plan_generation = -1
+        self._plan_generations = (-1, -1)
 
     def _changed(self) -> None:
         self._generation = next(self._generations)
@@ -296,23 +280,22 @@ class PVarSession:
         """Every handle's :meth:`~PVarHandle.read`, in the order the handles were made.
 
         One call for a tool that sweeps many pvars: the pvars a producer
-        keeps together (a btl peer's counters, the message queues' lengths)
-        are read once per sweep and object, so they come from one instant.
+        keeps together (a btl peer's counters, the message queues' lengths,
+        a cache's counts) are read once per sweep and object, so they come
+        from one instant.
         """
         if self._freed:
             raise PVarError("this pvar session was freed")
         plan = self._plan
-        if self._plan_generation != self._generation:
-            generation = self._generation
-            plan = self._plan = [handle._sweep_step() for handle in self._handles]
-            self._plan_generation = generation
+        if self._plan_generations != (self._generation, self._registry.generation):
+            plan = self._make_plan()
         snapshots: dict[Any, Sequence[float]] = {}
         values: list[float] = []
         append = values.append
         # One loop and no call per handle where a group answers: tools sweep often.
-        for entry, seen, key, read, obj, index, accumulated, base, handle in plan:
-            if entry.sources is not seen:
-                append(handle.read())  # not a started counter, or its producers changed
+        for key, read, obj, index, offset, mark, handle in plan:
+            if handle is not None:
+                append(handle.read())
                 continue
             if key is None:
                 now = read(obj)
@@ -321,8 +304,31 @@ class PVarSession:
                 if group_values is None:
                     group_values = snapshots[key] = read(obj)
                 now = group_values[index]
-            append(accumulated + (now - base))
+            append(now + offset if mark is None else mark(now))
         return values
+
+    def _make_plan(self) -> list[_Step]:
+        # the generations first: a change while the steps are made shows next sweep
+        generations = (self._generation, self._registry.generation)
+        plan = [self._step(handle) for handle in self._handles]
+        self._plan, self._plan_generations = plan, generations
+        return plan
+
+    @staticmethod
+    def _step(handle: PVarHandle) -> _Step:
+        how = handle._sweep_source()
+        if how is None:
+            return (None, _unset, None, 0, 0, None, handle)
+        field, offset, mark = how
+        if field is not None:
+            key = (field.group, handle.obj)
+            try:
+                hash(key)
+            except TypeError:  # an unhashable obj is read alone
+                pass
+            else:
+                return (key, field.group.read, handle.obj, field.index, offset, mark, None)
+        return (None, handle._fast, handle.obj, 0, offset, mark, None)
 
     def free(self) -> None:
         """Free the session and every handle it made."""

@@ -269,6 +269,8 @@ class PVarRegistry:
     def __init__(self) -> None:
         self._entries: dict[str, Entry] = {}
         self._lock = threading.Lock()
+        #: Taken anew each time a source registers (sweeps remake their plans).
+        self.generation = 0
 
     def register(
         self,
@@ -342,6 +344,7 @@ class PVarRegistry:
                 *(s for s in entry.sources if s.alive and not s.same_owner(owner)),
                 PVarSource(read, objects, owner, peak, notify, group),
             ]
+            self.generation += 1
         return entry.pvar
 
     def pvars(self) -> list[PVar]:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..mca._events import EVENTS, Safety
-from ..mca._pvars import REGISTRY, PVarClass, PVarFlag, weak_reader
+from ..mca._pvars import REGISTRY, PVarClass, PVarFlag, PVarGroup, weak_reader
 
 __all__ = [
     "emit_overwrite",
@@ -95,15 +95,33 @@ def _resolve_overwrites() -> Callable[[], int]:
     return _overwrites_read[0]
 
 
+def _delivery(_obj: object) -> list[int]:
+    """Every delivery counter in _DELIVERY's order, then the overwrites: one sweep's read."""
+    source = _in_place[0] if _in_place else _resolve()
+    counters = source.counters
+    return [
+        int(source.published.value),
+        int(counters.delivered),
+        int(source.dropped.value),
+        int(counters.overflows),
+        int(counters.lagged),
+        int(_overwrites(None)),
+    ]
+
+
+_DELIVERY_GROUP = PVarGroup(_delivery)
+
+
 def register_delivery_pvars(component: str) -> None:
     """``memory_<component>_events_*``: the process's release-event delivery."""
-    for name, field, description in _DELIVERY:
+    for index, (name, field, description) in enumerate(_DELIVERY):
         REGISTRY.register(
             "memory",
             component,
             name,
             PVarClass.COUNTER,
             _stat(field),
+            group=_DELIVERY_GROUP.field(index),
             unit="events",
             level=4,
             flags=PVarFlag.CONTINUOUS,
@@ -115,6 +133,7 @@ def register_delivery_pvars(component: str) -> None:
         "overwrites_detected",
         PVarClass.COUNTER,
         _overwrites,
+        group=_DELIVERY_GROUP.field(len(_DELIVERY)),
         unit="events",
         level=2,
         flags=PVarFlag.CONTINUOUS,
@@ -123,7 +142,12 @@ def register_delivery_pvars(component: str) -> None:
 
 
 def register_support_pvar(component: str, owner: _Module) -> None:
-    """``memory_<component>_support``: what the hooks catch now (a STATE, as an int flag)."""
+    """``memory_<component>_support``: what the hooks catch now (a STATE, as an int flag).
+
+    Registered process-wide, not per owner: the reader holds the module
+    weakly (0 once it is gone) and the next module's registration replaces
+    it, so a handle reads it directly instead of looking its producers up.
+    """
     REGISTRY.register(
         "memory",
         component,
@@ -131,7 +155,6 @@ def register_support_pvar(component: str, owner: _Module) -> None:
         PVarClass.STATE,
         weak_reader(owner, lambda module, _obj: int(module.support_now)),
         level=2,
-        owner=owner,
         flags=PVarFlag.READONLY | PVarFlag.CONTINUOUS,
         description="Memory hook support level (pmca.memory.Support flags; 0: no events)",
     )

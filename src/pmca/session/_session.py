@@ -18,7 +18,7 @@ from ..mca._errors import FrameworkError, PmcaError, SessionError
 from ..mca._events import EVENTS, EventCallback, EventRegistration, EventType, Safety
 from ..mca._open import OpenFramework
 from ..mca._pvar_session import PVarSession
-from ..mca._pvars import REGISTRY, PVar, PVarClass, PVarFlag
+from ..mca._pvars import REGISTRY, PVar, PVarClass, PVarFlag, PVarGroup
 from ..mca.params import ParamError, UnknownParamError
 from ..runtime._domains import FinalizeDomain
 from ..runtime._given import check_given_names
@@ -85,6 +85,10 @@ def _timer(which: str) -> Callable[[object], float]:
     return lambda _obj: _TIMES[which]
 
 
+#: Both times, read at once by a sweep (in _TIMES' order).
+_BOTH_TIMES = PVarGroup(lambda _obj: list(_TIMES.values()))
+
+
 for _which in _TIMES:
     REGISTRY.register(
         "pmca",
@@ -92,6 +96,7 @@ for _which in _TIMES:
         f"{_which}_time",
         PVarClass.TIMER,
         _timer(_which),
+        group=_BOTH_TIMES.field(list(_TIMES).index(_which)),
         unit="seconds",
         type="float",
         level=4,

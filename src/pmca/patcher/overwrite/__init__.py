@@ -11,9 +11,12 @@ from __future__ import annotations
 from ..._version import __version__
 from ...mca import Component, ComponentContext, NotAvailable, Query, hookimpl
 from ...mca._context import ComponentParams
-from ...mca._pvars import REGISTRY, PVarClass, PVarFlag
-from ._module import OverwriteModule, counted
+from ...mca._pvars import REGISTRY, PVarClass, PVarFlag, PVarGroup
+from ._module import COUNTS, OverwriteModule, counted
 from ._table import LIBRARY_FILE, LIBRARY_NAME, PatchTable
+
+#: The four counts in COUNTS' order, read at once by a sweep.
+_COUNTS = PVarGroup(lambda _obj: list(COUNTS.values()))
 
 for _name, _key, _description in (
     ("patches_installed", "installed", "Patches of libc functions installed"),
@@ -36,6 +39,7 @@ for _name, _key, _description in (
         _name,
         PVarClass.COUNTER,
         counted(_key),
+        group=_COUNTS.field(list(COUNTS).index(_key)),
         unit="patches",
         level=4,
         flags=PVarFlag.CONTINUOUS,

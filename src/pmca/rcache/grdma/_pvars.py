@@ -2,6 +2,8 @@
 
 Each read is one ``cache.stats()``: the cache's own lock, taken as any
 operation takes it, and the counters the hit and miss paths already keep.
+A sweep (:meth:`~pmca.mca.PVarSession.read_all`) takes one ``stats()`` and
+one ``lookup_counts()`` per cache for all of them.
 The lookup counts are the index's own, counted where its lookup branches
 to the full path (under the lock it holds anyway); the fast path adds
 nothing, its count is the total less the full ones.
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...mca._events import EVENTS
-from ...mca._pvars import REGISTRY, Binding, PVarClass, PVarFlag
+from ...mca._pvars import REGISTRY, Binding, PVarClass, PVarFlag, PVarGroup
 
 __all__ = ["EVICTION", "register_pvars"]
 
@@ -48,6 +50,31 @@ def _stat(field: str) -> Callable[[Any], float]:
 
 def _lookups(index: int) -> Callable[[Any], float]:
     return lambda cache: cache.lookup_counts()[index]
+
+
+#: The stats fields the counters read, in _COUNTERS' order before the lookups.
+_STAT_FIELDS = (
+    "hits",
+    "misses",
+    "evictions",
+    "invalidations",
+    "overflows",
+    "registrations",
+    "pinned_bytes",
+)
+
+
+def _everything(cache: Any) -> list[int]:
+    """Every counter of _COUNTERS, then the registrations and the pinned bytes:
+    one sweep's read of a cache."""
+    stats = cache.stats()
+    fast, full = cache.lookup_counts()
+    values = [int(getattr(stats, field)) for field in _STAT_FIELDS]
+    values[5:5] = [fast, full]
+    return values
+
+
+_CACHE = PVarGroup(_everything)
 
 
 #: (name, reader, unit, level, description) of each counter.
@@ -95,13 +122,14 @@ _COUNTERS = (
 
 
 def register_pvars() -> None:
-    for name, read, unit, level, description in _COUNTERS:
+    for index, (name, read, unit, level, description) in enumerate(_COUNTERS):
         REGISTRY.register(
             "rcache",
             "grdma",
             name,
             PVarClass.COUNTER,
             read,
+            group=_CACHE.field(index),
             unit=unit,
             level=level,
             binding=Binding.CACHE,
@@ -115,6 +143,7 @@ def register_pvars() -> None:
         "registrations",
         PVarClass.LEVEL,
         _stat("registrations"),
+        group=_CACHE.field(len(_COUNTERS)),
         unit="registrations",
         level=4,
         binding=Binding.CACHE,
@@ -128,6 +157,7 @@ def register_pvars() -> None:
         "pinned_bytes",
         PVarClass.HIGHWATERMARK,
         _stat("pinned_bytes"),
+        group=_CACHE.field(len(_COUNTERS) + 1),
         peak=lambda cache: int(cache.pinned_peak),
         unit="bytes",
         level=4,
