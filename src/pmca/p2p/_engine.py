@@ -292,6 +292,7 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
             if now < spin_until:
                 continue
             spinning = False
+            ready = None  # what the last poll found is stale once this wait sleeps
             bml.check_liveness(0.05)  # takes the lock: failures change the queues
             if self._early:
                 with lock:
