@@ -11,10 +11,11 @@ extreme seen since start or reset; other classes read the value now.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from .._public import public
+from ._pvar_sweep import Sweep
 from ._pvars import (
     ACCUMULATING,
     REGISTRY,
@@ -36,15 +37,6 @@ def _unset(_obj: Any) -> float:
     raise AssertionError("a handle read its fast path before choosing one")
 
 
-#: How a sweep reads one handle until it or its producers change: the key
-#: of its group's values in a sweep (None: no group), the group's or the
-#: producer's read, obj, the index in the group's values, the offset added
-#: to the producer's value, for a watermark what turns the value into its
-#: mark; or only the handle itself, read with read() (a stopped counter, or
-#: a pvar without a fast path yet).
-_Step = tuple[Any, Callable[[Any], Any], Any, int, float, "Reader | None", "PVarHandle | None"]
-
-
 @public
 class PVarHandle:
     """One pvar (bound to ``obj``) as one session sees it.
@@ -61,7 +53,7 @@ class PVarHandle:
         changed: Callable[[], None] = lambda: None,
     ) -> None:
         self.pvar = pvar
-        #: Called when what a sweep computes from changes (see PVarSession._plan).
+        #: Called when what a sweep computes from changes (see PVarSession.read_all).
         self._changed = changed
         self.obj = obj
         self._registry = registry
@@ -255,8 +247,8 @@ class PVarSession:
         # and no producer registered (the registry's generation)
         self._generations = itertools.count()
         self._generation = next(self._generations)
-        self._plan: list[_Step] = []
-        self._plan_generations = (-1, -1)
+        self._sweep: Sweep | None = None
+        self._sweep_generations = (-1, -1)
 
     def _changed(self) -> None:
         self._generation = next(self._generations)
@@ -286,56 +278,20 @@ class PVarSession:
         """
         if self._freed:
             raise PVarError("this pvar session was freed")
-        plan = self._plan
-        if self._plan_generations != (self._generation, self._registry.generation):
-            plan = self._make_plan()
-        snapshots: dict[Any, Sequence[float]] = {}
-        values: list[float] = []
-        append = values.append
-        # One loop and no call per handle where a group answers: tools sweep often.
-        for key, read, obj, index, offset, mark, handle in plan:
-            if handle is not None:
-                append(handle.read())
-                continue
-            if key is None:
-                now = read(obj)
-            else:
-                group_values = snapshots.get(key)
-                if group_values is None:
-                    group_values = snapshots[key] = read(obj)
-                now = group_values[index]
-            append(now + offset if mark is None else mark(now))
-        return values
-
-    def _make_plan(self) -> list[_Step]:
-        # the generations first: a change while the steps are made shows next sweep
+        sweep = self._sweep
         generations = (self._generation, self._registry.generation)
-        plan = [self._step(handle) for handle in self._handles]
-        self._plan, self._plan_generations = plan, generations
-        return plan
-
-    @staticmethod
-    def _step(handle: PVarHandle) -> _Step:
-        how = handle._sweep_source()
-        if how is None:
-            return (None, _unset, None, 0, 0, None, handle)
-        field, offset, mark = how
-        if field is not None:
-            key = (field.group, handle.obj)
-            try:
-                hash(key)
-            except TypeError:  # an unhashable obj is read alone
-                pass
-            else:
-                return (key, field.group.read, handle.obj, field.index, offset, mark, None)
-        return (None, handle._fast, handle.obj, 0, offset, mark, None)
+        if sweep is None or self._sweep_generations != generations:
+            # generations taken first: a change while the sweep is made shows next time
+            sweep = self._sweep = Sweep(self._handles)
+            self._sweep_generations = generations
+        return sweep()
 
     def free(self) -> None:
         """Free the session and every handle it made."""
         for handle in self._handles:
             handle._free()
         self._handles.clear()
-        self._plan = []
+        self._sweep = None
         self._freed = True
 
     def __enter__(self) -> PVarSession:

@@ -52,19 +52,23 @@ def _total(read: Callable[[_Engine], int]) -> Callable[[object], float]:
     return total
 
 
-def _queue_lengths(_obj: object) -> tuple[int, int]:
-    posted = unexpected = 0
+def _everything(_obj: object) -> tuple[int, int, int, float]:
+    """Posted and unexpected queue lengths, unexpected messages and matching seconds."""
+    posted = unexpected = total = nanoseconds = 0
     for ref in _engines.refs:
         engine = ref()
         if engine is not None:
             waiting, arrived = engine.queue_lengths()
             posted += waiting
             unexpected += arrived
-    return posted, unexpected
+            total += engine.unexpected_total
+            nanoseconds += engine.matching_ns
+    return posted, unexpected, total, nanoseconds / 1e9
 
 
-#: The two queue lengths, walked once in a sweep (posted, unexpected).
-_QUEUES = PVarGroup(_queue_lengths)
+#: Every p2p pvar's value (the watermark's level: the unexpected queue's),
+#: walked once in a sweep.
+_ENGINES = PVarGroup(_everything)
 
 
 def _matching_seconds(_obj: object) -> float:
@@ -109,7 +113,7 @@ REGISTRY.register(
     PVarClass.HIGHWATERMARK,
     _total(lambda e: e.queue_lengths()[1]),
     peak=_peak,
-    group=_QUEUES.field(1),
+    group=_ENGINES.field(1),
     unit="messages",
     level=4,
     description="Messages that arrived before their receive was posted, waiting now "
@@ -121,6 +125,7 @@ REGISTRY.register(
     "unexpected_messages",
     PVarClass.COUNTER,
     _total(lambda e: e.unexpected_total),
+    group=_ENGINES.field(2),
     unit="messages",
     level=4,
     flags=PVarFlag.CONTINUOUS,
@@ -132,7 +137,7 @@ REGISTRY.register(
     "posted_receives",
     PVarClass.LEVEL,
     _total(lambda e: e.queue_lengths()[0]),
-    group=_QUEUES.field(0),
+    group=_ENGINES.field(0),
     unit="requests",
     level=4,
     flags=PVarFlag.READONLY | PVarFlag.CONTINUOUS,
@@ -144,6 +149,7 @@ REGISTRY.register(
     "matching_time",
     PVarClass.TIMER,
     _matching_seconds,
+    group=_ENGINES.field(3),
     unit="seconds",
     type="float",
     level=5,
