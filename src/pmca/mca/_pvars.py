@@ -377,9 +377,18 @@ class PVarRegistry:
         """The objects a bound pvar has values for now."""
         entry = self._entry(name)
         found: list[Any] = []
+        seen: set[Any] = set()  # a job's peers can be thousands: no list search per object
         for source in list(entry.sources):
             if source.alive and source.objects is not None:
-                found.extend(o for o in source.objects() if o not in found)
+                for obj in source.objects():
+                    try:
+                        if obj in seen:
+                            continue
+                        seen.add(obj)
+                    except TypeError:  # unhashable: compared one by one
+                        if obj in found:
+                            continue
+                    found.append(obj)
         return found
 
     def check_object(self, name: str, obj: Any) -> None:
