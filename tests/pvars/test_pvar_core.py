@@ -124,6 +124,30 @@ def test_watermark_sees_a_peak_between_reads(produced) -> None:
     assert h.read() == 0
 
 
+def test_low_watermark_sees_a_trough_between_reads() -> None:
+    registry = PVarRegistry()
+    level = {"now": 10, "trough": 10}
+    registry.register(
+        "p2p",
+        "demo",
+        "free_slots",
+        PVarClass.LOWWATERMARK,
+        lambda _o: level["now"],
+        peak=lambda _o: level["trough"],
+        description="free slots",
+    )
+    h = PVarSession(registry).handle("p2p_demo_free_slots")
+    h.start()
+    assert h.read() == 10
+    level.update(now=2, trough=2)  # a trough no read saw
+    level["now"] = 7
+    assert h.read() == 2
+    h.reset()
+    assert h.read() == 7
+    level["now"] = 5
+    assert h.read() == 5
+
+
 def test_a_sweep_reads_what_each_handle_reads(produced) -> None:
     registry, p = produced
     ps = PVarSession(registry)

@@ -25,13 +25,14 @@ from pmca.mca import (
 
 
 class _Producer:
-    """A counter, a float timer, a level with its peak, per-peer counters and a state."""
+    """A counter, a float timer, a level with its extremes, per-peer counters and a state."""
 
     def __init__(self) -> None:
         self.count = 0
         self.seconds = 0.0
         self.level = 0
         self.peak = 0
+        self.trough = 0
         self.per_peer = {0: 0, 1: 0}
         self.state = 1
         self.group_reads = 0
@@ -81,6 +82,16 @@ def _registry(p: _Producer, owner: _Owner) -> PVarRegistry:
     registry.register(
         "btl",
         "demo",
+        "low",
+        PVarClass.LOWWATERMARK,
+        lambda _o: p.level,
+        peak=lambda _o: p.trough,
+        group=group.field(2),
+        description="a low watermark of the group",
+    )
+    registry.register(
+        "btl",
+        "demo",
         "now",
         PVarClass.LEVEL,
         lambda _o: p.level,
@@ -115,6 +126,7 @@ _HANDLES = [
     ("btl_demo_count", None),
     ("btl_demo_seconds", None),
     ("btl_demo_level", None),
+    ("btl_demo_low", None),
     ("btl_demo_now", None),
     ("btl_demo_bytes", 0),
     ("btl_demo_bytes", 1),
@@ -148,6 +160,7 @@ def test_a_sweep_equals_the_reads_through_any_changes(operations: list[Any]) -> 
                 p.seconds += amount * 0.001
                 p.level = amount
                 p.peak = max(p.peak, amount)
+                p.trough = min(p.trough, amount - 25)  # lower than any level it saw
                 p.per_peer[which % 2] += amount
                 p.state = amount % 3
             elif operation == "start":

@@ -60,6 +60,7 @@ class PVarHandle:
         self._entry = registry.entry(pvar.name)
         self._continuous = bool(pvar.flags & PVarFlag.CONTINUOUS)
         self._accumulating = pvar.klass in ACCUMULATING
+        self._high = pvar.klass is PVarClass.HIGHWATERMARK
         self._running = False
         self._freed = False
         #: What was counted in earlier started intervals (accumulating classes).
@@ -166,12 +167,19 @@ class PVarHandle:
         """The mark with ``now`` and the producer's peak taken in (a sweep calls this)."""
         if not self._running:
             return self._mark
-        extreme = max if self.pvar.klass is PVarClass.HIGHWATERMARK else min
-        mark = extreme(self._mark, now)
+        high = self._high
+        mark = self._mark
+        if now > mark if high else now < mark:
+            mark = now
         peak = self._peak()
         # A producer's peak that moved since our start was reached after it.
-        if peak is not None and peak != self._peak_base and self._peak_base is not None:
-            mark = extreme(mark, peak)
+        if (
+            peak is not None
+            and peak != self._peak_base
+            and self._peak_base is not None
+            and (peak > mark if high else peak < mark)
+        ):
+            mark = peak
         self._mark = mark
         return mark
 
