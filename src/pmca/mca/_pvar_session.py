@@ -250,7 +250,7 @@ class PVarSession:
         self._registry = registry
         self._handles: list[PVarHandle] = []
         self._freed = False
-        # read_all's runs, good while no handle changed since they were made
+        # read_all's sweep, good while no handle changed since it was made
         # (a handle's change takes a new generation after changing its state)
         # and no producer registered (the registry's generation)
         self._generations = itertools.count()

@@ -95,8 +95,13 @@ def _resolve_overwrites() -> Callable[[], int]:
     return _overwrites_read[0]
 
 
+#: The members of the delivery group (_DELIVERY's fields and the
+#: overwrites), in the order _delivery gives them.
+_DELIVERY_MEMBERS = ("published", "delivered", "dropped", "overflows", "lagged", "overwrites")
+
+
 def _delivery(_obj: object) -> list[int]:
-    """Every delivery counter in _DELIVERY's order, then the overwrites: one sweep's read."""
+    """Every delivery counter and the overwrites, in _DELIVERY_MEMBERS' order."""
     source = _in_place[0] if _in_place else _resolve()
     counters = source.counters
     return [
@@ -114,14 +119,14 @@ _DELIVERY_GROUP = PVarGroup(_delivery)
 
 def register_delivery_pvars(component: str) -> None:
     """``memory_<component>_events_*``: the process's release-event delivery."""
-    for index, (name, field, description) in enumerate(_DELIVERY):
+    for name, field, description in _DELIVERY:
         REGISTRY.register(
             "memory",
             component,
             name,
             PVarClass.COUNTER,
             _stat(field),
-            group=_DELIVERY_GROUP.field(index),
+            group=_DELIVERY_GROUP.field(_DELIVERY_MEMBERS.index(field)),
             unit="events",
             level=4,
             flags=PVarFlag.CONTINUOUS,
@@ -133,7 +138,7 @@ def register_delivery_pvars(component: str) -> None:
         "overwrites_detected",
         PVarClass.COUNTER,
         _overwrites,
-        group=_DELIVERY_GROUP.field(len(_DELIVERY)),
+        group=_DELIVERY_GROUP.field(_DELIVERY_MEMBERS.index("overwrites")),
         unit="events",
         level=2,
         flags=PVarFlag.CONTINUOUS,

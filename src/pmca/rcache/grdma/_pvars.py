@@ -52,31 +52,6 @@ def _lookups(index: int) -> Callable[[Any], float]:
     return lambda cache: cache.lookup_counts()[index]
 
 
-#: The stats fields the counters read, in _COUNTERS' order before the lookups.
-_STAT_FIELDS = (
-    "hits",
-    "misses",
-    "evictions",
-    "invalidations",
-    "overflows",
-    "registrations",
-    "pinned_bytes",
-)
-
-
-def _everything(cache: Any) -> list[int]:
-    """Every counter of _COUNTERS, then the registrations and the pinned bytes:
-    one sweep's read of a cache."""
-    stats = cache.stats()
-    fast, full = cache.lookup_counts()
-    values = [int(getattr(stats, field)) for field in _STAT_FIELDS]
-    values[5:5] = [fast, full]
-    return values
-
-
-_CACHE = PVarGroup(_everything)
-
-
 #: (name, reader, unit, level, description) of each counter.
 _COUNTERS = (
     ("hits", _stat("hits"), "registrations", 4, "Requests served by an existing registration"),
@@ -121,15 +96,32 @@ _COUNTERS = (
 )
 
 
+#: The members of a cache's group, in the order its read gives them.
+_MEMBERS = (*(name for name, *_ in _COUNTERS), "registrations", "pinned_bytes")
+
+
+def _everything(cache: Any) -> list[int]:
+    """Every member's value for ``cache``: one ``stats()`` for a sweep's reads of it."""
+    stats = cache.stats()
+    fast, full = cache.lookup_counts()
+    lookups = {"fast_lookups": fast, "full_lookups": full}
+    return [
+        lookups[member] if member in lookups else int(getattr(stats, member)) for member in _MEMBERS
+    ]
+
+
+_CACHE = PVarGroup(_everything)
+
+
 def register_pvars() -> None:
-    for index, (name, read, unit, level, description) in enumerate(_COUNTERS):
+    for name, read, unit, level, description in _COUNTERS:
         REGISTRY.register(
             "rcache",
             "grdma",
             name,
             PVarClass.COUNTER,
             read,
-            group=_CACHE.field(index),
+            group=_CACHE.field(_MEMBERS.index(name)),
             unit=unit,
             level=level,
             binding=Binding.CACHE,
@@ -143,7 +135,7 @@ def register_pvars() -> None:
         "registrations",
         PVarClass.LEVEL,
         _stat("registrations"),
-        group=_CACHE.field(len(_COUNTERS)),
+        group=_CACHE.field(_MEMBERS.index("registrations")),
         unit="registrations",
         level=4,
         binding=Binding.CACHE,
@@ -157,7 +149,7 @@ def register_pvars() -> None:
         "pinned_bytes",
         PVarClass.HIGHWATERMARK,
         _stat("pinned_bytes"),
-        group=_CACHE.field(len(_COUNTERS) + 1),
+        group=_CACHE.field(_MEMBERS.index("pinned_bytes")),
         peak=lambda cache: int(cache.pinned_peak),
         unit="bytes",
         level=4,
