@@ -16,12 +16,23 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from ._pvar_session import PVarHandle
+from ._pvars import PVarGroupField, Reader
 
 __all__ = ["Sweep"]
+
+
+class _Handle(Protocol):
+    """What a sweep asks of a handle (a :class:`~pmca.mca.PVarHandle`)."""
+
+    obj: Any
+    _fast: Reader
+
+    def _sweep_source(self) -> tuple[PVarGroupField | None, float, Reader | None] | None: ...
+
+    def read(self) -> float: ...
+
 
 #: sweep(reads, objs, offsets, marks, fallbacks) -> the handles' values.
 _Compiled = Callable[
@@ -50,7 +61,7 @@ class Sweep:
 
     __slots__ = ("_args", "_function")
 
-    def __init__(self, handles: Sequence[PVarHandle]) -> None:
+    def __init__(self, handles: Sequence[_Handle]) -> None:
         reads: list[Callable[[Any], Any]] = []
         objs: list[Any] = []
         offsets: list[float] = []
