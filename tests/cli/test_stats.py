@@ -17,6 +17,7 @@ import pytest
 
 import pmca
 from pmca.cli._stats import StatsError, read_socket
+from pmca.session._live import live_directory, remove_stale
 from pmca.testing import find_launcher
 
 _TARGET = textwrap.dedent(
@@ -45,11 +46,14 @@ _TARGET = textwrap.dedent(
 )
 
 
-def _start(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], dict[str, int]]:
+def _start(
+    tmp_path: Path, *extra: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], dict[str, int]]:
     script = tmp_path / "target.py"
     script.write_text(_TARGET)
     child = subprocess.Popen(
         [sys.executable, str(script), *extra],
+        env=None if env is None else {**os.environ, **env},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -84,6 +88,79 @@ def test_stats_reads_a_running_process(cli, tmp_path) -> None:
     assert "btl_self_bytes_sent[0]" in table.out and str(info["sent"]) in table.out
     # The socket is gone with the last finalize.
     assert not list(Path(f"/tmp/pmca-{os.getuid()}").glob(f"*{info['pid']}.sock"))
+
+
+def _dead_pid() -> int:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    return gone.pid
+
+
+def _left_behind(path: Path) -> Path:
+    """A socket file as a killed process leaves it: bound once, nobody listening."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.bind(str(path))
+    return path
+
+
+def test_opening_a_live_view_removes_what_killed_processes_left(tmp_path) -> None:
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        dead, alive, me = _dead_pid(), sleeper.pid, os.getpid()
+        names = {
+            "dead": f"job.0.{dead}.sock",
+            "dead alone": f"{dead}.sock",
+            "mine, another job": f"old.3.{me}.sock",
+            "alive": f"job.1.{alive}.sock",
+            "no pid": "job.sock",
+        }
+        for name in names.values():
+            _left_behind(tmp_path / name)
+        removed = remove_stale(tmp_path, me)
+        assert sorted(path.name for path in removed) == sorted(
+            names[k] for k in ("dead", "dead alone", "mine, another job")
+        )
+        # A live process's socket is never touched, even one nobody answers on.
+        remaining = sorted(p.name for p in tmp_path.iterdir())
+        assert remaining == sorted([names["alive"], names["no pid"]])
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_sockets_nobody_listens_on_neither_hide_nor_fail_a_live_process(cli, tmp_path) -> None:
+    job = f"stalejob-{os.getpid()}"
+    directory = live_directory(os.environ)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    child, info = _start(tmp_path, env={"PMIX_NAMESPACE": job, "PMIX_RANK": "1"})
+    left: list[Path] = []
+    try:
+        pid = info["pid"]
+        # Ids are reused: older processes of other jobs held this one's pid.
+        left += [_left_behind(directory / f"older{n}.0.{pid}.sock") for n in range(6)]
+        # In the job: a rank that was killed, and one whose pid another process holds now.
+        left.append(_left_behind(directory / f"{job}.0.{_dead_pid()}.sock"))
+        left.append(_left_behind(directory / f"{job}.2.{sleeper.pid}.sock"))
+        by_pid = cli("stats", str(pid), "--json")
+        by_job = cli("stats", "--job", job, "--json")
+        only_stale = cli("stats", str(sleeper.pid))
+    finally:
+        _stop(child)
+        sleeper.kill()
+        sleeper.wait()
+        for path in left:
+            path.unlink(missing_ok=True)
+    assert by_pid.code == 0, by_pid.err
+    assert [p["pid"] for p in json.loads(by_pid.out)["processes"]] == [pid]
+    assert by_job.code == 0, by_job.err
+    assert [(p["pid"], p["rank"]) for p in json.loads(by_job.out)["processes"]] == [(pid, 1)]
+    assert f"nobody listens on {job}.2.{sleeper.pid}.sock" in by_job.err
+    assert "skipped" in by_job.err
+    # Asked for by pid, a process with only a dead socket is an error, named.
+    assert only_stale.code == 1
+    assert f"process {sleeper.pid}: nobody listens on {job}.2.{sleeper.pid}.sock" in only_stale.err
 
 
 @contextmanager

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..session._job import job_identity
-from ..session._live import live_directory
+from ..session._live import live_directory, socket_pid
 from ._errors import UsageError
 
 __all__ = ["add_arguments", "run"]
@@ -65,7 +65,7 @@ def _owner(pid: int) -> int:
         raise StatsError(f"process {pid}: no such process") from None
 
 
-def _socket_of(pid: int) -> Path:
+def _sockets_of(pid: int) -> list[Path]:
     uid = _owner(pid)
     if uid != os.getuid():
         raise StatsError(
@@ -73,14 +73,22 @@ def _socket_of(pid: int) -> Path:
             f"only processes of its own user (uid {os.getuid()})"
         )
     # Root reads its own processes; for other users, the process itself refuses.
-    for directory in {live_directory(os.environ), live_directory({}, uid)}:
-        for path in directory.glob(f"*{pid}.sock"):
-            if path.name == f"{pid}.sock" or path.name.endswith(f".{pid}.sock"):
-                return path
-    raise StatsError(
-        f"process {pid}: no live view (is it a pmca process with a session open and "
-        f"pmca_base_live_view=on, or under a launcher?)"
-    )
+    found = [
+        path
+        for directory in {live_directory(os.environ), live_directory({}, uid)}
+        for path in directory.glob(f"*{pid}.sock")
+        if socket_pid(path.name) == pid
+    ]
+    if not found:
+        raise StatsError(
+            f"process {pid}: no live view (is it a pmca process with a session open and "
+            f"pmca_base_live_view=on, or under a launcher?)"
+        )
+    return found
+
+
+class _NobodyListens(StatsError):
+    """The socket is there but no process listens on it (left by one that was killed)."""
 
 
 def read_socket(path: Path, pid: int, timeout: float = 10.0) -> dict[str, Any]:
@@ -88,6 +96,14 @@ def read_socket(path: Path, pid: int, timeout: float = 10.0) -> dict[str, Any]:
         sock.settimeout(timeout)
         try:
             sock.connect(str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            raise _NobodyListens(
+                f"process {pid}: nobody listens on {path.name} (left by a process that "
+                f"ended without finalizing, or one that just finalized)"
+            ) from None
+        except OSError as exc:
+            raise StatsError(f"process {pid}: reading {path.name}: {exc}") from None
+        try:
             chunks = []
             while chunk := sock.recv(1 << 16):
                 chunks.append(chunk)
@@ -99,7 +115,19 @@ def read_socket(path: Path, pid: int, timeout: float = 10.0) -> dict[str, Any]:
     return document
 
 
-def _job_pids(job: str) -> list[int]:
+def _read(pid: int, paths: list[Path]) -> dict[str, Any]:
+    """The first of ``paths`` (sockets bearing ``pid``) a process answers on."""
+    refused: _NobodyListens | None = None
+    for path in paths:
+        try:
+            return read_socket(path, pid)
+        except _NobodyListens as exc:  # an older process's socket: ids are reused
+            refused = exc
+    assert refused is not None
+    raise refused
+
+
+def _job_sockets(job: str) -> dict[int, list[Path]]:
     if not job:
         identity = job_identity(os.environ)
         if identity is None:
@@ -108,14 +136,15 @@ def _job_pids(job: str) -> list[int]:
                 "(PMIX_NAMESPACE, SLURM_JOB_ID or PMI_RANK); give the job ID"
             )
         job = identity[0]
-    pids = []
-    for path in live_directory(os.environ).glob(f"{job}.*.sock"):
-        pid = int(path.name.rsplit(".", 2)[-2])
-        if pid != os.getpid():
-            pids.append(pid)
-    if not pids:
+    sockets: dict[int, list[Path]] = {}
+    for path in sorted(live_directory(os.environ).glob(f"{job}.*.sock")):
+        pid = socket_pid(path.name)
+        # a socket whose process is gone was left by a rank killed before finalize
+        if pid is not None and pid != os.getpid() and os.path.exists(f"/proc/{pid}"):
+            sockets.setdefault(pid, []).append(path)
+    if not sockets:
         raise UsageError(f"--job {job}: no process of that job has a live view on this host")
-    return sorted(pids)
+    return dict(sorted(sockets.items()))
 
 
 def _rows(documents: list[dict[str, Any]], show_all: bool) -> list[tuple[str, list[str]]]:
@@ -166,16 +195,28 @@ def table(documents: list[dict[str, Any]], show_all: bool = False) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    pids: list[int] = list(args.pids)
+    #: pid -> its sockets (None: find them at each read); the job's are optional:
+    #: a socket nobody listens on there is an older process's, skipped with a note
+    targets: dict[int, list[Path] | None] = dict.fromkeys(args.pids)
+    optional: set[int] = set()
     if args.job is not None:
-        pids.extend(p for p in _job_pids(args.job) if p not in pids)
-    if not pids:
+        for pid, found in _job_sockets(args.job).items():
+            if pid not in targets:
+                targets[pid] = found
+                optional.add(pid)
+    if not targets:
         raise UsageError("pmca stats: give one or more PIDs, or --job")
     while True:
         documents, failed = [], 0
-        for pid in pids:
+        for pid, paths in targets.items():
             try:
-                documents.append(read_socket(_socket_of(pid), pid))
+                documents.append(_read(pid, paths if paths is not None else _sockets_of(pid)))
+            except _NobodyListens as exc:
+                if pid in optional:
+                    print(f"pmca stats: {exc}; skipped", file=sys.stderr)
+                    continue
+                print(f"pmca stats: {exc}", file=sys.stderr)
+                failed += 1
             except StatsError as exc:
                 print(f"pmca stats: {exc}", file=sys.stderr)
                 failed += 1

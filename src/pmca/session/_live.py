@@ -12,6 +12,12 @@ Opened by the first session when ``pmca_base_live_view`` says so (default
 look at, and a lone program opens no socket it was not asked for), closed by
 the last finalize. The server is one daemon thread; reading is what the
 pvars' read callables cost, on that thread.
+
+A process killed before its finalize leaves its socket behind, and process
+ids are reused: opening a live view removes the sockets in the directory
+whose process is gone, and any other socket bearing this process's id
+(no live process can hold it). It never connects to decide: a socket being
+opened by another starting rank would look dead for an instant.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from ..mca._errors import PmcaError
 from ..mca._pvars import REGISTRY, Binding
 from ._job import job_identity
 
-__all__ = ["LiveView", "live_directory", "snapshot"]
+__all__ = ["LiveView", "live_directory", "remove_stale", "snapshot", "socket_pid"]
 
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
@@ -62,6 +68,26 @@ def _private_directory(path: Path) -> Path:
             f"remove it or set pmca_base_live_view=off"
         )
     return path
+
+
+def socket_pid(name: str) -> int | None:
+    """The process id a live view socket's name carries (None: not such a name)."""
+    if not name.endswith(".sock"):
+        return None
+    last = name[: -len(".sock")].rsplit(".", 1)[-1]
+    return int(last) if last.isdigit() else None
+
+
+def remove_stale(directory: Path, pid: int) -> list[Path]:
+    """Remove the sockets of processes that are gone, and others bearing ``pid``."""
+    removed = []
+    for path in directory.glob("*.sock"):
+        owner = socket_pid(path.name)
+        if owner is not None and (owner == pid or not os.path.exists(f"/proc/{owner}")):
+            with contextlib.suppress(FileNotFoundError):  # another rank removed it first
+                path.unlink()
+                removed.append(path)
+    return removed
 
 
 def _label(obj: Any, index: int) -> str:
@@ -101,7 +127,7 @@ class LiveView:
         name = f"{job[0]}.{job[1]}.{pid}.sock" if job else f"{pid}.sock"
         self.path = directory / name
         self.job = job
-        self.path.unlink(missing_ok=True)
+        remove_stale(directory, pid)  # our own name among them
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.bind(str(self.path))
         os.chmod(self.path, 0o600)
