@@ -347,3 +347,60 @@ def test_built_in_modules_count_at_their_own_call_sites() -> None:
     for cls in modules:
         assert cls.counts_own_sends, cls
         assert not hasattr(cls.send, "__wrapped__") and not hasattr(cls.sendi, "__wrapped__")
+
+
+_KEPT = """
+import gc, weakref
+
+def run(fd, rank):
+    with session(fd, rank) as (world, s, peer, bml):
+        handles = read(s, BTL, peer, NAMES + EXTRA)
+        buffer, big = bytearray(B), 1 << 20
+        for size in (B,) * N + (big, big):  # eager, then rendezvous
+            if rank == 0:
+                s.p2p.send(peer, 5, bytes(size))
+                s.p2p.recv(peer, 6, buffer)
+            else:
+                s.p2p.recv(peer, 5, bytearray(size))
+                s.p2p.send(peer, 6, bytes(B))
+        barrier(world)
+        during = values(handles)
+        modules = [weakref.ref(m) for m in bml.modules]
+    finalized = values(handles)  # leaving may have sent a few more
+    del world, s, bml
+    gc.collect()
+    return {"during": during, "finalized": finalized, "collected": values(handles),
+            "alive": [m().name for m in modules if m() is not None]}
+"""
+
+
+@pytest.mark.parametrize(
+    ("mca", "btl", "extra"),
+    [
+        pytest.param({"btl": "self,tcp"}, "tcp", ("streams_placed", "streams_staged"), id="tcp"),
+        pytest.param(
+            {"btl": "self,sm"},
+            "sm",
+            ("lane_messages_sent", "lane_messages_received"),
+            id="sm",
+            marks=needs_sm,
+        ),
+    ],
+)
+def test_counters_keep_a_finalized_module_s_counts(pmca_env, tmp_path, mca, btl, extra) -> None:
+    """A module's counts outlive it: after the session's finalize and a collection
+    that frees its modules, every counter reads what it read when they closed
+    (the lane counters sm keeps in C and its Python ones alike)."""
+    rank0, rank1 = _pair(tmp_path, mca, f"BTL, EXTRA = {btl!r}, {extra!r}\n" + _KEPT)
+    for side in (rank0, rank1):
+        during, finalized = side["during"], side["finalized"]
+        assert side["alive"] == [], side  # every module was collected
+        assert side["collected"] == finalized, side
+        assert all(finalized[name] >= during[name] for name in during), side
+        assert during["messages_sent"] >= N + 2 and during["messages_received"] >= N + 2, side
+    # The component's own counters held counts too (sm's lanes count in C, in a
+    # page the module owned; tcp's large messages were placed).
+    assert sum(rank0["during"][name] + rank1["during"][name] for name in extra) > 0
+    # The two large payloads went as active messages (tcp's streams) or were read (sm).
+    moved = rank0["during"]["bytes_sent"] + rank1["during"]["rdma_bytes"]
+    assert moved >= 2 << 20, (rank0, rank1)

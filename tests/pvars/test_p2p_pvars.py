@@ -2,19 +2,7 @@
 
 from __future__ import annotations
 
-import gc
-
-import pytest
-
 import pmca
-
-
-@pytest.fixture(autouse=True)
-def _only_this_tests_engine() -> None:
-    # The p2p pvars sum over every live engine: an engine of an earlier test's
-    # session that a cycle keeps alive until the collector runs would leave
-    # the sums when it is collected, in the middle of this test.
-    gc.collect()
 
 
 def test_unexpected_watermark_and_posted_receives(pmca_env) -> None:

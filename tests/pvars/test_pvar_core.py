@@ -401,7 +401,7 @@ def test_producers_forget_an_object_that_went_away() -> None:
         def __init__(self, count: int) -> None:
             self.count = count
 
-    producers: Producers[Module] = Producers()
+    producers: Producers[Module, None] = Producers(None, lambda kept, _module: kept)
     kept, dropped = Module(1), Module(2)
     producers.add(kept)
     producers.add(dropped)
@@ -418,7 +418,7 @@ import gc, threading
 from pmca.mca._pvars import Producers
 
 threading.Thread(target=lambda: None).start()  # as a session's process is
-producers = Producers()
+producers = Producers(None, lambda kept, _module: kept)
 
 class Module:
     pass

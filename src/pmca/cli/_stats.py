@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..session._job import job_identity
-from ..session._live import live_directory, socket_pid
+from ..session._live import live_directory, process_exists, socket_pid
 from ._errors import UsageError
 
 __all__ = ["add_arguments", "run"]
@@ -94,19 +94,16 @@ class _NobodyListens(StatsError):
 def read_socket(path: Path, pid: int, timeout: float = 10.0) -> dict[str, Any]:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
+        chunks = []
         try:
             sock.connect(str(path))
+            while chunk := sock.recv(1 << 16):
+                chunks.append(chunk)
         except (ConnectionRefusedError, FileNotFoundError):
             raise _NobodyListens(
                 f"process {pid}: nobody listens on {path.name} (left by a process that "
                 f"ended without finalizing, or one that just finalized)"
             ) from None
-        except OSError as exc:
-            raise StatsError(f"process {pid}: reading {path.name}: {exc}") from None
-        try:
-            chunks = []
-            while chunk := sock.recv(1 << 16):
-                chunks.append(chunk)
         except OSError as exc:
             raise StatsError(f"process {pid}: reading {path.name}: {exc}") from None
     document: dict[str, Any] = json.loads(b"".join(chunks))
@@ -140,7 +137,7 @@ def _job_sockets(job: str) -> dict[int, list[Path]]:
     for path in sorted(live_directory(os.environ).glob(f"{job}.*.sock")):
         pid = socket_pid(path.name)
         # a socket whose process is gone was left by a rank killed before finalize
-        if pid is not None and pid != os.getpid() and os.path.exists(f"/proc/{pid}"):
+        if pid is not None and pid != os.getpid() and process_exists(pid):
             sockets.setdefault(pid, []).append(path)
     if not sockets:
         raise UsageError(f"--job {job}: no process of that job has a live view on this host")

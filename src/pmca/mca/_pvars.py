@@ -47,6 +47,7 @@ __all__ = [
 
 _Owner = TypeVar("_Owner")
 _Producer = TypeVar("_Producer")
+_Kept = TypeVar("_Kept")
 
 
 @public
@@ -200,46 +201,73 @@ def weak_reader(owner: _Owner, read: Callable[[_Owner, Any], float]) -> Reader:
     return weak
 
 
-class Producers(Generic[_Producer]):
-    """The live objects a pvar's reader sums over (modules, engines), held weakly.
+class Producers(Generic[_Producer, _Kept]):
+    r"""The live objects a pvar's reader sums over (modules, engines), held
+    weakly, and what the closed ones counted.
 
-    :attr:`refs` is a tuple replaced, never changed in place, as producers
-    come and go: a reader walks it with no copy and no iteration guard
-    (``weakref.WeakSet`` costs both on every read), and one that goes away
-    is dropped by its weak reference's callback (or, when that callback
-    cannot take the lock, by the next :meth:`add`).
+    :attr:`state` is one tuple ``(refs, retired)``, replaced whole, never
+    changed in place: a reader takes it once and walks ``refs`` with no copy
+    and no iteration guard (``weakref.WeakSet`` costs both on every read).
+    A producer that closes is :meth:`retire`\ d: ``fold`` adds its counts to
+    ``retired`` in the same store that drops it from ``refs``, so a reader
+    sums each count exactly once, and a counter does not go down when its
+    producer closes or is collected later. One that goes away unretired is
+    dropped by its weak reference's callback (or, when that callback cannot
+    take the lock, by the next :meth:`add`), and its counts with it.
     """
 
-    __slots__ = ("__weakref__", "_lock", "refs")
+    __slots__ = ("__weakref__", "_fold", "_lock", "state")
 
-    def __init__(self) -> None:
-        self.refs: tuple[weakref.ref[_Producer], ...] = ()
+    def __init__(self, retired: _Kept, fold: Callable[[_Kept, _Producer], _Kept]) -> None:
+        self.state: tuple[tuple[weakref.ref[_Producer], ...], _Kept] = ((), retired)
+        self._fold = fold
         self._lock = threading.Lock()
+
+    @property
+    def refs(self) -> tuple[weakref.ref[_Producer], ...]:
+        """Weak references to the producers not retired (some may be dead)."""
+        return self.state[0]
+
+    @property
+    def retired(self) -> _Kept:
+        """What the retired producers counted."""
+        return self.state[1]
 
     def add(self, producer: _Producer) -> None:
         mine = weakref.ref(self)
 
         def gone(ref: weakref.ref[_Producer]) -> None:
-            # The collector may run this inside add() on the thread holding the
-            # lock (a cycle freed by add's own allocation): never wait for it.
-            # A dead reference left behind is skipped by readers, dropped by the
-            # next add.
+            # The collector may run this inside add() or retire() on the thread
+            # holding the lock (a cycle freed by their own allocation): never
+            # wait for it. A dead reference left behind is skipped by readers,
+            # dropped by the next add.
             producers = mine()
             if producers is not None and producers._lock.acquire(blocking=False):
                 try:
-                    producers.refs = tuple(r for r in producers.refs if r is not ref)
+                    refs, retired = producers.state
+                    producers.state = (tuple(r for r in refs if r is not ref), retired)
                 finally:
                     producers._lock.release()
 
         with self._lock:
-            alive = tuple(r for r in self.refs if r() is not None)
+            refs, retired = self.state
+            alive = tuple(r for r in refs if r() is not None)
             if any(r() is producer for r in alive):
-                self.refs = alive
+                self.state = (alive, retired)
                 return
-            self.refs = (*alive, weakref.ref(producer, gone))
+            self.state = ((*alive, weakref.ref(producer, gone)), retired)
+
+    def retire(self, producer: _Producer) -> None:
+        """Keep what ``producer`` counted and stop reading it (once it counts no more)."""
+        with self._lock:
+            refs, retired = self.state
+            if not any(r() is producer for r in refs):
+                return  # never added, or retired already
+            kept = self._fold(retired, producer)
+            self.state = (tuple(r for r in refs if r() is not producer), kept)
 
     def live(self) -> list[_Producer]:
-        """The producers alive now."""
+        """The producers alive and not retired now."""
         return [p for p in (r() for r in self.refs) if p is not None]
 
     def __iter__(self) -> Iterator[_Producer]:

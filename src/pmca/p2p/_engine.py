@@ -35,7 +35,7 @@ from ._leaving import Leaving
 from ._matching import ANY_SOURCE, TAG_UB, Posted, Unexpected
 from ._placing import Placing
 from ._probing import Probing
-from ._pvars import MATCHING_TIMER, queued, register_engine
+from ._pvars import MATCHING_TIMER, queued, register_engine, retire_engine
 from ._rendezvous import Fragments, Incoming, Rendezvous
 from ._requests import Request, TruncationError, truncation
 from ._routes import open_lanes, rendezvous_lanes
@@ -336,6 +336,7 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
                 for module in self._registered:
                     module.unregister_recv(self._tag)
             self._registered = []
+            retire_engine(self)  # nothing arrives for it now: its counts are final
             self._say_reports()
 
     # -- sending ------------------------------------------------------------

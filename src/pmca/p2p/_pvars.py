@@ -1,5 +1,9 @@
 """The message layer's performance variables (summed over the process's engines).
 
+Counters (unexpected messages, matching time) include what the engines of
+finalized sessions counted; the queue lengths are those of the engines
+still open.
+
 Queue lengths are counted when read (a walk over the queues, nothing on the
 matching path). The unexpected queue's peak is updated where a message is
 queued as unexpected, the slow path that already copies the payload; the
@@ -18,7 +22,7 @@ from typing import Any, Protocol
 
 from ..mca._pvars import REGISTRY, Producers, PVarClass, PVarFlag, PVarGroup
 
-__all__ = ["MATCHING_TIMER", "queued", "register_engine"]
+__all__ = ["MATCHING_TIMER", "queued", "register_engine", "retire_engine"]
 
 
 class _Engine(Protocol):
@@ -29,7 +33,15 @@ class _Engine(Protocol):
     def queue_lengths(self) -> tuple[int, int]: ...
 
 
-_engines: Producers[_Engine] = Producers()
+#: What closed engines counted: unexpected messages, matching nanoseconds.
+_Kept = tuple[int, int]
+
+
+def _keep(kept: _Kept, engine: _Engine) -> _Kept:
+    return kept[0] + engine.unexpected_total, kept[1] + engine.matching_ns
+
+
+_engines: Producers[_Engine, _Kept] = Producers((0, 0), _keep)
 
 
 def queued(queues: Iterable[Any]) -> int:
@@ -40,22 +52,38 @@ def register_engine(engine: _Engine) -> None:
     _engines.add(engine)
 
 
-def _total(read: Callable[[_Engine], int]) -> Callable[[object], float]:
-    def total(_obj: object) -> float:
+def retire_engine(engine: _Engine) -> None:
+    """Keep ``engine``'s counts (it is closed: it matches nothing more); its
+    queues leave the levels."""
+    _engines.retire(engine)
+
+
+def _waiting(which: int) -> Callable[[object], float]:
+    def waiting(_obj: object) -> float:
         count = 0
         for ref in _engines.refs:  # no copy, no generator: tools read this often
             engine = ref()
             if engine is not None:
-                count += read(engine)
+                count += engine.queue_lengths()[which]
         return count
 
-    return total
+    return waiting
+
+
+def _unexpected_messages(_obj: object) -> float:
+    refs, (count, _) = _engines.state
+    for ref in refs:
+        engine = ref()
+        if engine is not None:
+            count += engine.unexpected_total
+    return count
 
 
 def _everything(_obj: object) -> tuple[int, int, int, float]:
     """Posted and unexpected queue lengths, unexpected messages and matching seconds."""
-    posted = unexpected = total = nanoseconds = 0
-    for ref in _engines.refs:
+    refs, (total, nanoseconds) = _engines.state
+    posted = unexpected = 0
+    for ref in refs:
         engine = ref()
         if engine is not None:
             waiting, arrived = engine.queue_lengths()
@@ -72,8 +100,8 @@ _ENGINES = PVarGroup(_everything)
 
 
 def _matching_seconds(_obj: object) -> float:
-    nanoseconds = 0
-    for ref in _engines.refs:
+    refs, (_, nanoseconds) = _engines.state
+    for ref in refs:
         engine = ref()
         if engine is not None:
             nanoseconds += engine.matching_ns
@@ -111,7 +139,7 @@ REGISTRY.register(
     "base",
     "unexpected_queue",
     PVarClass.HIGHWATERMARK,
-    _total(lambda e: e.queue_lengths()[1]),
+    _waiting(1),
     peak=_peak,
     group=_ENGINES.field(1),
     unit="messages",
@@ -124,7 +152,7 @@ REGISTRY.register(
     "base",
     "unexpected_messages",
     PVarClass.COUNTER,
-    _total(lambda e: e.unexpected_total),
+    _unexpected_messages,
     group=_ENGINES.field(2),
     unit="messages",
     level=4,
@@ -136,7 +164,7 @@ REGISTRY.register(
     "base",
     "posted_receives",
     PVarClass.LEVEL,
-    _total(lambda e: e.queue_lengths()[0]),
+    _waiting(0),
     group=_ENGINES.field(0),
     unit="requests",
     level=4,

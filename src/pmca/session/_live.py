@@ -37,7 +37,7 @@ from ..mca._errors import PmcaError
 from ..mca._pvars import REGISTRY, Binding
 from ._job import job_identity
 
-__all__ = ["LiveView", "live_directory", "remove_stale", "snapshot", "socket_pid"]
+__all__ = ["LiveView", "live_directory", "process_exists", "remove_stale", "snapshot", "socket_pid"]
 
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
@@ -78,12 +78,17 @@ def socket_pid(name: str) -> int | None:
     return int(last) if last.isdigit() else None
 
 
+def process_exists(pid: int) -> bool:
+    """Whether process ``pid`` exists in this pid namespace (it may be another's now)."""
+    return os.path.exists(f"/proc/{pid}")
+
+
 def remove_stale(directory: Path, pid: int) -> list[Path]:
     """Remove the sockets of processes that are gone, and others bearing ``pid``."""
     removed = []
     for path in directory.glob("*.sock"):
         owner = socket_pid(path.name)
-        if owner is not None and (owner == pid or not os.path.exists(f"/proc/{owner}")):
+        if owner is not None and (owner == pid or not process_exists(owner)):
             with contextlib.suppress(FileNotFoundError):  # another rank removed it first
                 path.unlink()
                 removed.append(path)

@@ -25,6 +25,7 @@ from ._pvars import (
     count_received,
     counting_send,
     counting_sendi,
+    keeping_counts,
     noting_peers,
     peer_slot,
     register_module,
@@ -55,7 +56,9 @@ class ModuleBase:
     already handles each message, says so with ``counts_own_sends = True``
     and delivers with :meth:`hand_over` what it counted on receipt;
     otherwise its ``send``/``sendi`` are wrapped to count (one more call
-    and a dict lookup per message).
+    and a dict lookup per message). When its ``finalize`` has returned (or
+    raised), what it counted is kept: the pvars go on adding it after the
+    module is gone.
     """
 
     #: The class counts the active messages it sends itself (the built-in
@@ -72,6 +75,8 @@ class ModuleBase:
                 cls.send = counting_send(cls.__dict__["send"])  # type: ignore[attr-defined]
         if "add_procs" in cls.__dict__:
             cls.add_procs = noting_peers(cls.__dict__["add_procs"])  # type: ignore[attr-defined]
+        if "finalize" in cls.__dict__:
+            cls.finalize = keeping_counts(cls, cls.__dict__["finalize"])  # type: ignore[attr-defined]
 
     def __init__(self, name: str, limits: Limits, log: FilteringBoundLogger) -> None:
         self.name = name

@@ -28,8 +28,10 @@ increment (those modules' queues need the caller's lock anyway).
 
 Reading a pvar sums a module's :meth:`~pmca.btl.base.ModuleBase.counter`
 over the live modules of the component (each bound per peer: ``obj`` is the
-rank); a sweep (:meth:`~pmca.mca.PVarSession.read_all`) sums a peer's
-whole list once for all of the component's counters. RDMA (put/get) bytes
+rank) and adds what its finalized modules counted (kept when each finished
+finalizing, so a counter never goes down when a module goes away); a
+sweep (:meth:`~pmca.mca.PVarSession.read_all`) sums a peer's whole list
+once for all of the component's counters. RDMA (put/get) bytes
 are not active messages and are not counted in
 ``bytes_sent``/``bytes_received``.
 """
@@ -61,9 +63,11 @@ __all__ = [
     "counting_sendi",
     "declare",
     "declare_counters",
+    "keeping_counts",
     "noting_peers",
     "peer_slot",
     "register_module",
+    "retire_module",
 ]
 
 MESSAGES_SENT, BYTES_SENT, MESSAGES_RECEIVED, BYTES_RECEIVED = 0, 1, 2, 3
@@ -118,8 +122,26 @@ INDEX = {
     "streams_staged": STREAMS_STAGED,
 }
 
-#: Live modules by component name (the pvars read these).
-_modules: dict[str, Producers[Counted]] = {}
+
+class Retired:
+    """What a component's finalized modules counted, per peer (replaced whole, never
+    changed in place: a reader may hold the one it took)."""
+
+    __slots__ = ("named", "slots")
+
+    def __init__(self, slots: dict[int, list[int]], named: dict[tuple[str, int], int]) -> None:
+        #: Peer rank -> the sums of its lists (:data:`SLOTS` integers).
+        self.slots = slots
+        #: (counter, peer rank) -> sum, for the counters not in :data:`INDEX`.
+        self.named = named
+
+    def ranks(self) -> set[int]:
+        return set(self.slots) | {rank for _, rank in self.named}
+
+
+#: Modules by component name (the pvars read the live ones and what the
+#: finalized ones counted).
+_modules: dict[str, Producers[Counted, Retired]] = {}
 #: Counter names already declared, by component.
 _declared: dict[str, set[str]] = {}
 #: Each component's counters read together (the fields of its INDEX names).
@@ -182,6 +204,23 @@ def counting_send(send: Callable[..., None]) -> Callable[..., None]:
     return send_counted
 
 
+def keeping_counts(cls: type, finalize: Callable[..., None]) -> Callable[..., None]:
+    """``cls.finalize`` that keeps the module's counts once it has finished (also
+    when it raised); a subclass's ``finalize`` calling this one keeps them at its
+    own end instead."""
+
+    @functools.wraps(finalize)
+    def finalize_keeping(self: Counted) -> None:
+        try:
+            finalize(self)
+        finally:
+            outermost = next(k for k in type(self).__mro__ if "finalize" in k.__dict__)
+            if outermost is cls:
+                retire_module(self)
+
+    return finalize_keeping
+
+
 def noting_peers(add_procs: Callable[..., Any]) -> Callable[..., Any]:
     """``add_procs`` that remembers the ranks it returned an endpoint for."""
 
@@ -198,14 +237,19 @@ def noting_peers(add_procs: Callable[..., Any]) -> Callable[..., Any]:
     return add_procs_noted
 
 
-def _reader(modules: Producers[Counted], name: str) -> Callable[[Any], float]:
+def _reader(modules: Producers[Counted, Retired], name: str) -> Callable[[Any], float]:
     index = INDEX.get(name)
 
     def read(rank: Any) -> float:
         # a tool may call this every millisecond for every peer: no copy, no
         # generator, and the peer's slot read here when that is all counter() does
-        total = 0
-        for ref in modules.refs:
+        refs, retired = modules.state
+        if index is None:
+            total = retired.named.get((name, rank), 0)
+        else:
+            kept = retired.slots.get(rank)
+            total = 0 if kept is None else kept[index]
+        for ref in refs:
             module = ref()
             if module is None:
                 continue
@@ -220,38 +264,65 @@ def _reader(modules: Producers[Counted], name: str) -> Callable[[Any], float]:
     return read
 
 
-def _group(modules: Producers[Counted], declared: set[str]) -> PVarGroup:
-    """A peer's counters of every live module of a component, summed, in one read."""
+def _add_module(
+    total: list[int] | None, module: Counted, rank: int, declared: set[str]
+) -> list[int] | None:
+    """``total`` (a list of its own, or None) with ``module``'s counts for ``rank`` added."""
+    if module.counts_in_traffic:
+        slot = module.traffic.get(rank)
+        if slot is None:
+            return total
+        if total is None:
+            return slot[:]  # a copy: the sweep's values must not move with the module's
+        return [a + b for a, b in zip(total, slot, strict=True)]
+    if total is None:
+        total = [0] * SLOTS
+    for name in declared:
+        index = INDEX.get(name)
+        if index is not None:
+            total[index] += module.counter(name, rank)
+    return total
+
+
+def _group(modules: Producers[Counted, Retired], declared: set[str]) -> PVarGroup:
+    """A peer's counters of every module of a component, summed, in one read."""
 
     def read(rank: Any) -> list[int]:
-        total: list[int] | None = None
-        for ref in modules.refs:
+        refs, retired = modules.state
+        kept = retired.slots.get(rank)
+        total = None if kept is None else kept[:]
+        for ref in refs:
             module = ref()
-            if module is None:
-                continue
-            if module.counts_in_traffic:
-                slot = module.traffic.get(rank)
-                if slot is not None:
-                    # a copy: the sweep's values must not move with the module's
-                    if total is None:
-                        total = slot[:]
-                    else:
-                        total = [a + b for a, b in zip(total, slot, strict=True)]
-                continue
-            if total is None:
-                total = [0] * SLOTS
-            for name in declared:
-                index = INDEX.get(name)
-                if index is not None:
-                    total[index] += module.counter(name, rank)
+            if module is not None:
+                total = _add_module(total, module, rank, declared)
         return [0] * SLOTS if total is None else total
 
     return PVarGroup(read)
 
 
-def _peers(modules: Producers[Counted]) -> Callable[[], list[int]]:
+def _keeper(declared: set[str]) -> Callable[[Retired, Counted], Retired]:
+    """How a component's finalized module's counts join its kept ones."""
+
+    def keep(retired: Retired, module: Counted) -> Retired:
+        slots = dict(retired.slots)
+        named = dict(retired.named)
+        for rank in module.peer_ranks():
+            total = _add_module(
+                None if rank not in slots else slots[rank][:], module, rank, declared
+            )
+            if total is not None:
+                slots[rank] = total
+            if not module.counts_in_traffic:
+                for name in declared - INDEX.keys():
+                    named[name, rank] = named.get((name, rank), 0) + module.counter(name, rank)
+        return Retired(slots, named)
+
+    return keep
+
+
+def _peers(modules: Producers[Counted, Retired]) -> Callable[[], list[int]]:
     def peers() -> list[int]:
-        ranks: set[int] = set()
+        ranks = modules.retired.ranks()
         for module in modules.live():
             ranks.update(module.peer_ranks())
         return sorted(ranks)
@@ -264,7 +335,14 @@ def register_module(module: Counted) -> None:
     declare(module.name).add(module)
 
 
-def declare(component: str) -> Producers[Counted]:
+def retire_module(module: Counted) -> None:
+    """Keep what ``module`` counted (it is finalized: it counts no more)."""
+    modules = _modules.get(module.name)
+    if modules is not None:
+        modules.retire(module)
+
+
+def declare(component: str) -> Producers[Counted, Retired]:
     """Declare ``btl_<component>_*`` (at the component's parameter registration)."""
     declare_counters(component, COMMON)
     return _modules[component]
@@ -273,8 +351,10 @@ def declare(component: str) -> Producers[Counted]:
 def declare_counters(component: str, counters: Sequence[Counter]) -> None:
     """Declare per-peer counter pvars ``btl_<component>_<name>`` a module's
     :meth:`~pmca.btl.base.ModuleBase.counter` answers for."""
-    modules = _modules.setdefault(component, Producers())
     done = _declared.setdefault(component, set())
+    modules = _modules.get(component)
+    if modules is None:
+        modules = _modules[component] = Producers(Retired({}, {}), _keeper(done))
     group = _groups.get(component)
     if group is None:
         group = _groups[component] = _group(modules, done)
