@@ -15,6 +15,8 @@ EXPECTED = {
     "btl_tcp_streams_staged": ("counter", "messages", "peer"),
     "btl_sm_lane_messages_sent": ("counter", "messages", "peer"),
     "btl_sm_lane_messages_received": ("counter", "messages", "peer"),
+    "btl_tcp_lane_messages_sent": ("counter", "messages", "peer"),
+    "btl_tcp_lane_messages_received": ("counter", "messages", "peer"),
     "memory_patcher_events_delivered": ("counter", "events", "none"),
     "rcache_grdma_pinned_bytes": ("highwatermark", "bytes", "cache"),
     "rcache_grdma_hits": ("counter", "registrations", "cache"),

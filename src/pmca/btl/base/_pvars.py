@@ -49,6 +49,9 @@ __all__ = [
     "BYTES_SENT",
     "FAILURES",
     "INDEX",
+    "LANE_COUNTERS",
+    "LANE_RECEIVED",
+    "LANE_SENT",
     "MESSAGES_RECEIVED",
     "MESSAGES_SENT",
     "RDMA_BYTES",
@@ -72,8 +75,9 @@ __all__ = [
 
 MESSAGES_SENT, BYTES_SENT, MESSAGES_RECEIVED, BYTES_RECEIVED = 0, 1, 2, 3
 RDMA_OPERATIONS, RDMA_BYTES, FAILURES, STREAMS_PLACED, STREAMS_STAGED = 4, 5, 6, 7, 8
+LANE_SENT, LANE_RECEIVED = 9, 10
 #: Length of a peer's list of counters.
-SLOTS = 9
+SLOTS = 11
 
 
 class Counted(Protocol):
@@ -109,6 +113,18 @@ COMMON: tuple[Counter, ...] = (
     ("peer_failures", "failures", "Times the peer was reported lost"),
 )
 
+#: Of the active messages counted, those a lane moved (the message layer's
+#: one-call send or receive, a module's ``open_lane``) rather
+#: than the engine's general path; declared by the btls that have lanes.
+LANE_COUNTERS: tuple[Counter, ...] = (
+    ("lane_messages_sent", "messages", "Of the messages sent to the peer, those sent by a lane"),
+    (
+        "lane_messages_received",
+        "messages",
+        "Of the messages received from the peer, those a lane landed",
+    ),
+)
+
 #: Counter name -> index in a peer's list (those ModuleBase keeps in Python).
 INDEX = {
     "messages_sent": MESSAGES_SENT,
@@ -120,6 +136,8 @@ INDEX = {
     "peer_failures": FAILURES,
     "streams_placed": STREAMS_PLACED,
     "streams_staged": STREAMS_STAGED,
+    "lane_messages_sent": LANE_SENT,
+    "lane_messages_received": LANE_RECEIVED,
 }
 
 

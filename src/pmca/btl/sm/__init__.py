@@ -20,7 +20,7 @@ from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
 from ...mca.params import Enumeration, Param, power_of_two, within
 from ..base import check_committed, read_limits, register_limits
-from ..base._pvars import Counter, declare_counters
+from ..base._pvars import LANE_COUNTERS, declare_counters
 from ._defaults import DEFAULTS, LIBRARY_NAME, MECHANISMS, library_path
 
 if TYPE_CHECKING:
@@ -35,17 +35,6 @@ MAX_SEGMENT = 1 << 30
 
 SINGLE_COPY = Enumeration("sm_single_copy", tuple((name, i) for i, name in enumerate(MECHANISMS)))
 ATTACH = Enumeration("sm_attach", (("pidfd", 0), ("proc", 1)))
-
-#: Of the active messages counted, those a lane moved (the message layer's
-#: one-call send or receive) rather than the engine's general path.
-LANE_COUNTERS: tuple[Counter, ...] = (
-    ("lane_messages_sent", "messages", "Of the messages sent to the peer, those sent by a lane"),
-    (
-        "lane_messages_received",
-        "messages",
-        "Of the messages received from the peer, those a lane landed",
-    ),
-)
 
 
 class _VaderSynonyms(ComponentParams):

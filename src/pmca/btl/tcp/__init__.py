@@ -10,7 +10,7 @@ from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Q
 from ...mca.params import one_of, within
 from .._interface import Flags, Limits
 from ..base import MAX_INT32, read_limits, register_limits
-from ..base._pvars import Counter, declare_counters
+from ..base._pvars import LANE_COUNTERS, Counter, declare_counters
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -73,7 +73,7 @@ class TcpComponent(Component):
     @hookimpl
     def register(self, params: ComponentParams) -> None:
         register_limits(params, DEFAULTS)
-        declare_counters("tcp", STREAM_COUNTERS)
+        declare_counters("tcp", STREAM_COUNTERS + LANE_COUNTERS)
         params.register(
             "if_include",
             type=str,

@@ -27,7 +27,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Protocol
 
-from ..base._pvars import BYTES_RECEIVED, BYTES_SENT, MESSAGES_RECEIVED, MESSAGES_SENT
+from ..base._pvars import (
+    BYTES_RECEIVED,
+    BYTES_SENT,
+    LANE_RECEIVED,
+    LANE_SENT,
+    MESSAGES_RECEIVED,
+    MESSAGES_SENT,
+)
 from ..bml._spin import SLICE, spinner
 from . import _wire as wire
 from ._connection import QUEUED_COST, STREAM_MIN
@@ -128,6 +135,7 @@ class TcpLane:
         counts = connection.traffic
         counts[MESSAGES_SENT] += 1
         counts[BYTES_SENT] += total
+        counts[LANE_SENT] += 1
         if sent < _FRAME_SIZE + total:
             connection.keep_rest(buffers, sent, am_tag, total, cost)
         return 0
@@ -187,6 +195,7 @@ class TcpLane:
                             counts = connection.traffic
                             counts[MESSAGES_RECEIVED] += 1
                             counts[BYTES_RECEIVED] += length
+                            counts[LANE_RECEIVED] += 1
                             self.landing = view[body : body + size]
                             return self._left(LANDED + size)
                     return self._left(OTHER)
