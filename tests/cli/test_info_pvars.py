@@ -18,6 +18,8 @@ EXPECTED = {
     "btl_tcp_lane_messages_sent": ("counter", "messages", "peer"),
     "btl_tcp_lane_messages_received": ("counter", "messages", "peer"),
     "memory_patcher_events_delivered": ("counter", "events", "none"),
+    "memory_ucm_events_delivered": ("counter", "events", "none"),
+    "memory_ucm_support": ("state", "", "none"),
     "rcache_grdma_pinned_bytes": ("highwatermark", "bytes", "cache"),
     "rcache_grdma_hits": ("counter", "registrations", "cache"),
     "p2p_base_unexpected_queue": ("highwatermark", "messages", "none"),
@@ -72,6 +74,8 @@ def test_level_narrows_the_list(cli) -> None:
 EVENTS = {
     "memory_patcher_release": ["addresses", "lengths", "kinds", "overflow"],
     "memory_patcher_overwrite": ["symbols", "foreign"],
+    "memory_ucm_release": ["addresses", "lengths", "kinds", "overflow"],
+    "memory_ucm_overwrite": ["symbols", "foreign"],
     "rcache_grdma_eviction": ["cache", "address", "length", "reason"],
     "btl_base_peer_failed": ["rank", "error"],
     "mca_base_component_selected": ["framework", "component", "priority"],

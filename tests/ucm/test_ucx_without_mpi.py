@@ -176,3 +176,60 @@ assert len(events) == 2           # reported once
         timeout=120,
     )
     assert "event ok" in result.stdout, result.stdout + result.stderr
+
+
+def test_memory_ucm_pvars_and_its_overwrite_event(run_python, libucs):
+    """memory/ucm has its support STATE, the ring's counters under its names, and
+    ``memory_ucm_overwrite`` when the prologues UCX's hooks live in change:
+    here another library writes shmdt's own first bytes back over UCX's jump
+    (valid code, and nothing in this process calls shmdt)."""
+    result = run_python(
+        f"""
+        import ctypes
+        from pmca import memory, native
+        from pmca._libc import PAGE, libc
+        from pmca.mca import Safety
+        from pmca.session import Session
+        hooks = native.backend()
+        libc_raw = ctypes.CDLL("libc.so.6")
+        libc_raw.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        address = hooks.address("shmdt")
+        original = hooks.prologue("shmdt", 5)
+        mca = {{"memory": "ucm", "memory_ucm_library": {str(libucs)!r}}}
+        with Session(mca=mca, frameworks=["memory"]) as s:
+            events = []
+            listening = s.register_event(
+                "memory_ucm_overwrite", lambda n, f: events.append(dict(f)), Safety.THREAD_SAFE
+            )
+            ps = s.pvar_session()
+            support = ps.handle("memory_ucm_support")
+            delivered = ps.handle("memory_ucm_events_delivered")
+            detected = ps.handle("memory_ucm_overwrites_detected")
+            assert support.read() == 0  # nothing subscribed yet
+            handle = memory.register_release(lambda *e: None)
+            assert support.read() == int(memory.FREE | memory.MUNMAP), support.read()
+            region = libc().map_anonymous(PAGE)
+            libc().munmap(region, PAGE)
+            memory.drain()
+            assert delivered.read() >= 1
+            assert hooks.prologue("shmdt", 5) != original, "UCX did not patch shmdt"
+            page = address & ~(PAGE - 1)
+            assert libc_raw.mprotect(page, 2 * PAGE, 7) == 0
+            ctypes.memmove(address, original, len(original))
+            assert libc_raw.mprotect(page, 2 * PAGE, 5) == 0
+            level = memory.support_level()  # notices the change (as the next drain would)
+            assert len(events) == 1, events
+            assert events[0]["symbols"] == () and "foreign" in events[0], events
+            assert detected.read() == 1
+            assert support.read() == int(level)  # tested again after the change
+            memory.drain()
+            assert len(events) == 1  # reported once
+            listening.unregister()
+            handle.unregister()
+        assert support.read() == 0
+        print("ok")
+        """,
+        timeout=120,
+    )
+    assert "ok" in result.stdout, result
+    assert "UCX's ucm hooks changed" in result.stderr, result.stderr

@@ -13,17 +13,19 @@ attribute.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..mca._events import EVENTS, Safety
-from ..mca._pvars import REGISTRY, PVarClass, PVarFlag, PVarGroup, weak_reader
+from ..mca._pvars import REGISTRY, PVarClass, PVarFlag, PVarGroup
 
 __all__ = [
     "emit_overwrite",
     "register_delivery_pvars",
     "register_events",
     "register_support_pvar",
+    "support_source",
 ]
 
 
@@ -142,30 +144,44 @@ def register_delivery_pvars(component: str) -> None:
         unit="events",
         level=2,
         flags=PVarFlag.CONTINUOUS,
-        description="Times another library was found to have overwritten pmca's patches",
+        description="Times a check found pmca's patches, or the libc prologues UCX's ucm "
+        "hooks live in while memory/ucm is subscribed, written over by another library",
     )
 
 
-def register_support_pvar(component: str, owner: _Module) -> None:
-    """``memory_<component>_support``: what the hooks catch now (a STATE, as an int flag).
+#: The module each component's support pvar reads (its latest), held weakly.
+_support_of: dict[str, weakref.ref[_Module]] = {}
 
-    Registered process-wide, not per owner: the reader holds the module
-    weakly (0 once it is gone) and the next module's registration replaces
-    it, so a handle reads it directly instead of looking its producers up.
-    """
+
+def register_support_pvar(component: str) -> None:
+    """``memory_<component>_support``: what the hooks of the component's latest
+    module (:func:`support_source`) catch now, a STATE as an int flag; 0 before
+    one is made and once it is gone. Registered at import, so listed before any
+    module exists."""
+
+    def support(_obj: object) -> float:
+        ref = _support_of.get(component)
+        module = None if ref is None else ref()
+        return 0 if module is None else int(module.support_now)
+
     REGISTRY.register(
         "memory",
         component,
         "support",
         PVarClass.STATE,
-        weak_reader(owner, lambda module, _obj: int(module.support_now)),
+        support,
         level=2,
         flags=PVarFlag.READONLY | PVarFlag.CONTINUOUS,
         description="Memory hook support level (pmca.memory.Support flags; 0: no events)",
     )
 
 
-def register_events(component: str) -> None:
+def support_source(component: str, module: _Module) -> None:
+    """``module`` is what ``memory_<component>_support`` reads from now on."""
+    _support_of[component] = weakref.ref(module)
+
+
+def register_events(component: str, overwritten: str) -> None:
     """``memory_<component>_release`` (batches) and ``memory_<component>_overwrite``.
 
     The release event subscribes to release events (with ``batch=True``)
@@ -199,7 +215,7 @@ def register_events(component: str) -> None:
         "overwrite",
         ("symbols", "foreign"),
         level=2,
-        description="Another library overwrote pmca's patches of these symbols",
+        description=overwritten,
     )
 
 

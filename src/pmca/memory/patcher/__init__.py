@@ -13,11 +13,16 @@ from ..._version import __version__
 from ...mca import Component, ComponentContext, NotAvailable, Query, hookimpl
 from ...mca._context import ComponentParams
 from ...mca.params import power_of_two
-from .._pvars import register_delivery_pvars, register_events
+from .._pvars import register_delivery_pvars, register_events, register_support_pvar
 from ._module import DEFAULT_RING_CAPACITY, RING_LIMITS, PatcherMemory
 
 register_delivery_pvars("patcher")
-register_events("patcher")
+register_support_pvar("patcher")
+register_events(
+    "patcher",
+    overwritten="Another library overwrote pmca's patches of these symbols (symbols; foreign: "
+    "who holds each release function now)",
+)
 
 
 class PatcherMemoryComponent(Component):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ..._forksafe import short_lock
 from ..._public import public
 from .._interface import Support
-from .._pvars import emit_overwrite, register_support_pvar
+from .._pvars import emit_overwrite, support_source
 from .._sources import UcmDelivery, describe_failures, support_from
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class PatcherMemory:
         self._install_lock = short_lock()
         self._ucm = UcmDelivery(log)
         self._stop_watching: Callable[[], None] | None = None
-        register_support_pvar("patcher", self)
+        support_source("patcher", self)
 
     @property
     def support_now(self) -> int:

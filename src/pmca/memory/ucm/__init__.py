@@ -21,7 +21,19 @@ from ...mca import Component, ComponentContext, NotAvailable, Query, hookimpl
 from ...mca._context import ComponentParams
 from ...mca._selection import parse_selection
 from ...mca.params import a_path
+from .._pvars import register_delivery_pvars, register_events, register_support_pvar
 from ._module import UcmMemory
+
+# The ring is the process's, whichever component feeds it: the same counters
+# as memory/patcher's, under this component's names for tools that look here.
+register_delivery_pvars("ucm")
+register_support_pvar("ucm")
+register_events(
+    "ucm",
+    overwritten="The libc prologues UCX's ucm hooks live in changed while subscribed: "
+    "support is tested again (symbols: pmca's own patches overwritten too, if any; foreign: "
+    "who holds each release function now)",
+)
 
 #: The release functions memory/patcher needs for FREE|MUNMAP.
 NEEDED_FOR_FREE = ("munmap", "madvise", "mremap", "brk")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..._public import public
 from .._interface import Support
+from .._pvars import emit_overwrite, support_source
 from .._sources import UcmDelivery
 
 if TYPE_CHECKING:
@@ -31,6 +32,12 @@ class UcmMemory:
         self._support = Support.NONE
         self._install_lock = threading.Lock()
         self._stop_watching: Callable[[], None] | None = None
+        support_source("ucm", self)
+
+    @property
+    def support_now(self) -> int:
+        """The support level without checking for overwrites (the pvar's cheap read)."""
+        return int(self._support)
 
     @property
     def source(self) -> str:
@@ -72,6 +79,7 @@ class UcmMemory:
     def _overwritten(self, overwrite: Overwrite) -> None:
         if not overwrite.guarded_changed:
             return
+        emit_overwrite("ucm", overwrite.symbols, overwrite.foreign)
         self._log.error(
             "UCX's ucm hooks changed; every registration is treated as invalid",
             what=overwrite.describe(),
