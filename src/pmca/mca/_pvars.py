@@ -42,10 +42,8 @@ __all__ = [
     "PVarSource",
     "Producers",
     "Reader",
-    "weak_reader",
 ]
 
-_Owner = TypeVar("_Owner")
 _Producer = TypeVar("_Producer")
 _Kept = TypeVar("_Kept")
 
@@ -185,20 +183,6 @@ class PVarSource:
         if self._owner is None:
             return owner is None
         return owner is not None and self._owner() is owner
-
-
-def weak_reader(owner: _Owner, read: Callable[[_Owner, Any], float]) -> Reader:
-    """``read(owner, obj)`` as a source's reader that does not keep ``owner`` alive.
-
-    Register it with ``owner=owner``: the source goes away with the owner.
-    """
-    ref = weakref.ref(owner)
-
-    def weak(obj: Any) -> float:
-        alive = ref()
-        return 0 if alive is None else read(alive, obj)
-
-    return weak
 
 
 class Producers(Generic[_Producer, _Kept]):

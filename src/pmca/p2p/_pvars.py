@@ -17,6 +17,7 @@ against the unexpected messages); otherwise it tests one flag.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -70,13 +71,24 @@ def _waiting(which: int) -> Callable[[object], float]:
     return waiting
 
 
-def _unexpected_messages(_obj: object) -> float:
-    refs, (count, _) = _engines.state
-    for ref in refs:
-        engine = ref()
-        if engine is not None:
-            count += engine.unexpected_total
-    return count
+def _counted(which: int, attribute: str) -> Callable[[object], int]:
+    """Count ``which`` of the closed engines' (_Kept) plus ``attribute`` of the open ones."""
+    own = operator.attrgetter(attribute)
+
+    def counted(_obj: object) -> int:
+        refs, kept = _engines.state
+        count = kept[which]
+        for ref in refs:
+            engine = ref()
+            if engine is not None:
+                count += own(engine)
+        return count
+
+    return counted
+
+
+_unexpected_messages = _counted(0, "unexpected_total")
+_matching_ns = _counted(1, "matching_ns")
 
 
 def _everything(_obj: object) -> tuple[int, int, int, float]:
@@ -99,13 +111,8 @@ def _everything(_obj: object) -> tuple[int, int, int, float]:
 _ENGINES = PVarGroup(_everything)
 
 
-def _matching_seconds(_obj: object) -> float:
-    refs, (_, nanoseconds) = _engines.state
-    for ref in refs:
-        engine = ref()
-        if engine is not None:
-            nanoseconds += engine.matching_ns
-    return nanoseconds / 1e9
+def _matching_seconds(obj: object) -> float:
+    return _matching_ns(obj) / 1e9
 
 
 class _Timer:
