@@ -99,7 +99,11 @@ class ModuleBase:
         return peer_slot(self.traffic, rank)
 
     def counter(self, name: str, rank: int) -> int:
-        """The value of counter ``name`` (a ``btl_<component>_<name>`` pvar) for ``rank``."""
+        """The value of counter ``name`` (a ``btl_<component>_<name>`` pvar) for ``rank``.
+
+        An override must still answer after ``finalize``: the counts are
+        kept from it then.
+        """
         slot = self.traffic.get(rank)
         return 0 if slot is None else slot[INDEX[name]]
 
