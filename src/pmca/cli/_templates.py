@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from string import Template
 
-__all__ = ["COMPONENT_FILES", "FRAMEWORK_FILES", "SHARED_FILES"]
+__all__ = ["COMPONENT_FILES", "FRAMEWORK_FILES", "SHARED_FILES", "TESTS_HEADER"]
 
 _PYPROJECT = """\
 [build-system]
@@ -38,7 +38,8 @@ _TOX = """\
 # Both of pmca's component load modes: `static` (imported once) and `dso`
 # (imported afresh at each framework open, unloaded at the last close).
 # pmca comes from PMCA_SPEC when it is set: a wheel, an sdist, a checkout
-# or a requirement (PMCA_SPEC=/path/to/pmca tox); otherwise from the index.
+# or a requirement (PMCA_SPEC=/path/to/pmca tox); otherwise from
+# $pmca_from.
 [tox]
 requires = tox>=4.20
 env_list = static, dso
@@ -49,7 +50,7 @@ description =
     dso: the tests with components loaded and unloaded dynamically
 package = wheel
 deps =
-    {env:PMCA_SPEC:$requirement}
+    {env:PMCA_SPEC:$pmca_spec}
 extras = test
 pass_env = PMCA_SPEC
 commands =
@@ -71,12 +72,14 @@ tox                       # the tests in both load modes: static and dso
 tox run -e dso -- -x      # one mode, options passed on to pytest
 ```
 
-tox installs `$requirement` from the package index. To test against another
-pmca (a checkout, a wheel you built, an sdist), name it in `PMCA_SPEC`:
+$pmca_readme
+
+To test against another pmca (a checkout, a wheel you built, an sdist),
+name it in `PMCA_SPEC`:
 
 ```console
 PMCA_SPEC=/path/to/pmca-checkout tox
-PMCA_SPEC=/path/to/pmca-$version-py3-none-linux_x86_64.whl tox
+PMCA_SPEC=/path/to/pmca/dist/$wheel_name tox    # what pmca's `make wheel` builds
 ```
 
 Without tox: `pip install -e '.[test]'`, then `pytest --pmca-load-mode=static`
@@ -172,7 +175,7 @@ class $component_class(pmca.Component):
 '''
 
 #: The start of every generated test module; ``$tested`` says what it tests.
-_TESTS_HEADER = '''\
+TESTS_HEADER = '''\
 """Tests of $tested, in the load mode tox chose.
 
 pmca's pytest plugin (installed with pmca) adds --pmca-load-mode and the
@@ -259,7 +262,7 @@ def test_a_second_session_works_like_the_first() -> None:
 
 COMPONENT_FILES: dict[str, Template] = {
     "src/$package/__init__.py": Template(_COMPONENT),
-    "tests/test_$package.py": Template(_TESTS_HEADER + _COMPONENT_TESTS),
+    "tests/test_$package.py": Template(TESTS_HEADER + _COMPONENT_TESTS),
 }
 
 _FRAMEWORK = '''\
@@ -453,5 +456,5 @@ FRAMEWORK_FILES: dict[str, Template] = {
     "src/$package/__init__.py": Template(_FRAMEWORK),
     "src/$package/_base.py": Template(_FRAMEWORK_BASE),
     "src/$package/$component.py": Template(_FRAMEWORK_COMPONENT),
-    "tests/test_$package.py": Template(_TESTS_HEADER + _FRAMEWORK_TESTS),
+    "tests/test_$package.py": Template(TESTS_HEADER + _FRAMEWORK_TESTS),
 }
