@@ -216,7 +216,9 @@ def write_component(framework: str, name: str, into: Path) -> Path:
             " pmca's btl/self: a working btl to turn into a transport."
         )
         values["parameters"] = _templates_btl.btl_parameters(name)
-        files.update(_templates_btl.btl_files(_templates.TESTS_HEADER))
+        files.update(
+            _templates_btl.btl_files(_templates.TESTS_HEADER, _templates.COMPONENT_TESTS_COMMON)
+        )
     return _write(into / distribution, files, values)
 
 

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from string import Template
 
-__all__ = ["COMPONENT_FILES", "FRAMEWORK_FILES", "SHARED_FILES", "TESTS_HEADER"]
+__all__ = [
+    "COMPONENT_FILES",
+    "COMPONENT_TESTS_COMMON",
+    "FRAMEWORK_FILES",
+    "SHARED_FILES",
+    "TESTS_HEADER",
+]
 
 _PYPROJECT = """\
 [build-system]
@@ -188,7 +194,7 @@ import pmca
 import pytest
 '''
 
-_COMPONENT_TESTS = '''\
+_COMPONENT_TESTS = """\
 from pmca.mca.params import Source
 from pmca.testing import run_python
 
@@ -199,10 +205,15 @@ MODULE_CLASS = "$module_class"
 SELECTION = "$selection"
 LABEL = "${framework}_${name}_label"
 PRIORITY = "${framework}_${name}_priority"
+"""
+
+#: The tests every generated component has (a btl's too), after its constants.
+COMPONENT_TESTS_COMMON = '''\
 
 
-def session(**mca: str) -> pmca.Session:
-    return pmca.Session(frameworks=[FRAMEWORK], mca={FRAMEWORK: SELECTION, **mca})
+def session(selection: str = SELECTION, **mca: str) -> pmca.Session:
+    """A session of the framework, ``selection`` its selection parameter."""
+    return pmca.Session(frameworks=[FRAMEWORK], mca={FRAMEWORK: selection, **mca})
 
 
 def test_found_selected_and_loaded_in_the_mode_of_the_run(
@@ -232,14 +243,17 @@ def test_parameters_come_from_every_source(pmca_env: dict[str, str]) -> None:
         assert label.origin.source is Source.API
 
 
+def test_excluded_component_is_not_used(pmca_env: dict[str, str]) -> None:
+    with session(f"^{NAME}") as s:
+        assert NAME not in [c.name for c in s.components(FRAMEWORK)]
+'''
+
+_COMPONENT_TESTS_OWN = '''\
+
+
 def test_a_bad_priority_is_refused(pmca_env: dict[str, str]) -> None:
     with pytest.raises(pmca.ParamError, match=PRIORITY):
         session(**{PRIORITY: "-1"}).init()
-
-
-def test_excluded_component_is_not_used(pmca_env: dict[str, str]) -> None:
-    with pmca.Session(frameworks=[FRAMEWORK], mca={FRAMEWORK: f"^{NAME}"}) as s:
-        assert NAME not in [c.name for c in s.components(FRAMEWORK)]
 
 
 def test_a_second_session_works_like_the_first() -> None:
@@ -262,7 +276,9 @@ def test_a_second_session_works_like_the_first() -> None:
 
 COMPONENT_FILES: dict[str, Template] = {
     "src/$package/__init__.py": Template(_COMPONENT),
-    "tests/test_$package.py": Template(TESTS_HEADER + _COMPONENT_TESTS),
+    "tests/test_$package.py": Template(
+        TESTS_HEADER + _COMPONENT_TESTS + COMPONENT_TESTS_COMMON + _COMPONENT_TESTS_OWN
+    ),
 }
 
 _FRAMEWORK = '''\

@@ -149,40 +149,26 @@ class $component_class(pmca.Component):
         return pmca.Query(priority=limits.exclusivity, module=module)
 '''
 
-_BTL_TESTS = '''\
+_BTL_TESTS = """\
 from pmca.mca.params import Source
 from pmca.testing import run_python
 
+FRAMEWORK = "btl"
 NAME = "$name"
 MODULE_CLASS = "$module_class"
+#: The selection parameter's value that uses this component (self reaches this process first).
+SELECTION = "self,$name"
 LABEL = "btl_${name}_label"
 EAGER_LIMIT = "btl_${name}_eager_limit"
 #: Sizes through the module: empty, small, the eager limit, several sends' worth.
 SIZES = (0, 8, 64 * 1024, 3 * 1024 * 1024 + 5)
+"""
 
-
-def session(btl: str = NAME, **mca: str) -> pmca.Session:
-    """A session whose only btl is this one, unless ``btl`` says otherwise."""
-    return pmca.Session(frameworks=["btl"], mca={"btl": btl, **mca})
-
-
-def test_found_selected_and_loaded_in_the_mode_of_the_run(
-    pmca_env: dict[str, str], pmca_load_mode: str
-) -> None:
-    with session(f"self,{NAME}") as s:
-        (info,) = [c for c in s.components("btl") if c.name == NAME]
-        assert info.selected
-        assert info.distribution is not None
-        assert info.distribution.startswith("$distribution ")
-        assert info.load_mode == pmca_load_mode
-        # In dso mode the module class is imported afresh by the session, so
-        # compare by name, not with isinstance against this file's import.
-        modules = [m for m in s.modules("btl") if type(m).__name__ == MODULE_CLASS]
-        assert [getattr(m, "label", None) for m in modules] == [NAME]
+_BTL_TESTS_OWN = '''\
 
 
 def test_messages_to_this_process_arrive_whole(pmca_env: dict[str, str]) -> None:
-    with session() as s:
+    with session(NAME) as s:
         assert s.reach(0) == [NAME]
         for size in SIZES:
             data = bytes(range(256)) * (size // 256) + bytes(size % 256)
@@ -194,7 +180,7 @@ def test_messages_to_this_process_arrive_whole(pmca_env: dict[str, str]) -> None
 
 
 def test_its_pvars_count_what_it_moved(pmca_env: dict[str, str]) -> None:
-    with session() as s:
+    with session(NAME) as s:
         s.reach(0)
         sent = s.pvar_session().handle(f"btl_{NAME}_messages_sent", obj=0)
         out = bytearray(8)
@@ -204,26 +190,9 @@ def test_its_pvars_count_what_it_moved(pmca_env: dict[str, str]) -> None:
         assert sent.read() >= 1
 
 
-def test_parameters_come_from_every_source(pmca_env: dict[str, str]) -> None:
-    pmca_env[f"PMCA_MCA_{LABEL}"] = "from the environment"
-    with session() as s:
-        label = s.param(LABEL)
-        assert label.value == "from the environment"
-        assert label.origin.source is Source.ENV
-    with session(**{LABEL: "from the API"}) as s:
-        label = s.param(LABEL)
-        assert label.value == "from the API"
-        assert label.origin.source is Source.API
-
-
 def test_an_eager_limit_above_the_max_send_size_is_refused(pmca_env: dict[str, str]) -> None:
     with pytest.raises(pmca.ParamError, match=EAGER_LIMIT):
         session(**{EAGER_LIMIT: str(1 << 30)}).init()
-
-
-def test_excluded_component_is_not_used(pmca_env: dict[str, str]) -> None:
-    with session(f"^{NAME}") as s:
-        assert NAME not in [c.name for c in s.components("btl")]
 
 
 def test_a_second_session_works_like_the_first() -> None:
@@ -246,11 +215,6 @@ def test_a_second_session_works_like_the_first() -> None:
     assert done.stdout.split() == ["True", "True"]
 '''
 
-_FILES: dict[str, str] = {
-    "src/$package/__init__.py": _BTL_COMPONENT,
-    "tests/test_$package.py": _BTL_TESTS,
-}
-
 
 def btl_parameters(name: str) -> str:
     """The README's list of a generated btl's parameters."""
@@ -263,9 +227,12 @@ def btl_parameters(name: str) -> str:
     )
 
 
-def btl_files(tests_header: str) -> dict[str, Template]:
-    """The btl component's files, its test module starting with ``tests_header``."""
+def btl_files(tests_header: str, common_tests: str) -> dict[str, Template]:
+    """The btl component's files; its test module is ``tests_header``, its
+    constants, ``common_tests`` (those of every component) and its own."""
     return {
-        path: Template(tests_header + text if path.startswith("tests/") else text)
-        for path, text in _FILES.items()
+        "src/$package/__init__.py": Template(_BTL_COMPONENT),
+        "tests/test_$package.py": Template(
+            tests_header + _BTL_TESTS + common_tests + _BTL_TESTS_OWN
+        ),
     }
