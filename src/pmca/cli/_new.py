@@ -217,7 +217,11 @@ def write_component(framework: str, name: str, into: Path) -> Path:
         )
         values["parameters"] = _templates_btl.btl_parameters(name)
         files.update(
-            _templates_btl.btl_files(_templates.TESTS_HEADER, _templates.COMPONENT_TESTS_COMMON)
+            _templates_btl.btl_files(
+                _templates.COMPONENT_CLASS_HEAD,
+                _templates.TESTS_HEADER,
+                _templates.COMPONENT_TESTS_COMMON,
+            )
         )
     return _write(into / distribution, files, values)
 

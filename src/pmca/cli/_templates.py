@@ -10,6 +10,7 @@ from __future__ import annotations
 from string import Template
 
 __all__ = [
+    "COMPONENT_CLASS_HEAD",
     "COMPONENT_FILES",
     "COMPONENT_TESTS_COMMON",
     "FRAMEWORK_FILES",
@@ -137,6 +138,10 @@ class $module_class:
         self.label = label
 
 
+'''
+
+#: A generated component's class up to its label parameter (a btl's too).
+COMPONENT_CLASS_HEAD = """\
 class $component_class(pmca.Component):
     framework = "$framework"
     name = "$name"
@@ -147,19 +152,22 @@ class $component_class(pmca.Component):
     def register(self, params: pmca.ComponentParams) -> None:
         # Declare parameters only: pmca info calls this hook and no other.
         params.register(
+            "label",
+            type=str,
+            default="$name",
+            help="The label the $name module reports",
+            level=1,
+        )
+"""
+
+_COMPONENT_REST = """\
+        params.register(
             "priority",
             type=int,
             default=5,
             help="Selection priority of the $name component",
             level=5,
             **within(0, 10000),
-        )
-        params.register(
-            "label",
-            type=str,
-            default="$name",
-            help="The label the $name module reports",
-            level=1,
         )
 
     @pmca.hookimpl
@@ -178,7 +186,7 @@ class $component_class(pmca.Component):
         # Release what open and query acquired: in dso mode this module is
         # unloaded after this hook and imported afresh at the next open.
         pass
-'''
+"""
 
 #: The start of every generated test module; ``$tested`` says what it tests.
 TESTS_HEADER = '''\
@@ -275,7 +283,7 @@ def test_a_second_session_works_like_the_first() -> None:
 '''
 
 COMPONENT_FILES: dict[str, Template] = {
-    "src/$package/__init__.py": Template(_COMPONENT),
+    "src/$package/__init__.py": Template(_COMPONENT + COMPONENT_CLASS_HEAD + _COMPONENT_REST),
     "tests/test_$package.py": Template(
         TESTS_HEADER + _COMPONENT_TESTS + COMPONENT_TESTS_COMMON + _COMPONENT_TESTS_OWN
     ),

@@ -124,30 +124,17 @@ class $module_class(ModuleBase):
         self._me = None
 
 
-class $component_class(pmca.Component):
-    framework = "btl"
-    name = "$name"
-    version = "0.1.0"
-    api_version = "$api_version"
+'''
 
-    @pmca.hookimpl
-    def register(self, params: pmca.ComponentParams) -> None:
-        # Declare parameters only: pmca info calls this hook and no other.
+_BTL_COMPONENT_REST = """\
         register_limits(params, DEFAULTS)
-        params.register(
-            "label",
-            type=str,
-            default="$name",
-            help="The label the $name module reports",
-            level=1,
-        )
 
     @pmca.hookimpl
     def query(self, ctx: pmca.ComponentContext) -> pmca.Query | None:
         limits = read_limits(ctx.params, DEFAULTS)
         module = $module_class(limits, ctx.log, str(ctx.params["label"]))
         return pmca.Query(priority=limits.exclusivity, module=module)
-'''
+"""
 
 _BTL_TESTS = """\
 from pmca.mca.params import Source
@@ -227,11 +214,13 @@ def btl_parameters(name: str) -> str:
     )
 
 
-def btl_files(tests_header: str, common_tests: str) -> dict[str, Template]:
-    """The btl component's files; its test module is ``tests_header``, its
-    constants, ``common_tests`` (those of every component) and its own."""
+def btl_files(class_head: str, tests_header: str, common_tests: str) -> dict[str, Template]:
+    """The btl component's files: its module around ``class_head`` (every
+    component's class up to its label parameter); its test module is
+    ``tests_header``, its constants, ``common_tests`` (those of every
+    component) and its own."""
     return {
-        "src/$package/__init__.py": Template(_BTL_COMPONENT),
+        "src/$package/__init__.py": Template(_BTL_COMPONENT + class_head + _BTL_COMPONENT_REST),
         "tests/test_$package.py": Template(
             tests_header + _BTL_TESTS + common_tests + _BTL_TESTS_OWN
         ),
