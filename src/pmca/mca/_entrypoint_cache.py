@@ -30,7 +30,6 @@ import marshal
 import os
 import sys
 import time
-import zlib
 
 from ._entrypoints import (
     EntryPoint,
@@ -64,8 +63,15 @@ def cache_file() -> str | None:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         directory = os.path.join(base, "pmca")
     # One file per interpreter (each virtual environment has its own).
-    name = zlib.crc32(sys.executable.encode("utf-8", "surrogateescape"))
-    return os.path.join(directory, f"entry-points-{name:08x}.marshal")
+    return os.path.join(directory, f"entry-points-{_fnv1a(sys.executable):08x}.marshal")
+
+
+def _fnv1a(text: str) -> int:
+    """A 32-bit FNV-1a hash: stable across processes, without loading ``zlib`` at each start."""
+    value = 0x811C9DC5
+    for byte in text.encode("utf-8", "surrogateescape"):
+        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return value
 
 
 def _state(path: str) -> tuple[int, int, int]:
