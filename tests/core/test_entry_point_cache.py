@@ -60,7 +60,9 @@ def _wheel(where: Path, name: str, value: str) -> Path:
     files = {
         f"{module}.py": "class C:\n    pass\n",
         f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
         f"{info}/entry_points.txt": f"[pmca.epcache]\nwidget = {value}\n",
     }
     record = "".join(f"{path},,\n" for path in files) + f"{info}/RECORD,,\n"
@@ -121,7 +123,7 @@ def test_a_distribution_installed_then_uninstalled_between_starts_is_seen(
 
 
 def test_entry_points_rewritten_in_place_are_read_again(tmp_path: Path, unique) -> None:
-    """``setup.py egg_info`` rewrites ``entry_points.txt`` in place: the directory keeps its time."""
+    """``setup.py egg_info`` rewrites ``entry_points.txt`` in place: its directory's time stays."""
     root = tmp_path / "site"
     info = root / f"{unique('inplace')}-1.0.dist-info"
     info.mkdir(parents=True)

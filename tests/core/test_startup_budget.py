@@ -76,9 +76,7 @@ def test_a_fresh_start_imports_no_more_than_its_budget(
 ) -> None:
     counted = textwrap.dedent(code).strip("\n")
     source = f"import sys\nbefore = set(sys.modules)\n{counted}\n" + REPORT
-    child = run_python(
-        source, env={"PMCA_INFO_CACHE": "none"}, threaded=False, faulthandler=False
-    )
+    child = run_python(source, env={"PMCA_INFO_CACHE": "none"}, threaded=False, faulthandler=False)
     assert child.returncode == 0, child.stderr
     imported: list[str] = json.loads(child.stdout.splitlines()[-1])
     own = [name for name in imported if name == "pmca" or name.startswith("pmca.")]

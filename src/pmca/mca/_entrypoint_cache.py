@@ -94,13 +94,15 @@ def _dist_rows(directories: list[MetadataDirectory]) -> tuple[Any, ...]:
     directory itself where another one has the same name (which of them counts
     depends on which holds metadata)."""
     names = [dist.normalized_name for dist in directories]
-    shared = {name for name in names if names.count(name) > 1} if len(set(names)) < len(names) else set()
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
     return tuple(
         (
             dist.path,
             name,
             _state(os.path.join(dist.path, "entry_points.txt")),
-            _state(dist.path) if name in shared else None,
+            _state(dist.path) if counts[name] > 1 else None,
         )
         for dist, name in zip(directories, names, strict=True)
     )
