@@ -34,17 +34,12 @@ def _start(cache: Path, **env: str) -> list[list[str]]:
     if not here.is_dir():
         here.mkdir()
         _settle(here)
-    child = subprocess.run(
-        [sys.executable, "-c", LIST_GROUP],
-        env={**os.environ, **env, "PMCA_ENTRY_POINT_CACHE": str(cache)},
-        cwd=here,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    settings = {**os.environ, **env, "PMCA_ENTRY_POINT_CACHE": str(cache)}
+    # A failing start raises, its stderr shown by pytest.
+    out = subprocess.check_output(
+        [sys.executable, "-c", LIST_GROUP], env=settings, cwd=here, text=True, timeout=60
     )
-    assert child.returncode == 0, child.stderr
-    listed: list[list[str]] = json.loads(child.stdout)
+    listed: list[list[str]] = json.loads(out)
     return listed
 
 
