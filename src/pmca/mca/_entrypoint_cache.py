@@ -29,6 +29,7 @@ import contextlib
 import marshal
 import os
 import sys
+import threading
 import time
 
 from ._entrypoints import (
@@ -151,7 +152,7 @@ def _store(
     if not _settled(key, rows):
         return
     kept = tuple((p.name, p.value, p.group, p.dist.path) for p in points)
-    partial = f"{file_path}.{os.getpid()}.tmp"
+    partial = f"{file_path}.{os.getpid()}.{threading.get_ident()}.tmp"  # one per writer
     try:
         os.makedirs(os.path.dirname(file_path), mode=0o700, exist_ok=True)
         with open(partial, "wb") as file:
