@@ -37,11 +37,14 @@ $(PY):
 
 # pmca itself, rebuilt from the working tree each time (the native
 # libraries are compiled by its build), then the bundled plugins.
+# cmeel-mimalloc without its dependency cmeel: cmeel's .pth file would run
+# (importing pathlib) at every interpreter start of the environment.
 install: $(PY)
 	$(PY) -m pip install --quiet --force-reinstall --no-deps . && \
 	$(PY) -m pip install --quiet ".[test]" && \
 	$(PY) -m pip install --quiet --no-deps --force-reinstall $(PLUGINS) && \
-	$(PY) -m pip install --quiet cmeel-mimalloc
+	$(PY) -m pip install --quiet --no-deps cmeel-mimalloc && \
+	$(PY) -m pip uninstall --quiet --yes cmeel
 
 $(WHEEL_TOOLS)/bin/auditwheel:
 	$(PYTHON) -m venv $(WHEEL_TOOLS)
