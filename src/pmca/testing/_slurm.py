@@ -281,11 +281,23 @@ class SlurmCluster:
         for _, child in self._daemons:
             child.wait(timeout=30)
         self._daemons = []
+        deadline = time.monotonic() + self.timeout
+        while helpers := self._helpers():
+            if time.monotonic() > deadline:
+                raise TestbedUnavailable(f"Slurm's helpers {helpers} outlived SIGKILL")
+            for pid in helpers:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.01)
+
+    def _helpers(self) -> list[int]:
+        found = []
         for host in self.testbed.hosts:
             for pid in host.processes():
                 with contextlib.suppress(OSError):
                     if Path(f"/proc/{pid}/comm").read_text().strip() in _HELPERS:
-                        os.kill(pid, signal.SIGKILL)
+                        found.append(pid)
+        return found
 
     # -- using it ----------------------------------------------------------
 
