@@ -64,7 +64,7 @@ def slurm_requirements(*, install_missing: bool = True) -> str | None:
 class SlurmCluster:
     """Slurm over every host of ``testbed``; a context manager, up when entered.
 
-    :meth:`srun` runs a job step from the head node; :attr:`env` is what a
+    :meth:`srun` runs a job step from the head node; ``env`` is what a
     Slurm command needs (``SLURM_CONF``). ``cpus`` is what each node tells
     Slurm it has.
     """
