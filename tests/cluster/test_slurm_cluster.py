@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import signal
 import subprocess
-import sys
-import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from pmca.testing import SlurmCluster, Testbed, slurm_requirements
+
+from ._killed_run import killed_run
 
 pytestmark = pytest.mark.cluster
 
@@ -53,27 +51,12 @@ def test_a_killed_run_leaves_no_daemon_behind(tmp_path: Path) -> None:
     why = slurm_requirements()
     if why is not None:
         pytest.skip(why)
-    ready = tmp_path / "ready"
-    script = textwrap.dedent(
-        f"""
-        import time
+    build = """
         from pmca.testing import SlurmCluster, Testbed
         testbed = Testbed(2).start()
         SlurmCluster(testbed).start()
-        open({str(ready)!r}, "w").write(testbed.tag)
-        time.sleep(600)
-        """
-    )
-    child = subprocess.Popen([sys.executable, "-c", script])
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists() or not ready.read_text():
-            assert time.monotonic() < deadline and child.poll() is None, "the run never built"
-            time.sleep(0.05)
-        tag = ready.read_text()
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait()
+    """
+    tag = killed_run(tmp_path, build)
     left = subprocess.run(["pgrep", "-f", tag], capture_output=True, text=True).stdout.split()
     assert left, "the killed run's daemons should outlive it until the next run"
     with Testbed(1):

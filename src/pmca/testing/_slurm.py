@@ -27,7 +27,7 @@ import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -191,12 +191,7 @@ class SlurmCluster:
             f"--seed-file={munge / 'munged.seed'}",
         ]
         self._daemon("munged", self.head, argv)
-        deadline = time.monotonic() + self.timeout
-        while not self.munge_socket.exists():
-            self._check_daemons()
-            if time.monotonic() > deadline:
-                raise TestbedUnavailable(f"munged made no socket within {self.timeout:g} s")
-            time.sleep(0.01)
+        self._wait(lambda: "munged made no socket", self.munge_socket.exists, 0.01)
 
     def _slurmd(self, host: Host) -> list[str]:
         return [install.program("slurmd"), "-D", "-N", host.name]
@@ -217,18 +212,26 @@ class SlurmCluster:
     def _wait_listening(self, child: subprocess.Popen[bytes], label: str, port: int) -> None:
         # nsenter execs the daemon: its /proc/PID/net is the host's network namespace.
         wanted = f":{port:04X} 00000000:0000 0A"
+
+        def listening() -> bool:
+            with contextlib.suppress(OSError):
+                return wanted in Path(f"/proc/{child.pid}/net/tcp").read_text()
+            return False
+
+        self._wait(lambda: f"{label} did not listen on port {port}", listening, 0.005)
+
+    def _wait(self, failed: Callable[[], str], ready: Callable[[], bool], interval: float) -> None:
+        """Poll ``ready`` while the daemons live; past the timeout, say what ``failed``."""
         deadline = time.monotonic() + self.timeout
         while True:
             self._check_daemons()
-            with contextlib.suppress(OSError):
-                if wanted in Path(f"/proc/{child.pid}/net/tcp").read_text():
-                    return
+            if ready():
+                return
             if time.monotonic() > deadline:
                 raise TestbedUnavailable(
-                    f"{label} did not listen on port {port} within {self.timeout:g} s: "
-                    f"{self._logs_tail()}"
+                    f"{failed()} within {self.timeout:g} s: {self._logs_tail()}"
                 )
-            time.sleep(0.005)
+            time.sleep(interval)
 
     def _check_daemons(self) -> None:
         for label, child in self._daemons:
@@ -255,19 +258,16 @@ class SlurmCluster:
         return dict(line.split() for line in done.stdout.splitlines() if line.strip())
 
     def _wait_idle(self) -> None:
-        deadline = time.monotonic() + self.timeout
         states: dict[str, str] = {}
-        while True:
-            self._check_daemons()
-            states = self.states()
-            if sorted(states) == sorted(self.nodes) and set(states.values()) == {"idle"}:
-                return
-            if time.monotonic() > deadline:
-                raise TestbedUnavailable(
-                    f"Slurm's nodes were not idle within {self.timeout:g} s "
-                    f"(sinfo: {states or 'no answer'}): {self._logs_tail()}"
-                )
-            time.sleep(0.02)
+
+        def idle() -> bool:
+            states.clear()
+            states.update(self.states())
+            return sorted(states) == sorted(self.nodes) and set(states.values()) == {"idle"}
+
+        self._wait(
+            lambda: f"Slurm's nodes were not idle (sinfo: {states or 'no answer'})", idle, 0.02
+        )
 
     def close(self) -> None:
         """Kill every daemon and its helpers (the testbed removes the files with its state).
