@@ -488,7 +488,9 @@ class Session:
     def pvar_session(self) -> PVarSession:
         """A new pvar session: ``ps.handle(name, obj=None)`` gives start/stop/read handles."""
         self._require_active()
-        return PVarSession(REGISTRY)
+        from ._pvar_declare import declare_listed
+
+        return PVarSession(REGISTRY, declare=declare_listed)
 
     def event_types(self) -> list[EventType]:
         """Every event type declared in this process (name, fields, level), by name."""
