@@ -22,24 +22,33 @@ class TestComponent(pmca.Component):
 """
 
 
-@pytest.fixture
-def checked_fw(install_plugin: InstallPlugin, unique: Callable[[str], str]) -> str:
-    """Framework ``<fw>``: ``good``, ``shy`` (declines), ``opener`` (raises in open), ``gone``."""
-    fw = unique("chk")
+def _install(install_plugin: InstallPlugin, fw: str, sources: dict[str, str]) -> None:
+    """Framework ``fw`` with a component per ``name: source`` (module ``<fw>_<name>``)."""
     install_plugin(
         f"dist-{fw}",
         entry_points={
             "pmca.frameworks": {fw: f"{fw}_decl:FRAMEWORK"},
-            f"pmca.{fw}": {
-                name: f"{fw}_{name}:TestComponent" for name in ("good", "shy", "opener", "gone")
-            },
+            f"pmca.{fw}": {name: f"{fw}_{name}:TestComponent" for name in sources},
         },
         modules={
             f"{fw}_decl": framework_source(fw),
-            f"{fw}_good": component_source(fw, "good", priority=7),
-            f"{fw}_shy": DECLINES.format(fw=fw),
-            f"{fw}_opener": component_source(fw, "opener", fail_in="open"),
-            f"{fw}_gone": "import nonexistent_module_zz\n",
+            **{f"{fw}_{name}": source for name, source in sources.items()},
+        },
+    )
+
+
+@pytest.fixture
+def checked_fw(install_plugin: InstallPlugin, unique: Callable[[str], str]) -> str:
+    """Framework ``<fw>``: ``good``, ``shy`` (declines), ``opener`` (raises in open), ``gone``."""
+    fw = unique("chk")
+    _install(
+        install_plugin,
+        fw,
+        {
+            "good": component_source(fw, "good", priority=7),
+            "shy": DECLINES.format(fw=fw),
+            "opener": component_source(fw, "opener", fail_in="open"),
+            "gone": "import nonexistent_module_zz\n",
         },
     )
     return fw
@@ -87,24 +96,13 @@ def test_show_failed_says_it_does_not_open(
 ) -> None:
     """A component raising in ``open`` is no load failure: ``--show-failed`` says what it ran."""
     fw = unique("opens")
-    install_plugin(
-        f"dist-{fw}",
-        entry_points={
-            "pmca.frameworks": {fw: f"{fw}_decl:FRAMEWORK"},
-            f"pmca.{fw}": {"opener": f"{fw}_opener:TestComponent"},
-        },
-        modules={
-            f"{fw}_decl": framework_source(fw),
-            f"{fw}_opener": component_source(fw, "opener", fail_in="open"),
-        },
-    )
+    _install(install_plugin, fw, {"opener": component_source(fw, "opener", fail_in="open")})
     result = cli("info", "--show-failed")
     assert result.code == 0
-    assert result.lines[-1].split(": ", 1) == [
-        "          Failed to load",
-        "none: every framework and component imported and registered "
-        "(open and query are not run here: 'pmca info --check' runs them)",
-    ]
+    assert "opener" not in result.out, "pmca info never opens a component"
+    assert result.lines[-1].endswith(
+        "imported and registered (open and query are not run here: 'pmca info --check' runs them)"
+    )
     checked = cli("info", "--check", fw)
     assert checked.code == 1
     assert (

@@ -109,15 +109,20 @@ def query(self, ctx):
 """
 
 
-def test_no_selected_module_lists_every_failure_and_decline(install_plugin, unique) -> None:
-    fw = unique("none")
-    install(install_plugin, fw, stub_source(fw, "stub", DECLINES), policy="single")
+def _no_module(fw: str, selection: str) -> str:
+    """The error ``session.module(fw)`` raises with ``fw=<selection>``."""
     with (
-        pmca.Session(mca={fw: "stub"}, frameworks=[fw]) as session,
+        pmca.Session(mca={fw: selection}, frameworks=[fw]) as session,
         pytest.raises(pmca.FrameworkError) as raised,
     ):
         session.module(fw)
-    assert str(raised.value) == (
+    return str(raised.value)
+
+
+def test_no_selected_module_lists_every_failure_and_decline(install_plugin, unique) -> None:
+    fw = unique("none")
+    install(install_plugin, fw, stub_source(fw, "stub", DECLINES), policy="single")
+    assert _no_module(fw, "stub") == (
         f"framework {fw!r} has no selected module: {fw}/stub: "
         "query returned None (declined selection)"
     )
@@ -131,12 +136,7 @@ def test_no_selected_module_names_failures_too(install_plugin, unique) -> None:
         entry_points={f"pmca.{fw}": {"broken": f"{fw}_broken:TestComponent"}},
         modules={f"{fw}_broken": component_source(fw, "broken", fail_in="query")},
     )
-    with (
-        pmca.Session(mca={fw: "stub,broken"}, frameworks=[fw]) as session,
-        pytest.raises(pmca.FrameworkError) as raised,
-    ):
-        session.module(fw)
-    assert str(raised.value) == (
+    assert _no_module(fw, "stub,broken") == (
         f"framework {fw!r} has no selected module: {fw}/broken: query failed: "
         f"RuntimeError: boom in query; {fw}/stub: query returned None (declined selection)"
     )
