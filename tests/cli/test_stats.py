@@ -322,3 +322,51 @@ def test_watch_ends_when_the_processes_watched_have_ended(tmp_path) -> None:
         [f"pmca stats: process {info['pid']} {gone}", _ALL_ENDED]
         for gone in ("has ended", "closed its live view")
     )
+
+
+_PMI_RANK = textwrap.dedent(
+    """
+    import json, os, sys
+    import pmca
+    mca = {"pmca_base_live_view": "on", "pmca_base_pmi_version": "1"}
+    with pmca.Session(world="pmi", mca=mca, frameworks=[]) as s:
+        print(json.dumps({"pid": os.getpid()}), flush=True)
+        sys.stdin.read()
+    """
+)
+
+
+def test_the_job_name_a_pmi_world_prints_finds_its_live_view(cli) -> None:
+    """Hydra's ranks name their live view ``pmi-<proxy>``; their world says ``kvs kvs_7``."""
+    from tests.world._fake_pmi import FakePmiServer
+
+    server = FakePmiServer(1)
+    fd = server.client_fd(0)
+    env = {**os.environ, "PMI_FD": str(fd), "PMI_RANK": "0", "PMI_SIZE": "1"}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _PMI_RANK],
+        env=env,
+        pass_fds=[fd],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line, child.stderr.read() if child.stderr else ""
+        pid = json.loads(line)["pid"]
+        by_kvs = cli("stats", "--job", "kvs_7", "--json")
+        by_proxy = cli("stats", "--job", f"pmi-{os.getpid()}", "--json")
+    finally:
+        _stop(child)
+        server.close()
+    assert by_kvs.code == 0, by_kvs.err
+    (process,) = json.loads(by_kvs.out)["processes"]
+    assert (process["pid"], process["job"], process["aliases"]) == (
+        pid,
+        f"pmi-{os.getpid()}",
+        ["kvs_7"],
+    )
+    assert [p["pid"] for p in json.loads(by_proxy.out)["processes"]] == [pid]

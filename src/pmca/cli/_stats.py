@@ -147,8 +147,23 @@ def _job_sockets(job: str) -> dict[int, list[Path]]:
         if pid is not None and pid != os.getpid() and process_exists(pid):
             sockets.setdefault(pid, []).append(path)
     if not sockets:
+        sockets = _sockets_known_as(job)
+    if not sockets:
         raise UsageError(f"--job {job}: no process of that job has a live view on this host")
     return dict(sorted(sockets.items()))
+
+
+def _sockets_known_as(job: str) -> dict[int, list[Path]]:
+    """The live views whose world calls the job ``job`` (each one is asked)."""
+    found: dict[int, list[Path]] = {}
+    for _, _, pid, path in live_processes():
+        try:
+            document = read_socket(path, pid, timeout=2.0)
+        except StatsError:
+            continue
+        if job in document.get("aliases", ()):
+            found.setdefault(pid, []).append(path)
+    return found
 
 
 def _rows(documents: list[dict[str, Any]], show_all: bool) -> list[tuple[str, list[str]]]:
