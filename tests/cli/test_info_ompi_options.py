@@ -72,7 +72,8 @@ def test_show_failed_says_when_nothing_failed(cli) -> None:
     assert result.code == 0
     assert result.lines[-1].split(": ", 1) == [
         "          Failed to load",
-        "none: every framework and component loaded",
+        "none: every framework and component imported and registered "
+        "(open and query are not run here: 'pmca info --check' runs them)",
     ]
 
 

@@ -221,6 +221,8 @@ class Session:
             runtime.live.append(self)
             if runtime.sessions == 1:
                 _open_live_view(runtime)
+            if _LIVE and self._world is not None:
+                _name_job(_LIVE[0], self._world)
 
     def _build_world(self) -> None:
         """The world named by ``world=`` or ``pmca_base_world``, built now and
@@ -488,7 +490,9 @@ class Session:
     def pvar_session(self) -> PVarSession:
         """A new pvar session: ``ps.handle(name, obj=None)`` gives start/stop/read handles."""
         self._require_active()
-        return PVarSession(REGISTRY)
+        from ._pvar_declare import declare_listed
+
+        return PVarSession(REGISTRY, declare=declare_listed)
 
     def event_types(self) -> list[EventType]:
         """Every event type declared in this process (name, fields, level), by name."""
@@ -528,6 +532,20 @@ def _open_live_view(runtime: Runtime) -> None:
         _LIVE.append(LiveView(os.environ))
     except (OSError, PmcaError) as exc:  # a tool's window never stops the program
         warnings.warn(f"pmca live view not opened: {exc}", RuntimeWarning, stacklevel=3)
+
+
+def _name_job(live: LiveView, world: World) -> None:
+    """Let the live view answer to the name the world prints for the job.
+
+    Under Hydra the world says ``kvs kvs_...`` (PMI-1) or ``job ...``
+    (PMI-2) while the live view is named from the environment
+    (``pmi-<proxy pid>``): ``pmca stats --job`` then takes either.
+    """
+    for attribute in ("jobid", "kvsname"):  # PMIx and PMI-2 worlds, PMI-1 worlds
+        name = getattr(world, attribute, None)
+        if isinstance(name, str) and name:
+            live.also_known_as(name)
+            return
 
 
 def _close_live_view() -> None:
