@@ -6,6 +6,8 @@ a 6-character length leads PMI-2). ``versions`` says which ``init`` accepts;
 ``answers`` replaces the answer to a command with raw bytes (``None``: stay
 silent, ``b""``: hang up). The fence answers every rank once all entered.
 :meth:`stop_reading` makes it a launcher that reads nothing more (stalled).
+``header`` aligns PMI-2's length ``"right"`` as MPICH's Hydra does, or
+``"left"`` as Slurm's ``--mpi=pmi2`` does (``b'114   cmd=...'``).
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ import threading
 
 
 class FakePmiServer:
-    def __init__(self, size: int, *, versions=(1, 2), answers=None, lazy_fence=False) -> None:
+    def __init__(
+        self, size: int, *, versions=(1, 2), answers=None, lazy_fence=False, header="right"
+    ) -> None:
         self.size = size
+        self.header = {"right": ">", "left": "<"}[header]
         # As Hydra's PMI-2: kvs-fence answered at once, kvs-get waits for its key.
         self.lazy_fence = lazy_fence
         self._waiting: list[tuple[socket.socket, str]] = []
@@ -98,7 +103,7 @@ class FakePmiServer:
             sock.sendall(text.encode() + b"\n")
         else:
             body = f"cmd={cmd};" + "".join(f"{k}={v};" for k, v in fields.items())
-            sock.sendall(f"{len(body):6d}{body}".encode())
+            sock.sendall(f"{len(body):{self.header}6d}{body}".encode())
 
     def _handle(self, sock, rank: int, version: int, fields: dict[str, str]) -> None:
         cmd = fields.pop("cmd")

@@ -161,6 +161,20 @@ def test_auto_takes_pmi2_when_offered(serve):
     world.close()
 
 
+def test_slurm_pads_the_length_on_the_right(serve, monkeypatch):
+    # Slurm's --mpi=pmi2 answers b'114   cmd=fullinit-response;...' and wants its job id back.
+    server = serve(header="left")
+    monkeypatch.setenv("PMI_JOBID", "42.0")
+    world = pmca.world.from_launcher(timeout=5)
+    assert world.description == "PMI-2 (job job_7, rank 0 of 2)"
+    assert server.log[1][2:] == (
+        "fullinit",
+        {"pmijobid": "42.0", "pmirank": "0", "threaded": "FALSE"},
+    )
+    assert message_end(b"2     cmd=xy") == 6 + 2
+    world.close()
+
+
 def test_auto_falls_back_to_pmi1(serve):
     server = serve(versions=(1,))
     world = pmca.world.from_pmi(timeout=5)
@@ -200,8 +214,9 @@ def test_pmi2_framing_and_escaping():
     assert message_end(message + b"    10") == len(message)
     assert message_end(message[:-1]) is None
     assert parse(message.decode()) == {"cmd": "kvs-put", "key": "a;b", "value": "x=y;;z"}
-    with pytest.raises(ValueError, match="no length header"):
-        message_end(b"HTTP/1.1")
+    for garbage in (b"HTTP/1.1", b" 1 2  ", b"      "):
+        with pytest.raises(ValueError, match="no length header"):
+            message_end(garbage)
 
 
 _SIZES = [0, 1, 5000, 100_000]
@@ -267,11 +282,16 @@ def test_pmi2_barrier_waits_where_the_fence_does_not(tmp_path):
     assert results == ["entered", "entered"]
 
 
-@pytest.mark.parametrize("version", ["1", "2"])
-def test_modex_and_fence_between_two_processes(version):
+@pytest.mark.parametrize(
+    ("version", "header"),
+    [("1", "right"), ("2", "right"), ("2", "left")],
+    ids=["1", "2", "2-slurm"],
+)
+def test_modex_and_fence_between_two_processes(version, header):
     # Two real clients in their own processes, one fake launcher: the fence
     # answers only once both entered, entries larger than a value are split.
-    server = FakePmiServer(2)
+    # Slurm's server pads PMI-2's lengths on the right (header="left").
+    server = FakePmiServer(2, header=header)
     try:
         results = [json.loads(line) for line in _run_clients(server, _CLIENT, version, "2")]
     finally:

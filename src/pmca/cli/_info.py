@@ -65,7 +65,7 @@ examples:
   pmca info                          components, like ompi_info
   pmca info --param memory all -l 9  every memory parameter
   pmca info --all --parsable         everything, one record per line
-  pmca info --json                   everything as JSON (schema "pmca-info" v1, README)
+  pmca info --json                   everything as JSON (schema "pmca-info" v1, see the docs)
   pmca info -t bool -l 9             every boolean parameter
   pmca info --path all --arch        where pmca lives, what it runs on
   pmca info --tcp-interfaces         the interfaces btl/tcp would use, and why
@@ -123,7 +123,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     style.add_argument(
         "--json",
         action="store_true",
-        help="one JSON document, schema 'pmca-info' v1 (README.md, section 'pmca info --json')",
+        help=(
+            "one JSON document, schema 'pmca-info' v1 (documentation: Command line,"
+            " section 'pmca info --json')"
+        ),
     )
     parser.add_argument(
         "--mca",

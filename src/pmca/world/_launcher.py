@@ -62,7 +62,15 @@ def build(
     if kind == "pmix":
         from ._pmix import from_pmix
 
-        world: World = from_pmix(timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
+        pmix = from_pmix(timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
+        if pmix.refused_events:
+            log.info(
+                "the PMIx server refused failure events",
+                refused=pmix.refused_events,
+                lost="a failure of these kinds reaches pmca only when a btl notices it "
+                "(a closed connection, tcp keepalive), not at once from the launcher",
+            )
+        world: World = pmix
     elif kind == "pmi":
         from ._pmi import from_pmi
 

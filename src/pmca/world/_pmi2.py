@@ -1,7 +1,9 @@
 """A world from PMI-2, spoken over the launcher's file descriptor (``PMI_FD``).
 
 PMI-2 messages are ``cmd=NAME;key=value;...;`` preceded by their length as
-6 decimal characters (right-aligned); a ``;`` inside a key or value is
+6 decimal characters, padded with spaces: MPICH aligns them right, Slurm
+left (``b'114   cmd=fullinit-response;...'``), so both are read and the
+right-aligned form is written; a ``;`` inside a key or value is
 written ``;;``. The conversation opens with PMI-1's ``init`` line asking for
 version 2 (:func:`._pmi.from_pmi`), then ``fullinit`` tells the server who
 this process is. MPICH's Hydra serves PMI-2 on the same descriptor as
@@ -53,7 +55,7 @@ def message_end(pending: bytes) -> int | None:
     """The length of the first whole message in ``pending``, or ``None`` if incomplete."""
     if len(pending) < HEADER:
         return None
-    digits = pending[:HEADER].lstrip(b" ")
+    digits = pending[:HEADER].strip(b" ")
     if not digits.isdigit():
         raise ValueError(f"no length header: {pending[:40]!r}")
     end = HEADER + int(digits)

@@ -73,6 +73,8 @@ class PmixWorld(Closing):
         self._library = library
         ffi, lib = library.ffi, library.lib
         self._client = client(library)
+        #: Failure events the server would not register (name: its answer).
+        self.refused_events = dict(self._client.refused)
         self._proc = ffi.new("pmix_proc_t *")
         status = lib.PMIx_Init(self._proc, ffi.NULL, 0)
         if status != c.PMIX_SUCCESS:

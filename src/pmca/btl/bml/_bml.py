@@ -315,10 +315,12 @@ class Bml:
         notices = getattr(self.world, "peer_notices", None)
         if notices is not None:
             for notice in notices():
+                host = _modex.host_name(self.peers[notice.rank].host)
                 self.fail(
                     notice.rank,
                     PeerFailed(
-                        f"the launcher reports rank {notice.rank} failed ({notice.reason}, "
+                        f"the launcher reports rank {notice.rank} on host {host} failed "
+                        f"({notice.reason}, "
                         f"through {self.world.description})",
                         rank=notice.rank,
                     ),
@@ -338,7 +340,11 @@ class Bml:
                 peer = fds[fd]
                 self.fail(
                     peer.rank,
-                    PeerFailed(f"process {peer.pid} (rank {peer.rank}) exited", rank=peer.rank),
+                    PeerFailed(
+                        f"process {peer.pid} (rank {peer.rank} on host "
+                        f"{_modex.host_name(peer.host)}) exited",
+                        rank=peer.rank,
+                    ),
                 )
 
     def wait_fds(self) -> list[int] | None:
@@ -422,8 +428,11 @@ def _launcher_placement(
 
     A peer the launcher puts on this host gets this process's host id (so
     shared memory is tried; its pid namespace is still checked), any other
-    the launcher's host name, which no host id equals: the modex's own host
-    ids are a guess (a host name and boot id), the launcher knows.
+    its own host name followed by the launcher's name for its host, which no
+    host id equals: the modex's own host ids are a guess (a host name and
+    boot id), the launcher knows. Messages name a host by the part before
+    the first ``/`` (:func:`~pmca.btl.base.host_name`): the name the rank
+    gave itself, whichever rank reports it.
     """
     locality_of = getattr(world, "locality", None)
     locality = locality_of() if locality_of is not None else None
@@ -433,7 +442,9 @@ def _launcher_placement(
     placed = [
         evolve(
             entry,
-            host=mine if entry.rank in locality.local else f"launcher:{locality.hosts[entry.rank]}",
+            host=mine
+            if entry.rank in locality.local
+            else f"{_modex.host_name(entry.host)}/launcher:{locality.hosts[entry.rank]}",
         )
         for entry in entries
     ]
