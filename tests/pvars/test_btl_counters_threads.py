@@ -91,15 +91,17 @@ def test_two_threads_sending_on_a_wrapped_module_lose_no_count(switching) -> Non
 
 
 def test_two_threads_sending_on_the_self_module_lose_no_count(pmca_env, switching) -> None:
-    """The built-in modules count at their own call sites, the same way."""
+    """The built-in modules count at their own call sites, the same way. (btl/self
+    added ``len(data)`` in place, which loses counts on Python 3.10.)"""
     with pmca.Session(mca={"btl": "self"}, frameworks=["btl"]) as s:
         (route,) = s._data_path().bml.peer(0).routes
         module, endpoint = route.module, route.endpoint
         module.register_recv(200, lambda endpoint, tag, data: None)
         before = {n: module.counter(n, 0) for n in ("messages_sent", "bytes_sent")}
-        count = 50_000
-        _from_two_threads(lambda: module.sendi(endpoint, 200, [b"abcde"]), count)
-        assert module.counter("messages_sent", 0) - before["messages_sent"] == 2 * count
-        assert module.counter("bytes_sent", 0) - before["bytes_sent"] == 2 * count * 5
-        module.progress()  # delivered before the session ends
+        count, rounds = 50_000, 4
+        for _ in range(rounds):  # each round delivered before the next: memory stays small
+            _from_two_threads(lambda: module.sendi(endpoint, 200, [b"abcde"]), count)
+            module.progress()
         module.unregister_recv(200)
+        sent = {n: module.counter(n, 0) - before[n] for n in before}
+        assert sent == {"messages_sent": 2 * count * rounds, "bytes_sent": 10 * count * rounds}

@@ -88,7 +88,7 @@ class MpiWorld(Closing):
                 raise WorldTimeout(
                     f"{self.description}: rank {self.rank} got nothing from "
                     f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} "
-                    f"within {timeout:g} s (pmca_base_modex_timeout)",
+                    f"within {timeout:g} s",
                     missing=missing,
                 )
             pause = 0.0 if progressed else min(0.001, pause + 0.00005)
@@ -102,7 +102,7 @@ class MpiWorld(Closing):
             if time.monotonic() > deadline:
                 raise WorldTimeout(
                     f"{self.description}: rank {self.rank}'s modex data was not delivered "
-                    "before the timeout (pmca_base_modex_timeout)",
+                    "before the timeout",
                     missing=[],
                 )
             time.sleep(0.0001)
