@@ -10,8 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -91,6 +93,37 @@ def test_silent_launcher_times_out(serve, version, command, label):
     with pytest.raises(pmca.world.WorldTimeout, match=rf"^{label}: no answer to '{command}'.*1 s"):
         pmca.world.from_pmi(timeout=1, version=version)
     assert time.monotonic() - start < 30  # bounded, not a hang (the bound itself is 1 s)
+
+
+def test_launcher_that_stops_reading_ends_a_write_at_its_deadline(serve):
+    """A put larger than the launcher's socket holds, to a launcher that reads no more.
+
+    The descriptor is blocking (an MPI library may share it): before, the
+    write blocked until the launcher read again, however long past the
+    command's deadline. Now the command fails at its deadline, naming it.
+    """
+    maxes = b"cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1048576\n"
+    server = serve(answers={"get_maxes": maxes})
+    world = pmca.world.from_pmi(timeout=2, version="1")
+    with socket.socket(fileno=os.dup(server.client_fd(0))) as end:
+        end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # holds a few KiB
+    server.stop_reading()
+    outcome: list[BaseException] = []
+
+    def gather() -> None:
+        try:
+            world.allgather(bytes(512 * 1024))  # one put of some 700,000 characters
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=gather, daemon=True)  # a blocked write stays there
+    started = time.monotonic()
+    thread.start()
+    thread.join(2 + 10)  # the world's bound, and a margin for a loaded machine
+    assert not thread.is_alive(), "the write passed its deadline, still blocked"
+    assert time.monotonic() - started < 2 + 10
+    assert len(outcome) == 1 and isinstance(outcome[0], pmca.world.LauncherError), outcome
+    assert str(outcome[0]) == "PMI-1: the launcher did not take 'put' in time", outcome
 
 
 def test_refused_command_names_rc(serve):

@@ -22,8 +22,8 @@ from __future__ import annotations
 import os
 
 from .._public import public
-from ._interface import LauncherError
-from ._pmi_base import DEFAULT_TIMEOUT, PmiConnection, PmiWorld, env_int
+from ._interface import DEFAULT_TIMEOUT, LauncherError
+from ._pmi_base import PmiConnection, PmiWorld, env_int
 
 #: ``pmca_base_pmi_version`` values.
 PMI_VERSIONS = ("auto", "1", "2")

@@ -134,8 +134,10 @@ class Bml:
         #: The pidfds of live peers on this host (kept: a spinning wait polls them).
         self._live_pidfds: list[int] = []
         self._failure_listeners: list[Any] = []
-        #: Ranks that finalized and said so (the message layer's LEAVE): their
-        #: connections closing afterwards is expected, not a failure to shout about.
+        #: Ranks that finalized and said so (the message layer's LEAVE), or that
+        #: acknowledged this rank's LEAVE: their connections closing (or their
+        #: processes ending) afterwards is expected, logged at debug level, not
+        #: a failure to shout about.
         self.departed: set[int] = set()
 
     def _bind_polled(self) -> None:
