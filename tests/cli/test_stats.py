@@ -249,7 +249,7 @@ def test_stats_job_shows_both_ranks_under_mpirun(cli, tmp_path) -> None:
 _IDENTITY = textwrap.dedent(
     """
     import os, subprocess, sys
-    from pmca.session._job import job_identity
+    from pmca.world._job import job_identity
     print(job_identity(os.environ)[0], flush=True)
     if len(sys.argv) > 1:  # and a tool this process starts, one level deeper
         subprocess.run([sys.executable, __file__], check=True)
@@ -330,14 +330,15 @@ _PMI_RANK = textwrap.dedent(
     import pmca
     mca = {"pmca_base_live_view": "on", "pmca_base_pmi_version": "1"}
     with pmca.Session(world="pmi", mca=mca, frameworks=[]) as s:
-        print(json.dumps({"pid": os.getpid()}), flush=True)
+        print(json.dumps({"pid": os.getpid(), "world": s.world.description}), flush=True)
         sys.stdin.read()
     """
 )
 
 
 def test_the_job_name_a_pmi_world_prints_finds_its_live_view(cli) -> None:
-    """Hydra's ranks name their live view ``pmi-<proxy>``; their world says ``kvs kvs_7``."""
+    """Hydra's ranks name their live view ``pmi-<proxy>``; their world prints that name
+    first, then its own (``kvs kvs_7``), and ``pmca stats --job`` takes either."""
     from tests.world._fake_pmi import FakePmiServer
 
     server = FakePmiServer(1)
@@ -356,7 +357,7 @@ def test_the_job_name_a_pmi_world_prints_finds_its_live_view(cli) -> None:
         assert child.stdout is not None
         line = child.stdout.readline()
         assert line, child.stderr.read() if child.stderr else ""
-        pid = json.loads(line)["pid"]
+        pid, world = json.loads(line)["pid"], json.loads(line)["world"]
         by_kvs = cli("stats", "--job", "kvs_7", "--json")
         by_proxy = cli("stats", "--job", f"pmi-{os.getpid()}", "--json")
     finally:
@@ -370,3 +371,4 @@ def test_the_job_name_a_pmi_world_prints_finds_its_live_view(cli) -> None:
         ["kvs_7"],
     )
     assert [p["pid"] for p in json.loads(by_proxy.out)["processes"]] == [pid]
+    assert world == f"PMI-1 (job pmi-{os.getpid()}, kvs kvs_7, rank 0 of 1)"

@@ -20,6 +20,7 @@ import pytest
 
 import pmca
 from pmca.mca.params import ParamError
+from pmca.world._job import job_identity
 from pmca.world._pmi2 import frame, message_end, parse
 
 from ._fake_pmi import FakePmiServer
@@ -142,6 +143,13 @@ def test_refused_pmi2_command_names_it(serve):
     assert server.commands()[-1] == "kvs-put"
 
 
+def live_job() -> str:
+    """The job's name for the live view under these PMI variables (the world prints it first)."""
+    identity = job_identity(os.environ)
+    assert identity is not None, "the fake launcher's environment names a job"
+    return identity[0]
+
+
 def test_pmi2_refused_when_forced(serve):
     serve(versions=(1,))
     with pytest.raises(pmca.world.LauncherError, match=r"^PMI-2: 'init' failed with rc=-1"):
@@ -152,7 +160,7 @@ def test_auto_takes_pmi2_when_offered(serve):
     server = serve()
     world = pmca.world.from_pmi(timeout=5)
     assert isinstance(world, pmca.world.Pmi2World) and isinstance(world, pmca.world.PmiWorld)
-    assert world.description == "PMI-2 (job job_7, rank 0 of 2)"
+    assert world.description == f"PMI-2 (job {live_job()}, PMI-2 job id job_7, rank 0 of 2)"
     assert "offers PMI-2" in world.why and world.universe_size == 2
     assert world.locality() is not None and world.locality().local == {0, 1}
     init, fullinit = server.log[:2]
@@ -166,7 +174,7 @@ def test_slurm_pads_the_length_on_the_right(serve, monkeypatch):
     server = serve(header="left")
     monkeypatch.setenv("PMI_JOBID", "42.0")
     world = pmca.world.from_launcher(timeout=5)
-    assert world.description == "PMI-2 (job job_7, rank 0 of 2)"
+    assert world.description == f"PMI-2 (job {live_job()}, PMI-2 job id job_7, rank 0 of 2)"
     assert server.log[1][2:] == (
         "fullinit",
         {"pmijobid": "42.0", "pmirank": "0", "threaded": "FALSE"},

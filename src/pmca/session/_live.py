@@ -35,7 +35,7 @@ from typing import Any
 
 from ..mca._errors import PmcaError
 from ..mca._pvars import REGISTRY, Binding
-from ._job import job_identity
+from ..world._job import job_identity
 
 __all__ = ["LiveView", "live_directory", "process_exists", "remove_stale", "snapshot", "socket_pid"]
 

@@ -522,7 +522,7 @@ def _open_live_view(runtime: Runtime) -> None:
     setting = str(runtime.params.value("pmca_base_live_view"))
     if _LIVE or setting == "off":
         return
-    from ._job import wanted
+    from ..world._job import wanted
 
     if not wanted(setting, os.environ):
         return
@@ -537,9 +537,10 @@ def _open_live_view(runtime: Runtime) -> None:
 def _name_job(live: LiveView, world: World) -> None:
     """Let the live view answer to the name the world prints for the job.
 
-    Under Hydra the world says ``kvs kvs_...`` (PMI-1) or ``job ...``
-    (PMI-2) while the live view is named from the environment
-    (``pmi-<proxy pid>``): ``pmca stats --job`` then takes either.
+    The world prints the live view's name for the job first (under Hydra
+    ``pmi-<proxy pid>``, from the environment), then the launcher's own
+    where it differs (``kvs kvs_...`` for PMI-1, a PMI-2 or PMIx job id):
+    ``pmca stats --job`` takes either.
     """
     for attribute in ("jobid", "kvsname"):  # PMIx and PMI-2 worlds, PMI-1 worlds
         name = getattr(world, attribute, None)

@@ -26,6 +26,7 @@ import re
 
 from .._public import public
 from ._interface import LauncherError
+from ._job import job_words
 from ._pmi_base import PmiConnection, PmiWorld
 
 #: PMI-2's bounds on a key and on a value (``PMI2_MAX_KEYLEN``/``PMI2_MAX_VALLEN``).
@@ -108,7 +109,9 @@ class Pmi2World(PmiWorld):
         self.jobid = self._command("job-getid", {}, timeout).get("jobid", "")
         if not self.jobid:
             connection.fail("job-getid named no job")
-        self.description = f"PMI-2 (job {self.jobid}, rank {rank} of {size})"
+        #: The job's name as the live view and ``pmca stats --job`` know it.
+        self.job, words = job_words(self.jobid, "PMI-2 job id")
+        self.description = f"PMI-2 ({words}, rank {rank} of {size})"
         universe = self._job_attribute("universeSize", timeout)
         self.universe_size = int(universe) if universe and universe.isdigit() else None
         self._ready(timeout)

@@ -53,6 +53,7 @@ from ._interface import (
     WorldTimeout,
     checked_timeout,
 )
+from ._job import job_words
 from ._pmix_client import abandon, client
 from ._pmix_library import Library, load
 
@@ -89,9 +90,10 @@ class PmixWorld(Closing):
             self._job.rank = c.RANK_WILDCARD
             self.size = int(self._get_number(self._job, c.JOB_SIZE))
             self.jobid = self._get_text(self._job, c.JOBID, required=False) or self.namespace
+            #: The job's name as the live view and ``pmca stats --job`` know it.
+            self.job, words = job_words(self.jobid, "PMIx job id")
             self.description = (
-                f"PMIx {library.version.split(' (')[0]} (job {self.jobid}, "
-                f"rank {self.rank} of {self.size})"
+                f"PMIx {library.version.split(' (')[0]} ({words}, rank {self.rank} of {self.size})"
             )
             self._locality = self._read_locality()
         except BaseException:
