@@ -60,6 +60,7 @@ from ._transport import (
     COUNT_INDEX,
     PeerClosed,
     PeerFault,
+    SegmentOverwritten,
     Transport,
     TransportError,
     buffer_address,
@@ -138,6 +139,7 @@ class SmModule(ModuleBase):
         self._queues: dict[int, deque[_Queued]] = {}
         self._queued = 0  # sends waiting in _queues, so progress skips them cheaply
         self._closed_peers: set[int] = set()  # peers met with their segment closed
+        self._overwritten = False  # our own segment was found overwritten
         self._armed = False
         self._registrations = Registrations("sm", NoPinBackend(), cached=False, log=log)
         self._emulation = Emulation(
@@ -271,6 +273,8 @@ class SmModule(ModuleBase):
             raise BtlError(f"btl sm: send to rank {rank}: {exc}") from exc
         except PeerClosed:
             raise self._closed_peer(rank) from None
+        except PeerFault as exc:  # its segment was overwritten: it fails, with this send
+            raise self.fault(exc) or PeerFailed(f"btl sm: {exc.strerror}", rank=rank) from None
 
     def _closed_peer(self, rank: int) -> PeerFinalized:
         """Rank ``rank`` closed its segment: what waits on it fails (once), and so does
@@ -488,9 +492,8 @@ class SmModule(ModuleBase):
         # the last (empty) poll the final one: no separate release call.
         try:
             message = transport.poll()
-        except PeerFault as exc:
-            self.fault(exc)
-            message = self._poll_past_faults()
+        except TransportError as exc:
+            message = self._poll_past_faults(exc)
         if message is None:
             return self._flush() if self._queued else 0
         done = 0
@@ -499,29 +502,52 @@ class SmModule(ModuleBase):
             done += handle(*message)
             try:
                 message = transport.poll()
-            except PeerFault as exc:
-                self.fault(exc)
-                message = self._poll_past_faults()
+            except TransportError as exc:
+                message = self._poll_past_faults(exc)
         if self._queued:
             done += self._flush()
         return done
 
-    def fault(self, exc: PeerFault) -> None:
-        """A peer broke the FIFO protocol or died mid-send: that peer's failure."""
+    def fault(self, exc: PeerFault) -> PeerFailed | None:
+        """A peer broke the FIFO protocol, died mid-send or its segment was overwritten:
+        that peer's failure (returned, when it is a peer of this module)."""
         endpoint = self._endpoints.get(exc.peer)
-        if endpoint is not None:
-            self.peer_lost(
-                endpoint, PeerFailed(f"btl sm: rank {exc.peer}: {exc.strerror}", rank=exc.peer)
-            )
-        else:
+        if endpoint is None:
             self.log.error("sm receive FIFO entry dropped", why=exc.strerror)
+            return None
+        error = PeerFailed(f"btl sm: rank {exc.peer}: {exc.strerror}", rank=exc.peer)
+        self.peer_lost(endpoint, error)
+        return error
 
-    def _poll_past_faults(self) -> tuple[int, int, memoryview] | None:
+    def segment_overwritten(self, exc: SegmentOverwritten) -> None:
+        """Our own FIFO cannot be read any more: no peer is heard from again (each fails
+        once; the transport keeps answering this until it is closed)."""
+        if self._overwritten:
+            return
+        self._overwritten = True
+        self.log.error("sm segment overwritten", why=exc.strerror)
+        for rank, endpoint in list(self._endpoints.items()):
+            self.peer_lost(
+                endpoint,
+                PeerFailed(
+                    f"btl sm: rank {rank}: nothing more can be received from it: {exc.strerror}",
+                    rank=rank,
+                ),
+            )
+
+    def _poll_past_faults(self, exc: TransportError) -> tuple[int, int, memoryview] | None:
+        """Report ``exc`` (raised by a poll), then poll on past peers' faults."""
         while True:
+            if isinstance(exc, SegmentOverwritten):
+                self.segment_overwritten(exc)
+                return None
+            if not isinstance(exc, PeerFault):
+                raise exc
+            self.fault(exc)
             try:
                 return self.transport.poll()
-            except PeerFault as exc:
-                self.fault(exc)
+            except TransportError as again:
+                exc = again
 
     def handle(self, source: int, tag: int, data: memoryview) -> int:
         """Act on one message taken off the FIFO; 1 if it counts as progress."""
