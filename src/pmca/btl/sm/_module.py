@@ -140,6 +140,7 @@ class SmModule(ModuleBase):
         self._queued = 0  # sends waiting in _queues, so progress skips them cheaply
         self._closed_peers: set[int] = set()  # peers met with their segment closed
         self._overwritten = False  # our own segment was found overwritten
+        self._broken_peers: set[int] = set()  # peers that found theirs overwritten
         self._armed = False
         self._registrations = Registrations("sm", NoPinBackend(), cached=False, log=log)
         self._emulation = Emulation(
@@ -590,9 +591,20 @@ class SmModule(ModuleBase):
         """Arms the wake pipe: call it right before each sleep (as the p2p engine does)."""
         if self.transport.closed:
             return []
+        self._check_broken_peers()
         self._armed = True
         self.transport.arm()
         return [self.transport.wake_fd]
+
+    def _check_broken_peers(self) -> None:
+        """Before a sleep: a peer that found its own segment overwritten never answers
+        (one load per peer, idle only)."""
+        for rank in self._endpoints:
+            if rank not in self._broken_peers:
+                fault = self.transport.broken(rank)
+                if fault is not None:
+                    self._broken_peers.add(rank)
+                    self.fault(fault)
 
     def finalize(self) -> None:
         failure = BtlError("btl sm was finalized with the send queued")

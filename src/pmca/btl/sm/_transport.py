@@ -35,6 +35,8 @@ FRAGMENT_HEADER_BYTES = 64
 MATCH_HEADER_BYTES = 24
 
 _VIA = {1: "pidfd_getfd", 2: "/proc/<pid>/fd"}
+#: A segment's closing word when its owner found it overwritten (sm.h's SM_BROKEN).
+_BROKEN = 2
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -173,6 +175,7 @@ _PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...], bool]] = {
     "pmca_sm_attach_problem": (ctypes.c_char_p, (_ptr,), True),
     "pmca_sm_claim_only": (_int, (_ptr, _u32), True),
     "pmca_sm_fault": (ctypes.c_char_p, (_ptr,), True),
+    "pmca_sm_peer_closing": (_u32, (_ptr, _u32), True),
 }
 
 
@@ -421,6 +424,8 @@ class Transport:
             )
         if status == -errno.ESHUTDOWN:
             raise PeerClosed(ident)
+        if status == -errno.ECONNRESET:
+            raise self._broken_fault(ident)
         if status == -errno.EBADMSG:
             raise PeerFault(
                 errno.EBADMSG,
@@ -432,6 +437,21 @@ class Transport:
 
     def _fault_text(self) -> str:
         return bytes(self._fn.fault(self._ctx) or b"").decode(errors="replace")
+
+    def broken(self, ident: int) -> PeerFault | None:
+        """Peer ``ident``'s fault when it said it found its own segment overwritten
+        (it reads nothing any more), else None; one load, for idle checks."""
+        if self._fn.peer_closing(self._ctx, ident) != _BROKEN:
+            return None
+        return self._broken_fault(ident)
+
+    def _broken_fault(self, ident: int) -> PeerFault:
+        return PeerFault(
+            errno.ECONNRESET,
+            f"rank {ident} (pid {self._pids.get(ident, '?')}) found its own sm segment "
+            "overwritten by another process and reads nothing any more",
+            ident,
+        )
 
     def overwritten(self) -> SegmentOverwritten:
         """What :meth:`poll` raises once this process's own segment was found overwritten."""

@@ -127,10 +127,13 @@ int pmca_sm_fifo_ready(const struct sm_ctx *ctx)
 }
 
 /* Our own segment holds what no producer can have written: say which
- * field (ctx->fault) and stay broken (-EUCLEAN from now on). */
+ * field (ctx->fault), stay broken (-EUCLEAN from now on) and say so in our
+ * closing word (senders get -ECONNRESET, see pmca_sm_peer_closing). */
 static int self_corrupt(struct sm_ctx *ctx, const char *field, uint64_t found, uint64_t expected)
 {
     ctx->corrupt = 1;
+    /* tell the peers, who may be waiting for an answer we will never read */
+    atomic_store_explicit(&ctx->self->closing, SM_BROKEN, memory_order_release);
     snprintf(ctx->fault, sizeof ctx->fault, "%s is %llu where %llu was expected", field,
              (unsigned long long)found, (unsigned long long)expected);
     return -EUCLEAN;
@@ -167,14 +170,20 @@ static int64_t monotonic_ns(void)
 
 /* Our FIFO's head cell is claimed but not published: if the producer that
  * claimed it has exited, skip the cell and return that producer's id, else
- * UINT32_MAX (a live producer is about to publish it).  Producers' position
- * out of [dequeue, dequeue + capacity], or a head cell that no attached
+ * UINT32_MAX (a live producer is about to publish it).  Our closing flag
+ * set, producers' position out of [dequeue, dequeue + capacity], or a head
+ * cell that no attached
  * producer has claimed for SM_ORPHAN_NS, is our segment overwritten:
  * *status is then -EUCLEAN. */
 static uint32_t skip_dead_claim(struct sm_ctx *ctx, int *status)
 {
     struct sm_header *h = ctx->self;
     uint64_t position = ctx->dequeue;
+    uint32_t closing = atomic_load_explicit(&h->closing, memory_order_relaxed);
+    if (closing) { /* only we set it, as we unmap: senders now leave us */
+        *status = self_corrupt(ctx, "closing", closing, 0);
+        return UINT32_MAX;
+    }
     uint64_t enqueued = atomic_load_explicit(&h->enqueue_position, memory_order_seq_cst);
     if (enqueued == position)
         return UINT32_MAX; /* empty */
@@ -242,8 +251,9 @@ static void wake(struct sm_ctx *ctx, struct sm_peer *peer)
  * to peer `id`.  0 on success; -EAGAIN when no fragment is free or the
  * receiver's FIFO is full (progress and retry); -EMSGSIZE when it exceeds
  * the large fragment; -ENOTCONN for a peer that is not attached, -ESHUTDOWN
- * for one that closed its segment; -EBADMSG when its segment holds what no
- * process running this code writes (ctx->fault says what). */
+ * for one that closed its segment, -ECONNRESET for one that found its own
+ * segment overwritten; -EBADMSG when its segment holds what no process
+ * running this code writes (ctx->fault says what). */
 int sm_send_parts(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const void *head,
                   uint64_t head_length, const void *body, uint64_t body_length)
 {
@@ -253,9 +263,11 @@ int sm_send_parts(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const void *hea
      * sent to it is read any more.  One load, of the line wake() reads. */
     uint32_t closing = atomic_load_explicit(&ctx->peers[id].segment->closing, memory_order_relaxed);
     if (closing) {
-        if (closing == 1)
+        if (closing == SM_CLOSED)
             return -ESHUTDOWN;
-        snprintf(ctx->fault, sizeof ctx->fault, "closing is %u (0 or 1 expected)", closing);
+        if (closing == SM_BROKEN)
+            return -ECONNRESET;
+        snprintf(ctx->fault, sizeof ctx->fault, "closing is %u (0, 1 or 2 expected)", closing);
         return -EBADMSG;
     }
     uint64_t length = head_length + body_length;
@@ -395,6 +407,16 @@ EXPORT int pmca_sm_poll(struct sm_ctx *ctx, struct pmca_sm_delivery *out)
 }
 
 EXPORT void pmca_sm_release(struct sm_ctx *ctx) { sm_release_delivered(ctx); }
+
+/* Peer `id`'s closing word: SM_OPEN, SM_CLOSED, SM_BROKEN or what another
+ * process wrote there; SM_OPEN when not attached.  One load (for an idle
+ * check: a receiver learns that a peer it waits for will never answer). */
+EXPORT uint32_t pmca_sm_peer_closing(const struct sm_ctx *ctx, uint32_t id)
+{
+    if (!ctx->peers || id >= ctx->slots || id == ctx->id || !ctx->peers[id].segment)
+        return SM_OPEN;
+    return atomic_load_explicit(&ctx->peers[id].segment->closing, memory_order_relaxed);
+}
 
 /* What the last -EBADMSG of a send or -EUCLEAN of a receive found, or "". */
 EXPORT const char *pmca_sm_fault(const struct sm_ctx *ctx) { return ctx->fault; }

@@ -34,7 +34,7 @@ EXPORT void pmca_sm_destroy(struct sm_ctx *ctx)
     }
     ctx->peers = NULL;
     if (ctx->self) {
-        atomic_store(&ctx->self->closing, 1);
+        atomic_store(&ctx->self->closing, SM_CLOSED);
         munmap(ctx->self, ctx->self_size);
     }
     if (ctx->memfd >= 0)

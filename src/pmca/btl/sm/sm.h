@@ -100,6 +100,10 @@ static inline void sm_cpu_relax(void)
 /* How long the FIFO's head cell may stay claimed by no attached producer,
  * alive or dead, before the reader calls its own segment corrupt. */
 #define SM_ORPHAN_NS INT64_C(2000000000)
+/* Values of the header's closing word (only its owner writes it). */
+#define SM_OPEN 0
+#define SM_CLOSED 1 /* finalized */
+#define SM_BROKEN 2 /* found its own segment overwritten: reads nothing any more */
 /* The seals every segment's memfd carries (checked at attach). */
 #define SM_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
@@ -131,7 +135,7 @@ struct sm_header {
     _Alignas(CACHE_LINE) uint64_t dequeue_position;         /* owner only */
     _Alignas(CACHE_LINE) _Atomic uint32_t wake_sequence;    /* futex word */
     _Atomic uint32_t sleepers;
-    _Atomic uint32_t closing; /* set by the owner as it closes: senders stop (-ESHUTDOWN) */
+    _Atomic uint32_t closing; /* SM_CLOSED as the owner closes: senders stop (-ESHUTDOWN) */
     _Atomic uint32_t armed; /* the owner sleeps in select() on its wake pipe */
     /* The FIFO cell this process (as a producer) claimed and has not yet
      * published: position + 1 in receiver claim_target's FIFO, 0 if none. */
