@@ -133,7 +133,8 @@ NAMED: dict[str, tuple[Writer, str]] = {
 def _named(line: str, field: str) -> bool:
     """A PeerFailed naming rank 1's segment and the field."""
     result = line.split(" ", 1)[1]
-    return result.startswith("PeerFailed: ") and "sm segment of rank 1 " in result and field in result
+    segment = "sm segment of rank 1 "
+    return result.startswith("PeerFailed: ") and segment in result and field in result
 
 
 def _failed_in_time(line: str) -> bool:
