@@ -29,11 +29,10 @@ static int peer_corrupt(struct sm_ctx *ctx, uint64_t position, uint64_t sequence
 {
     atomic_store_explicit(&ctx->self->claim, 0, memory_order_release);
     snprintf(ctx->fault, sizeof ctx->fault,
-             "FIFO cell %llu holds sequence %llu at enqueue_position %llu (expected %llu, "
-             "%llu or %llu): the cell's sequence or enqueue_position was overwritten",
+             "FIFO cell %llu holds sequence %llu, impossible at enqueue_position %llu: the "
+             "cell's sequence or enqueue_position was overwritten",
              (unsigned long long)(position & mask), (unsigned long long)sequence,
-             (unsigned long long)position, (unsigned long long)(position - mask - 1),
-             (unsigned long long)(position - mask), (unsigned long long)position);
+             (unsigned long long)position);
     return -EBADMSG;
 }
 
