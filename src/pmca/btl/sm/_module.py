@@ -55,12 +55,12 @@ from ..base._remote import pack_remote, remote_range
 from ._address import pack_address, parse_address, pid_namespace
 from ._defaults import DEFAULTS, MECHANISMS
 from ._emulated import INTERNAL_TAGS, Emulation
+from ._fault_reports import FaultReports
 from ._lane import SmLane
 from ._transport import (
     COUNT_INDEX,
     PeerClosed,
     PeerFault,
-    SegmentOverwritten,
     Transport,
     TransportError,
     buffer_address,
@@ -105,7 +105,7 @@ class _Queued(Record):
 
 
 @public
-class SmModule(ModuleBase):
+class SmModule(FaultReports, ModuleBase):
     """Shared memory to every peer on this host.
 
     Active messages are counted per peer in C, where the transport sends and
@@ -139,8 +139,7 @@ class SmModule(ModuleBase):
         self._queues: dict[int, deque[_Queued]] = {}
         self._queued = 0  # sends waiting in _queues, so progress skips them cheaply
         self._closed_peers: set[int] = set()  # peers met with their segment closed
-        self._overwritten = False  # our own segment was found overwritten
-        self._broken_peers: set[int] = set()  # peers that found theirs overwritten
+        self.init_fault_reports()
         self._armed = False
         self._registrations = Registrations("sm", NoPinBackend(), cached=False, log=log)
         self._emulation = Emulation(
@@ -509,47 +508,6 @@ class SmModule(ModuleBase):
             done += self._flush()
         return done
 
-    def fault(self, exc: PeerFault) -> PeerFailed | None:
-        """A peer broke the FIFO protocol, died mid-send or its segment was overwritten:
-        that peer's failure (returned, when it is a peer of this module)."""
-        endpoint = self._endpoints.get(exc.peer)
-        if endpoint is None:
-            self.log.error("sm receive FIFO entry dropped", why=exc.strerror)
-            return None
-        error = PeerFailed(f"btl sm: rank {exc.peer}: {exc.strerror}", rank=exc.peer)
-        self.peer_lost(endpoint, error)
-        return error
-
-    def segment_overwritten(self, exc: SegmentOverwritten) -> None:
-        """Our own FIFO cannot be read any more: no peer is heard from again (each fails
-        once; the transport keeps answering this until it is closed)."""
-        if self._overwritten:
-            return
-        self._overwritten = True
-        self.log.error("sm segment overwritten", why=exc.strerror)
-        for rank, endpoint in list(self._endpoints.items()):
-            self.peer_lost(
-                endpoint,
-                PeerFailed(
-                    f"btl sm: rank {rank}: nothing more can be received from it: {exc.strerror}",
-                    rank=rank,
-                ),
-            )
-
-    def _poll_past_faults(self, exc: TransportError) -> tuple[int, int, memoryview] | None:
-        """Report ``exc`` (raised by a poll), then poll on past peers' faults."""
-        while True:
-            if isinstance(exc, SegmentOverwritten):
-                self.segment_overwritten(exc)
-                return None
-            if not isinstance(exc, PeerFault):
-                raise exc
-            self.fault(exc)
-            try:
-                return self.transport.poll()
-            except TransportError as again:
-                exc = again
-
     def handle(self, source: int, tag: int, data: memoryview) -> int:
         """Act on one message taken off the FIFO; 1 if it counts as progress."""
         endpoint = self._endpoints.get(source)
@@ -595,16 +553,6 @@ class SmModule(ModuleBase):
         self._armed = True
         self.transport.arm()
         return [self.transport.wake_fd]
-
-    def _check_broken_peers(self) -> None:
-        """Before a sleep: a peer that found its own segment overwritten never answers
-        (one load per peer, idle only)."""
-        for rank in self._endpoints:
-            if rank not in self._broken_peers:
-                fault = self.transport.broken(rank)
-                if fault is not None:
-                    self._broken_peers.add(rank)
-                    self.fault(fault)
 
     def finalize(self) -> None:
         failure = BtlError("btl sm was finalized with the send queued")
