@@ -156,7 +156,6 @@ static int fifo_pop(struct sm_ctx *ctx, uint64_t *value)
     *value = cell->value;
     atomic_store_explicit(&cell->sequence, position + ctx->mask + 1, memory_order_release);
     ctx->dequeue = position + 1;
-    ctx->orphan_since = 0;
     return 1;
 }
 
@@ -169,11 +168,11 @@ static int64_t monotonic_ns(void)
 
 /* Our FIFO's head cell is claimed but not published: if the producer that
  * claimed it has exited, skip the cell and return that producer's id, else
- * UINT32_MAX (a live producer is about to publish it).  Our closing flag
+ * UINT32_MAX (a live producer is about to publish it).  Our closing word
  * set, producers' position out of [dequeue, dequeue + capacity], or a head
- * cell that no attached
- * producer has claimed for SM_ORPHAN_NS, is our segment overwritten:
- * *status is then -EUCLEAN. */
+ * cell that no attached producer has claimed for SM_ORPHAN_NS (checked only
+ * at the same position: a new one starts the clock again) is our segment
+ * overwritten: *status is then -EUCLEAN. */
 static uint32_t skip_dead_claim(struct sm_ctx *ctx, int *status)
 {
     struct sm_header *h = ctx->self;
@@ -208,11 +207,11 @@ static uint32_t skip_dead_claim(struct sm_ctx *ctx, int *status)
                                                      memory_order_seq_cst, memory_order_relaxed))
             return UINT32_MAX; /* published after all */
         ctx->dequeue = position + 1;
-        ctx->orphan_since = 0;
         return id;
     }
-    /* No claim names the cell: it was published meanwhile, a producer is
-     * between its claim and its CAS, or nobody will ever fill it. */
+    /* No claim names the cell (a producer announces it before it takes the
+     * position): published meanwhile, claimed by a producer we have not
+     * attached yet, or nobody will ever fill it. */
     if (claimed || pmca_sm_fifo_ready(ctx)) {
         ctx->orphan_since = 0;
         return UINT32_MAX;
