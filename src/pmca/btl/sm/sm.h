@@ -132,7 +132,7 @@ struct sm_header {
     uint64_t fifo_offset;
     struct sm_pool_desc pools[POOLS];
     _Alignas(CACHE_LINE) _Atomic uint64_t enqueue_position; /* producers */
-    _Alignas(CACHE_LINE) uint64_t dequeue_position;         /* owner only */
+    _Alignas(CACHE_LINE) uint64_t dequeue_position; /* unused: the owner keeps it (ctx->dequeue) */
     _Alignas(CACHE_LINE) _Atomic uint32_t wake_sequence;    /* futex word */
     _Atomic uint32_t sleepers;
     _Atomic uint32_t closing; /* SM_CLOSED as the owner closes: senders stop (-ESHUTDOWN) */
