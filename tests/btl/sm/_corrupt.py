@@ -7,6 +7,7 @@ peer whose memory lies). Prints one line: what rank 0 saw.
 from __future__ import annotations
 
 import ctypes
+import os
 import random
 import struct
 import sys
@@ -14,6 +15,7 @@ import threading
 
 from pmca.btl.sm._transport import (
     PeerFault,
+    SegmentAddress,
     Transport,
     TransportConfig,
     TransportError,
@@ -34,6 +36,7 @@ FIELDS = {
 #: Values no sound segment of this size holds in these fields.
 BAD = [0, 1, 3, 63, (1 << 32) - 1, (1 << 63) + 4096, (1 << 64) - 64]
 FIFO = 4096  # where rank 0's FIFO starts (its own layout)
+ENQUEUE = 128  # struct sm_header's enqueue_position (producers' position)
 
 
 def _pair() -> tuple[Transport, Transport]:
@@ -94,7 +97,52 @@ def runtime(seed: int) -> str:
     return f"{what}: " + "; ".join(seen)
 
 
+def claim(seed: int) -> str:
+    """Rank 0's FIFO overwritten while nobody reads it; then rank 1 sends to it."""
+    rng = random.Random(seed)
+    here, peer = _pair()
+    here.attach(1, peer.address)
+    peer.attach(0, here.address)
+    for _ in range(3):  # positions away from 0
+        assert peer.send(0, 5, b"", b"sound")
+        assert here.poll() is not None
+    here.release()
+    mine = here.segment(0)
+    assert mine is not None
+    what = rng.choice(["every cell ahead", "position behind", "position ahead"])
+    position = struct.unpack_from("<Q", mine, ENQUEUE)[0]
+    if what == "every cell ahead":
+        for cell in range(64):
+            at = FIFO + 16 * cell
+            struct.pack_into("<Q", mine, at, struct.unpack_from("<Q", mine, at)[0] + (1 << 40))
+    else:
+        moved = -rng.randint(1, 3) if what == "position behind" else rng.randint(100, 1 << 40)
+        struct.pack_into("<Q", mine, ENQUEUE, position + moved)
+    try:
+        sent = peer.send(0, 6, b"", b"into a broken FIFO")
+    except PeerFault as exc:
+        return f"{what}: fault of peer {exc.peer}: {exc}"
+    return f"{what}: sent={sent}"
+
+
+def unsealed(seed: int) -> str:
+    """Rank 1's segment copied into a memfd that may shrink, published as rank 1's."""
+    here, peer = _pair()
+    view = peer.segment(1)
+    assert view is not None
+    copy = os.memfd_create("not-sealed")
+    os.write(copy, bytes(view))
+    real = peer.address
+    try:
+        here.attach(1, SegmentAddress(real.pid, copy, real.wake_fd, real.size, real.base))
+    except TransportError as exc:
+        return f"refused: {exc}"
+    return "accepted"
+
+
+KINDS = {"layout": layout, "runtime": runtime, "claim": claim, "unsealed": unsealed}
+
 if __name__ == "__main__":
     threading.Thread(target=threading.Event().wait, daemon=True).start()
     kind, seed = sys.argv[1], int(sys.argv[2])
-    print(layout(seed) if kind == "layout" else runtime(seed), flush=True)
+    print(KINDS[kind](seed), flush=True)

@@ -15,12 +15,12 @@ from .test_transport import connect
 CORRUPT = Path(__file__).with_name("_corrupt.py")
 
 
-def _run(kind: str, seed: int) -> str:
+def _run(kind: str, seed: int, timeout: float = 120) -> str:
     done = subprocess.run(
         [sys.executable, str(CORRUPT), kind, str(seed)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         check=False,
     )
     assert done.returncode == 0, (kind, seed, done.returncode, done.stderr[-2000:])
@@ -40,6 +40,20 @@ def test_a_corrupt_entry_is_that_peers_fault_and_the_fifo_goes_on(seed: int) -> 
     line = _run("runtime", seed)
     assert "fault of peer 1: " in line, line
     assert line.endswith("then 1 6 b'sound'"), line
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_sender_gives_up_on_an_overwritten_fifo_naming_the_field(seed: int) -> None:
+    # a hang here is the claim loop spinning on the receiver's word (20 s is a hang)
+    line = _run("claim", seed, timeout=20)
+    assert ": fault of peer 0: " in line and "the sm segment of rank 0 " in line, line
+    assert "FIFO cell " in line and "enqueue_position " in line, line
+
+
+def test_a_segment_that_could_shrink_is_refused() -> None:
+    line = _run("unsealed", 0)
+    assert line.startswith("refused: ") and "cannot map the sm segment of peer 1 " in line, line
+    assert "not sealed against resizing (F_SEAL_SHRINK, F_SEAL_GROW)" in line, line
 
 
 def test_a_producer_killed_mid_enqueue_blocks_nobody(transport, spawn, sm_transport) -> None:

@@ -1,7 +1,8 @@
 """What goes wrong in the sm transport: its calls' errors and its peers' faults.
 
 A peer's segment is not trusted (see ``sm.h``): what it breaks is reported
-as that peer's fault (:class:`PeerFault`), and a peer that finalized as
+as that peer's fault (:class:`PeerFault`), this process's own segment
+overwritten as :class:`SegmentOverwritten`, and a peer that finalized as
 :class:`PeerClosed`.
 """
 
@@ -20,6 +21,11 @@ class PeerFault(TransportError):
     def __init__(self, code: int, message: str, peer: int) -> None:
         super().__init__(code, message)
         self.peer = peer
+
+
+class SegmentOverwritten(TransportError):
+    """Another process wrote into this process's own segment what no sm producer
+    writes: its receive FIFO cannot be read any more (every peer is unheard from)."""
 
 
 class PeerClosed(TransportError):
@@ -52,4 +58,4 @@ def fault(status: int, source: int) -> PeerFault | None:
     return None
 
 
-__all__ = ["PeerClosed", "PeerFault", "TransportError", "fault"]
+__all__ = ["PeerClosed", "PeerFault", "SegmentOverwritten", "TransportError", "fault"]

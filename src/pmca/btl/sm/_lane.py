@@ -29,10 +29,17 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from ._transport import MATCH_HEADER_BYTES, PeerFault, TransportError, _Delivery, fault
+from ._transport import (
+    MATCH_HEADER_BYTES,
+    PeerFault,
+    SegmentOverwritten,
+    TransportError,
+    _Delivery,
+    fault,
+)
 
 if TYPE_CHECKING:
-    from .._interface import Limits
+    from .._interface import Limits, PeerFailed
     from ._transport import Transport
 
 
@@ -46,7 +53,9 @@ class LaneOwner(Protocol):
 
     def handle(self, source: int, tag: int, data: memoryview) -> int: ...
 
-    def fault(self, exc: PeerFault) -> None: ...
+    def fault(self, exc: PeerFault) -> PeerFailed | None: ...
+
+    def segment_overwritten(self, exc: SegmentOverwritten) -> None: ...
 
     def lane_registration(self, base: int, size: int) -> tuple[int, bytes] | None: ...
 
@@ -170,6 +179,9 @@ class SmLane:
         A peer's fault (a bad FIFO entry, or a producer that died holding the
         FIFO's head) is that peer's failure, reported as progress reports it.
         """
+        if status == -errno.EUCLEAN:
+            self._module.segment_overwritten(self._module.transport.overwritten())
+            return
         problem = fault(status, self._delivery.source)
         if problem is not None:
             self._module.fault(problem)  # what it takes next goes the usual way

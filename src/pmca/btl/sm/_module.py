@@ -55,6 +55,7 @@ from ..base._remote import pack_remote, remote_range
 from ._address import pack_address, parse_address, pid_namespace
 from ._defaults import DEFAULTS, MECHANISMS
 from ._emulated import INTERNAL_TAGS, Emulation
+from ._fault_reports import FaultReports
 from ._lane import SmLane
 from ._transport import (
     COUNT_INDEX,
@@ -104,7 +105,7 @@ class _Queued(Record):
 
 
 @public
-class SmModule(ModuleBase):
+class SmModule(FaultReports, ModuleBase):
     """Shared memory to every peer on this host.
 
     Active messages are counted per peer in C, where the transport sends and
@@ -138,6 +139,7 @@ class SmModule(ModuleBase):
         self._queues: dict[int, deque[_Queued]] = {}
         self._queued = 0  # sends waiting in _queues, so progress skips them cheaply
         self._closed_peers: set[int] = set()  # peers met with their segment closed
+        self.init_fault_reports()
         self._armed = False
         self._registrations = Registrations("sm", NoPinBackend(), cached=False, log=log)
         self._emulation = Emulation(
@@ -271,6 +273,8 @@ class SmModule(ModuleBase):
             raise BtlError(f"btl sm: send to rank {rank}: {exc}") from exc
         except PeerClosed:
             raise self._closed_peer(rank) from None
+        except PeerFault as exc:  # its segment was overwritten: it fails, with this send
+            raise self.fault(exc) or PeerFailed(f"btl sm: {exc.strerror}", rank=rank) from None
 
     def _closed_peer(self, rank: int) -> PeerFinalized:
         """Rank ``rank`` closed its segment: what waits on it fails (once), and so does
@@ -488,9 +492,8 @@ class SmModule(ModuleBase):
         # the last (empty) poll the final one: no separate release call.
         try:
             message = transport.poll()
-        except PeerFault as exc:
-            self.fault(exc)
-            message = self._poll_past_faults()
+        except TransportError as exc:
+            message = self._poll_past_faults(exc)
         if message is None:
             return self._flush() if self._queued else 0
         done = 0
@@ -499,29 +502,11 @@ class SmModule(ModuleBase):
             done += handle(*message)
             try:
                 message = transport.poll()
-            except PeerFault as exc:
-                self.fault(exc)
-                message = self._poll_past_faults()
+            except TransportError as exc:
+                message = self._poll_past_faults(exc)
         if self._queued:
             done += self._flush()
         return done
-
-    def fault(self, exc: PeerFault) -> None:
-        """A peer broke the FIFO protocol or died mid-send: that peer's failure."""
-        endpoint = self._endpoints.get(exc.peer)
-        if endpoint is not None:
-            self.peer_lost(
-                endpoint, PeerFailed(f"btl sm: rank {exc.peer}: {exc.strerror}", rank=exc.peer)
-            )
-        else:
-            self.log.error("sm receive FIFO entry dropped", why=exc.strerror)
-
-    def _poll_past_faults(self) -> tuple[int, int, memoryview] | None:
-        while True:
-            try:
-                return self.transport.poll()
-            except PeerFault as exc:
-                self.fault(exc)
 
     def handle(self, source: int, tag: int, data: memoryview) -> int:
         """Act on one message taken off the FIFO; 1 if it counts as progress."""
@@ -564,6 +549,7 @@ class SmModule(ModuleBase):
         """Arms the wake pipe: call it right before each sleep (as the p2p engine does)."""
         if self.transport.closed:
             return []
+        self._check_broken_peers()
         self._armed = True
         self.transport.arm()
         return [self.transport.wake_fd]

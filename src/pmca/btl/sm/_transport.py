@@ -11,7 +11,8 @@ delivered, with one lock (the sm module's, see ``_module.py``).
 Peers' segments are not trusted (see ``sm.h``): an entry of a peer that
 names no fragment of it, or a producer that died holding the FIFO's head,
 is reported as that peer's fault (:class:`PeerFault`), never a crash or a
-hang.
+hang; so is a peer's segment that a send finds overwritten, and this
+process's own, found overwritten, is :class:`SegmentOverwritten`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import attrs
 
 from ..._records import FrozenValue, Record
 from ._defaults import LIBRARY_NAME, library_path
-from ._faults import PeerClosed, PeerFault, TransportError, fault
+from ._faults import PeerClosed, PeerFault, SegmentOverwritten, TransportError, fault
 
 ABI = 2
 FRAGMENT_HEADER_BYTES = 64
@@ -34,6 +35,8 @@ FRAGMENT_HEADER_BYTES = 64
 MATCH_HEADER_BYTES = 24
 
 _VIA = {1: "pidfd_getfd", 2: "/proc/<pid>/fd"}
+#: A segment's closing word when its owner found it overwritten (sm.h's SM_BROKEN).
+_BROKEN = 2
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -171,6 +174,8 @@ _PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...], bool]] = {
     "pmca_sm_match_header_size": (_u32, (), True),
     "pmca_sm_attach_problem": (ctypes.c_char_p, (_ptr,), True),
     "pmca_sm_claim_only": (_int, (_ptr, _u32), True),
+    "pmca_sm_fault": (ctypes.c_char_p, (_ptr,), True),
+    "pmca_sm_peer_closing": (_u32, (_ptr, _u32), True),
 }
 
 
@@ -305,6 +310,7 @@ class Transport:
         self._size = int(self._fn.segment_size(handle))
         self._base = int(self._fn.segment_base(handle, 0))
         self._sizes: dict[int, int] = {}
+        self._pids: dict[int, int] = {}
         self._views: dict[int, memoryview] = {}
         self._magic = bytes(self._view(self._base, self._size)[:8])
         if self._fn.count_kinds() != len(COUNTS):
@@ -379,6 +385,7 @@ class Transport:
                 f"(pid {address.pid}, fd {address.fd}, {address.size} bytes): {reason}",
             )
         self._sizes[ident] = address.size
+        self._pids[ident] = address.pid
         self._views[ident] = self._view(int(self._fn.segment_base(self._ctx, ident)), address.size)
         return _VIA[how.value]
 
@@ -417,7 +424,43 @@ class Transport:
             )
         if status == -errno.ESHUTDOWN:
             raise PeerClosed(ident)
+        if status == -errno.ECONNRESET:
+            raise self._broken_fault(ident)
+        if status == -errno.EBADMSG:
+            raise PeerFault(
+                errno.EBADMSG,
+                f"the sm segment of rank {ident} (pid {self._pids.get(ident, '?')}) was "
+                f"overwritten by another process: {self._fault_text()}",
+                ident,
+            )
         raise _error(-status, f"sm send to peer {ident}")
+
+    def _fault_text(self) -> str:
+        return bytes(self._fn.fault(self._ctx) or b"").decode(errors="replace")
+
+    def broken(self, ident: int) -> PeerFault | None:
+        """Peer ``ident``'s fault when it said it found its own segment overwritten
+        (it reads nothing any more), else None; one load, for idle checks."""
+        if self._fn.peer_closing(self._ctx, ident) != _BROKEN:
+            return None
+        return self._broken_fault(ident)
+
+    def _broken_fault(self, ident: int) -> PeerFault:
+        return PeerFault(
+            errno.ECONNRESET,
+            f"rank {ident} (pid {self._pids.get(ident, '?')}) found its own sm segment "
+            "overwritten by another process and reads nothing any more",
+            ident,
+        )
+
+    def overwritten(self) -> SegmentOverwritten:
+        """What :meth:`poll` raises once this process's own segment was found overwritten."""
+        return SegmentOverwritten(
+            errno.EUCLEAN,
+            f"the sm segment of rank {self.ident} (this process, pid {os.getpid()}) was "
+            f"overwritten by another process: {self._fault_text()}; its receive FIFO "
+            "cannot be read any more",
+        )
 
     def poll(self) -> tuple[int, int, memoryview] | None:
         """Next message ``(source, tag, payload)``, valid until the next poll/release."""
@@ -427,9 +470,9 @@ class Transport:
             return d.source, d.tag, self._views[d.source][d.offset : d.offset + d.length]
         if status == 0:
             return None
-        raise fault(status, self._delivery.source) or _error(
-            -status, "sm receive FIFO holds an entry that names no peer"
-        )
+        if status == -errno.EUCLEAN:
+            raise self.overwritten()
+        raise fault(status, self._delivery.source) or _error(-status, "sm receive")
 
     def release(self) -> None:
         self._fn.release(self._ctx)
@@ -561,6 +604,7 @@ __all__ = [
     "PeerClosed",
     "PeerFault",
     "SegmentAddress",
+    "SegmentOverwritten",
     "Transport",
     "TransportConfig",
     "TransportError",

@@ -24,19 +24,40 @@ static struct sm_frag *fragment_alloc(struct sm_ctx *ctx, uint64_t bytes)
     return NULL; /* every pool that fits is busy: wait for receivers */
 }
 
-/* Claim a cell of `peer`'s FIFO and publish `value` in it; 0, or -EAGAIN
- * when it is full.  The claim is announced in our own header first, so that
- * if we die between claiming and publishing, the reader knows whose cell it
- * waits on (see skip_dead_claim). */
+/* Name what was impossible in the receiver's segment (ctx->fault); -EBADMSG. */
+static int peer_corrupt(struct sm_ctx *ctx, uint64_t position, uint64_t sequence, uint64_t mask)
+{
+    atomic_store_explicit(&ctx->self->claim, 0, memory_order_release);
+    snprintf(ctx->fault, sizeof ctx->fault,
+             "FIFO cell %llu holds sequence %llu, impossible at enqueue_position %llu: the "
+             "cell's sequence or enqueue_position was overwritten",
+             (unsigned long long)(position & mask), (unsigned long long)sequence,
+             (unsigned long long)position);
+    return -EBADMSG;
+}
+
+/* Claim a cell of `peer`'s FIFO and publish `value` in it; 0, -EAGAIN when
+ * it is full (or after SM_CLAIM_TRIES lost races), -EBADMSG when the cell
+ * or the position stays impossible (ctx->fault says which).  The claim is
+ * announced in our own header first, so that if we die between claiming
+ * and publishing, the reader knows whose cell it waits on (see
+ * skip_dead_claim).
+ *
+ * At position p a cell's sequence only grows through p - capacity (claimed
+ * a lap ago), p - capacity + 1 (full), p (free), then p + 1 and beyond
+ * (taken: p is stale).  A stale p changes at the next load; a reading that
+ * stays outside that at the same p was written by someone else. */
 static int fifo_claim(struct sm_ctx *ctx, struct sm_peer *peer, uint32_t id, uint64_t value,
                       int publish)
 {
     struct sm_header *h = peer->segment, *me = ctx->self;
     struct sm_fifo_cell *cells = peer->cells;
     uint64_t mask = peer->mask;
+    int64_t lap = (int64_t)mask + 1;
+    uint32_t strange = 0;
     atomic_store_explicit(&me->claim_target, id, memory_order_relaxed);
     uint64_t position = atomic_load_explicit(&h->enqueue_position, memory_order_relaxed);
-    for (;;) {
+    for (uint32_t tries = 0; tries < SM_CLAIM_TRIES; tries++) {
         struct sm_fifo_cell *cell = &cells[position & mask];
         uint64_t sequence = atomic_load_explicit(&cell->sequence, memory_order_acquire);
         int64_t difference = (int64_t)(sequence - position);
@@ -61,13 +82,25 @@ static int fifo_claim(struct sm_ctx *ctx, struct sm_peer *peer, uint32_t id, uin
                     return 0;
                 position = atomic_load_explicit(&h->enqueue_position, memory_order_relaxed);
             }
-        } else if (difference < 0) {
-            atomic_store_explicit(&me->claim, 0, memory_order_release);
-            return -EAGAIN;
-        } else {
-            position = atomic_load_explicit(&h->enqueue_position, memory_order_relaxed);
+            strange = 0;
+            continue;
         }
+        if (difference == -lap || difference == 1 - lap) {
+            atomic_store_explicit(&me->claim, 0, memory_order_release);
+            return -EAGAIN; /* full */
+        }
+        uint64_t now = atomic_load_explicit(&h->enqueue_position, memory_order_acquire);
+        if (now != position) {
+            position = now; /* stale: another producer took it */
+            strange = 0;
+            continue;
+        }
+        if (++strange >= SM_PATIENCE)
+            return peer_corrupt(ctx, position, sequence, mask);
+        sm_cpu_relax();
     }
+    atomic_store_explicit(&me->claim, 0, memory_order_release);
+    return -EAGAIN;
 }
 
 static int fifo_push(struct sm_ctx *ctx, struct sm_peer *peer, uint32_t id, uint64_t value)
@@ -87,40 +120,85 @@ EXPORT int pmca_sm_claim_only(struct sm_ctx *ctx, uint32_t id)
 
 int pmca_sm_fifo_ready(const struct sm_ctx *ctx)
 {
-    uint64_t position = ctx->self->dequeue_position;
+    uint64_t position = ctx->dequeue;
     struct sm_fifo_cell *cell = &ctx->cells[position & ctx->mask];
     return atomic_load_explicit(&cell->sequence, memory_order_acquire) == position + 1;
 }
 
-static uint64_t fifo_pop(struct sm_ctx *ctx)
+/* Our own segment holds what no producer can have written: say which
+ * field (ctx->fault), stay broken (-EUCLEAN from now on) and say so in our
+ * closing word (senders get -ECONNRESET, see pmca_sm_peer_closing). */
+static int self_corrupt(struct sm_ctx *ctx, const char *field, uint64_t found, uint64_t expected)
 {
-    struct sm_header *h = ctx->self;
-    uint64_t position = h->dequeue_position;
+    ctx->corrupt = 1;
+    /* tell the peers, who may be waiting for an answer we will never read */
+    atomic_store_explicit(&ctx->self->closing, SM_BROKEN, memory_order_release);
+    snprintf(ctx->fault, sizeof ctx->fault, "%s is %llu where %llu was expected", field,
+             (unsigned long long)found, (unsigned long long)expected);
+    return -EUCLEAN;
+}
+
+/* 1 and *value: the next entry; 0: none yet; -EUCLEAN: the head cell's
+ * sequence is neither "empty" (position) nor "published" (position + 1). */
+static int fifo_pop(struct sm_ctx *ctx, uint64_t *value)
+{
+    uint64_t position = ctx->dequeue;
     struct sm_fifo_cell *cell = &ctx->cells[position & ctx->mask];
-    if (atomic_load_explicit(&cell->sequence, memory_order_acquire) != position + 1)
-        return 0;
-    uint64_t value = cell->value;
+    uint64_t sequence = atomic_load_explicit(&cell->sequence, memory_order_acquire);
+    if (sequence != position + 1) {
+        if (sequence == position)
+            return 0;
+        char field[64];
+        snprintf(field, sizeof field, "FIFO cell %llu's sequence",
+                 (unsigned long long)(position & ctx->mask));
+        return self_corrupt(ctx, field, sequence, position);
+    }
+    *value = cell->value;
     atomic_store_explicit(&cell->sequence, position + ctx->mask + 1, memory_order_release);
-    h->dequeue_position = position + 1;
-    return value;
+    ctx->dequeue = position + 1;
+    return 1;
+}
+
+static int64_t monotonic_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 }
 
 /* Our FIFO's head cell is claimed but not published: if the producer that
  * claimed it has exited, skip the cell and return that producer's id, else
- * UINT32_MAX (a live producer is about to publish it). */
-static uint32_t skip_dead_claim(struct sm_ctx *ctx)
+ * UINT32_MAX (a live producer is about to publish it).  Our closing word
+ * set, producers' position out of [dequeue, dequeue + capacity], or a head
+ * cell that no attached producer has claimed for SM_ORPHAN_NS (checked only
+ * at the same position: a new one starts the clock again) is our segment
+ * overwritten: *status is then -EUCLEAN. */
+static uint32_t skip_dead_claim(struct sm_ctx *ctx, int *status)
 {
     struct sm_header *h = ctx->self;
-    uint64_t position = h->dequeue_position;
-    if (atomic_load_explicit(&h->enqueue_position, memory_order_seq_cst) == position)
+    uint64_t position = ctx->dequeue;
+    uint32_t closing = atomic_load_explicit(&h->closing, memory_order_relaxed);
+    if (closing) { /* only we set it, as we unmap: senders now leave us */
+        *status = self_corrupt(ctx, "closing", closing, 0);
+        return UINT32_MAX;
+    }
+    uint64_t enqueued = atomic_load_explicit(&h->enqueue_position, memory_order_seq_cst);
+    if (enqueued == position)
         return UINT32_MAX; /* empty */
+    if (enqueued - position > ctx->mask + 1) {
+        *status = self_corrupt(ctx, "enqueue_position", enqueued, position);
+        return UINT32_MAX;
+    }
+    int claimed = 0;
     for (uint32_t id = 0; id < ctx->slots; id++) {
         struct sm_header *producer = ctx->peers[id].segment;
-        if (id == ctx->id || !producer)
+        if (!producer)
             continue;
         if (atomic_load_explicit(&producer->claim_target, memory_order_relaxed) != ctx->id ||
-            atomic_load_explicit(&producer->claim, memory_order_seq_cst) != position + 1 ||
-            pmca_sm_peer_alive(ctx, id))
+            atomic_load_explicit(&producer->claim, memory_order_seq_cst) != position + 1)
+            continue;
+        claimed = 1;
+        if (id == ctx->id || pmca_sm_peer_alive(ctx, id))
             continue;
         struct sm_fifo_cell *cell = &ctx->cells[position & ctx->mask];
         uint64_t expected = position;
@@ -128,8 +206,23 @@ static uint32_t skip_dead_claim(struct sm_ctx *ctx)
                                                      position + ctx->mask + 1,
                                                      memory_order_seq_cst, memory_order_relaxed))
             return UINT32_MAX; /* published after all */
-        h->dequeue_position = position + 1;
+        ctx->dequeue = position + 1;
         return id;
+    }
+    /* No claim names the cell (a producer announces it before it takes the
+     * position): published meanwhile, claimed by a producer we have not
+     * attached yet, or nobody will ever fill it. */
+    if (claimed || pmca_sm_fifo_ready(ctx)) {
+        ctx->orphan_since = 0;
+        return UINT32_MAX;
+    }
+    int64_t now = monotonic_ns();
+    if (ctx->orphan_since == 0 || ctx->orphan_position != position) {
+        ctx->orphan_since = now;
+        ctx->orphan_position = position;
+    } else if (now - ctx->orphan_since > SM_ORPHAN_NS) {
+        *status = self_corrupt(ctx, "enqueue_position (the head cell was never claimed)",
+                               enqueued, position);
     }
     return UINT32_MAX;
 }
@@ -156,7 +249,9 @@ static void wake(struct sm_ctx *ctx, struct sm_peer *peer)
  * to peer `id`.  0 on success; -EAGAIN when no fragment is free or the
  * receiver's FIFO is full (progress and retry); -EMSGSIZE when it exceeds
  * the large fragment; -ENOTCONN for a peer that is not attached, -ESHUTDOWN
- * for one that closed its segment. */
+ * for one that closed its segment, -ECONNRESET for one that found its own
+ * segment overwritten; -EBADMSG when its segment holds what no process
+ * running this code writes (ctx->fault says what). */
 int sm_send_parts(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const void *head,
                   uint64_t head_length, const void *body, uint64_t body_length)
 {
@@ -164,8 +259,15 @@ int sm_send_parts(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const void *hea
         return -ENOTCONN;
     /* The peer closed its segment (it finalized, and may live on): nothing
      * sent to it is read any more.  One load, of the line wake() reads. */
-    if (atomic_load_explicit(&ctx->peers[id].segment->closing, memory_order_relaxed))
-        return -ESHUTDOWN;
+    uint32_t closing = atomic_load_explicit(&ctx->peers[id].segment->closing, memory_order_relaxed);
+    if (closing) {
+        if (closing == SM_CLOSED)
+            return -ESHUTDOWN;
+        if (closing == SM_BROKEN)
+            return -ECONNRESET;
+        snprintf(ctx->fault, sizeof ctx->fault, "closing is %u (0, 1 or 2 expected)", closing);
+        return -EBADMSG;
+    }
     uint64_t length = head_length + body_length;
     if (length + FRAG_HEADER_BYTES > ctx->pools[POOLS - 1].desc.stride)
         return -EMSGSIZE;
@@ -182,10 +284,13 @@ int sm_send_parts(struct sm_ctx *ctx, uint32_t id, uint32_t tag, const void *hea
         memcpy(payload, head, head_length);
     if (body_length)
         memcpy(payload + head_length, body, body_length);
-    if (fifo_push(ctx, &ctx->peers[id], id, encode(ctx->id, (uint64_t)((char *)f - (char *)ctx->self))) != 0) {
+    int pushed = fifo_push(ctx, &ctx->peers[id], id,
+                           encode(ctx->id, (uint64_t)((char *)f - (char *)ctx->self)));
+    if (pushed != 0) {
         atomic_store_explicit(&f->state, FRAG_FREE, memory_order_relaxed);
-        ctx->fifo_full++;
-        return -EAGAIN;
+        if (pushed == -EAGAIN)
+            ctx->fifo_full++;
+        return pushed;
     }
     ctx->sent++;
     if (tag <= BTL_TAG_MAX)
@@ -224,20 +329,26 @@ static int fragment_pool(const struct sm_peer *peer, uint64_t offset)
  * -EBADMSG: an entry of attached peer out->source names no fragment of it,
  * or a fragment whose length or tag cannot be; -EOWNERDEAD: producer
  * out->source died holding the FIFO's head cell (skipped).  Either way the
- * entry is consumed and the next call goes on with the FIFO.  -EPROTO: an
- * entry names no peer at all (out->source is UINT32_MAX). */
+ * entry is consumed and the next call goes on with the FIFO.  -EUCLEAN: our
+ * own FIFO was overwritten, e.g. an entry names no peer at all (ctx->fault
+ * says where); nothing more is taken. */
 int sm_take(struct sm_ctx *ctx, struct pmca_sm_delivery *out)
 {
-    uint64_t value;
+    uint64_t value = 0;
     uint32_t owner;
     if (!ctx->peers)
         return 0;
     for (;;) {
-        value = fifo_pop(ctx);
-        if (!value) {
-            uint32_t dead = skip_dead_claim(ctx);
+        if (ctx->corrupt)
+            return -EUCLEAN;
+        int popped = fifo_pop(ctx, &value);
+        if (popped < 0)
+            return popped;
+        if (!popped) {
+            int status = 0;
+            uint32_t dead = skip_dead_claim(ctx, &status);
             if (dead == UINT32_MAX)
-                return 0;
+                return status;
             memset(out, 0, sizeof *out);
             out->source = dead;
             return -EOWNERDEAD;
@@ -247,7 +358,9 @@ int sm_take(struct sm_ctx *ctx, struct pmca_sm_delivery *out)
             ctx->dropped++;
             memset(out, 0, sizeof *out);
             out->source = UINT32_MAX;
-            return -EPROTO;
+            /* no producer wrote it: our own FIFO was overwritten */
+            return self_corrupt(ctx, "a FIFO cell's value (its owner id + 1)", owner + 1ULL,
+                                ctx->slots);
         }
         if (ctx->peers[owner].segment)
             break;
@@ -283,8 +396,8 @@ int sm_take(struct sm_ctx *ctx, struct pmca_sm_delivery *out)
 
 /* Hand back the previous delivery, then take the next message: 1 and *out
  * filled, or 0 when the FIFO is empty.  The payload stays valid (in the
- * sender's segment) until the next poll, release or detach.  -EPROTO for a
- * FIFO entry that names no attached peer or no fragment of it. */
+ * sender's segment) until the next poll, release or detach.  sm_take's
+ * errors otherwise. */
 EXPORT int pmca_sm_poll(struct sm_ctx *ctx, struct pmca_sm_delivery *out)
 {
     sm_release_delivered(ctx);
@@ -292,6 +405,19 @@ EXPORT int pmca_sm_poll(struct sm_ctx *ctx, struct pmca_sm_delivery *out)
 }
 
 EXPORT void pmca_sm_release(struct sm_ctx *ctx) { sm_release_delivered(ctx); }
+
+/* Peer `id`'s closing word: SM_OPEN, SM_CLOSED, SM_BROKEN or what another
+ * process wrote there; SM_OPEN when not attached.  One load (for an idle
+ * check: a receiver learns that a peer it waits for will never answer). */
+EXPORT uint32_t pmca_sm_peer_closing(const struct sm_ctx *ctx, uint32_t id)
+{
+    if (!ctx->peers || id >= ctx->slots || id == ctx->id || !ctx->peers[id].segment)
+        return SM_OPEN;
+    return atomic_load_explicit(&ctx->peers[id].segment->closing, memory_order_relaxed);
+}
+
+/* What the last -EBADMSG of a send or -EUCLEAN of a receive found, or "". */
+EXPORT const char *pmca_sm_fault(const struct sm_ctx *ctx) { return ctx->fault; }
 
 /* 1 if a message is waiting in our FIFO (cheap; no state changes). */
 EXPORT int pmca_sm_pending(const struct sm_ctx *ctx) { return pmca_sm_fifo_ready(ctx); }

@@ -34,7 +34,7 @@ EXPORT void pmca_sm_destroy(struct sm_ctx *ctx)
     }
     ctx->peers = NULL;
     if (ctx->self) {
-        atomic_store(&ctx->self->closing, 1);
+        atomic_store(&ctx->self->closing, SM_CLOSED);
         munmap(ctx->self, ctx->self_size);
     }
     if (ctx->memfd >= 0)
@@ -82,10 +82,11 @@ EXPORT struct sm_ctx *pmca_sm_create(const struct pmca_sm_config *config, int *e
         goto fail;
     }
 
-    ctx->memfd = (int)syscall(SYS_memfd_create, "pmca-btl-sm", MFD_CLOEXEC);
+    ctx->memfd = (int)syscall(SYS_memfd_create, "pmca-btl-sm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     /* A pipe rather than an wake pipe: peers that cannot use pidfd_getfd
      * reopen it through /proc/<pid>/fd, which anonymous inodes refuse. */
-    if (ctx->memfd < 0 || pipe2(ctx->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || ftruncate(ctx->memfd, (off_t)size) != 0) {
+    if (ctx->memfd < 0 || pipe2(ctx->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || ftruncate(ctx->memfd, (off_t)size) != 0 ||
+        fcntl(ctx->memfd, F_ADD_SEALS, SM_SEALS) != 0) {
         *error = errno;
         goto fail;
     }
@@ -257,15 +258,24 @@ EXPORT int pmca_sm_attach(struct sm_ctx *ctx, uint32_t id, int32_t pid, int32_t 
             close(pidfd);
         return local;
     }
+    /* Sealed, its size cannot change under our mapping (a shrink would make
+     * our reads of the cut pages SIGBUS). */
+    int seals = fcntl(local, F_GET_SEALS);
     off_t actual = lseek(local, 0, SEEK_END);
     void *base = MAP_FAILED;
     int status = 0;
-    if (actual < 0 || (uint64_t)actual != size)
+    ctx->problem = NULL;
+    if (seals < 0) {
+        status = -EPROTO; /* not a memfd at all */
+    } else if ((seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
+        ctx->problem = "its memfd is not sealed against resizing (F_SEAL_SHRINK, F_SEAL_GROW): "
+                       "another process could cut it under the mapping";
+        status = -EBADMSG;
+    } else if (actual < 0 || (uint64_t)actual != size)
         status = -EPROTO;
     else if ((base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, local, 0)) == MAP_FAILED)
         status = -errno;
     close(local); /* the mapping keeps the memfd alive */
-    ctx->problem = NULL;
     if (status == 0) {
         struct sm_header *h = base;
         /* owner_id is not checked: the owner may not have bound it yet */

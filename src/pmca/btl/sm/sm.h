@@ -34,6 +34,19 @@
  * A producer that dies between claiming a FIFO cell and publishing it left
  * its claim in its own header: the reader skips that cell and reports the
  * producer's failure (-EOWNERDEAD) instead of waiting behind it forever.
+ *
+ * Another process of the same user can write any byte of any segment (it
+ * may open the memfd through /proc).  No loop trusts what it reads there:
+ * a producer that keeps reading an impossible FIFO cell or position gives
+ * up after SM_PATIENCE readings (-EBADMSG: that receiver's segment cannot be
+ * trusted), and one that only loses races gives up after SM_CLAIM_TRIES
+ * (-EAGAIN, retried under its caller's timeout).  The reader keeps its
+ * dequeue position to itself and checks its own FIFO whenever it finds it
+ * empty (a compare it pays only then): an impossible sequence or producers'
+ * position, or a head cell no producer claims, is -EUCLEAN.  ctx->fault
+ * names the field either way.  Segments are memfds sealed against
+ * shrinking (F_SEAL_SHRINK, checked at attach), so no process can cut a
+ * mapping short under its readers (SIGBUS).
  */
 #ifndef PMCA_BTL_SM_H
 #define PMCA_BTL_SM_H
@@ -77,6 +90,22 @@ static inline void sm_cpu_relax(void)
 #define OFFSET_BITS 40
 #define OFFSET_MASK ((UINT64_C(1) << OFFSET_BITS) - 1)
 #define MAX_ID ((UINT32_C(1) << 23) - 1)
+/* Consecutive impossible readings of one FIFO cell at one producers'
+ * position before a producer calls the receiver's segment corrupt (a real
+ * reading is impossible only until the next load makes it consistent). */
+#define SM_PATIENCE 4096
+/* Attempts at claiming a FIFO cell before a send returns -EAGAIN (each lost
+ * one means another producer's message went in). */
+#define SM_CLAIM_TRIES (UINT32_C(1) << 16)
+/* How long the FIFO's head cell may stay claimed by no attached producer,
+ * alive or dead, before the reader calls its own segment corrupt. */
+#define SM_ORPHAN_NS INT64_C(2000000000)
+/* Values of the header's closing word (only its owner writes it). */
+#define SM_OPEN 0
+#define SM_CLOSED 1 /* finalized */
+#define SM_BROKEN 2 /* found its own segment overwritten: reads nothing any more */
+/* The seals every segment's memfd carries (checked at attach). */
+#define SM_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
 enum frag_state { FRAG_FREE = 0, FRAG_BUSY = 1 };
 
@@ -103,10 +132,10 @@ struct sm_header {
     uint64_t fifo_offset;
     struct sm_pool_desc pools[POOLS];
     _Alignas(CACHE_LINE) _Atomic uint64_t enqueue_position; /* producers */
-    _Alignas(CACHE_LINE) uint64_t dequeue_position;         /* owner only */
+    _Alignas(CACHE_LINE) uint64_t dequeue_position; /* unused: the owner keeps it (ctx->dequeue) */
     _Alignas(CACHE_LINE) _Atomic uint32_t wake_sequence;    /* futex word */
     _Atomic uint32_t sleepers;
-    _Atomic uint32_t closing; /* set by the owner as it closes: senders stop (-ESHUTDOWN) */
+    _Atomic uint32_t closing; /* SM_CLOSED as the owner closes: senders stop (-ESHUTDOWN) */
     _Atomic uint32_t armed; /* the owner sleeps in select() on its wake pipe */
     /* The FIFO cell this process (as a producer) claimed and has not yet
      * published: position + 1 in receiver claim_target's FIFO, 0 if none. */
@@ -158,6 +187,11 @@ struct sm_ctx {
     struct sm_fifo_cell *cells; /* our FIFO, as we laid it out */
     uint64_t mask;
     const char *problem; /* why the last attach refused a segment */
+    uint64_t dequeue;    /* our FIFO's next cell (never read from the segment) */
+    uint64_t orphan_position; /* head position seen claimed by no producer... */
+    int64_t orphan_since;     /* ...since then (CLOCK_MONOTONIC ns), 0: not seen */
+    int corrupt;              /* our own segment was found overwritten (sticky) */
+    char fault[200];          /* which field of which segment was impossible */
     struct sm_frag *delivered; /* handed to the caller by the last poll */
     uint32_t delivered_owner;  /* whose segment holds it */
     uint64_t sent, received, fifo_full, no_fragment, wakeups, dropped;
