@@ -6,7 +6,8 @@ the import is (module level, inside a function, under ``TYPE_CHECKING``),
 bottom first:
 
 - private helpers ``pmca._version``, ``_build``, ``_records``, ``_lazy``,
-  ``_interrupts``, ``_public``, ``_forksafe``, ``_sockets``, then ``pmca._libc``;
+  ``_interrupts``, ``_public``, ``_forksafe``, ``_sockets``, ``_job``, then
+  ``pmca._libc``;
 - ``pmca.mca`` (the component machinery) and ``pmca.native`` (the native hooks);
 - ``pmca.runtime``: the shared runtime every framework and session uses
   (state, lock, parameter space, framework open and close, finalize domains);

@@ -249,7 +249,7 @@ def test_stats_job_shows_both_ranks_under_mpirun(cli, tmp_path) -> None:
 _IDENTITY = textwrap.dedent(
     """
     import os, subprocess, sys
-    from pmca.world._job import job_identity
+    from pmca._job import job_identity
     print(job_identity(os.environ)[0], flush=True)
     if len(sys.argv) > 1:  # and a tool this process starts, one level deeper
         subprocess.run([sys.executable, __file__], check=True)

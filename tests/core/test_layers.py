@@ -4,7 +4,7 @@ The order, bottom first (the same as in ``pmca``'s package docstring and in
 docs/install.md's "Layout" section). Packages in one layer are peers: they import
 neither each other nor anything above.
 
-    _version _records _lazy _interrupts _forksafe _public _sockets   private helpers
+    _version _records _lazy _interrupts _forksafe _public _sockets _job   private helpers
     _libc                                           libc, made fork- and interrupt-safe
     mca native                                      the component machinery; the native hooks
     runtime                                         the shared runtime every framework uses
@@ -44,6 +44,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_forksafe",
         "_public",
         "_sockets",
+        "_job",
     ),
     ("_libc",),
     ("mca", "native"),

@@ -19,8 +19,8 @@ import time
 import pytest
 
 import pmca
+from pmca._job import job_identity
 from pmca.mca.params import ParamError
-from pmca.world._job import job_identity
 from pmca.world._pmi2 import frame, message_end, parse
 
 from ._fake_pmi import FakePmiServer

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .._job import job_identity
 from ..session._live import live_directory, process_exists, socket_pid
-from ..world._job import job_identity
 from ._errors import UsageError
 
 __all__ = ["add_arguments", "run"]

@@ -33,9 +33,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .._job import job_identity
 from ..mca._errors import PmcaError
 from ..mca._pvars import REGISTRY, Binding
-from ..world._job import job_identity
 
 __all__ = ["LiveView", "live_directory", "process_exists", "remove_stale", "snapshot", "socket_pid"]
 

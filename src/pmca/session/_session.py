@@ -522,7 +522,7 @@ def _open_live_view(runtime: Runtime) -> None:
     setting = str(runtime.params.value("pmca_base_live_view"))
     if _LIVE or setting == "off":
         return
-    from ..world._job import wanted
+    from .._job import wanted
 
     if not wanted(setting, os.environ):
         return

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import os
 
+from .._job import job_words
 from .._public import public
 from ._interface import DEFAULT_TIMEOUT, LauncherError
-from ._job import job_words
 from ._pmi_base import PmiConnection, PmiWorld, env_int
 
 #: ``pmca_base_pmi_version`` values.

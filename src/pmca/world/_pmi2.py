@@ -24,9 +24,9 @@ from __future__ import annotations
 import os
 import re
 
+from .._job import job_words
 from .._public import public
 from ._interface import LauncherError
-from ._job import job_words
 from ._pmi_base import PmiConnection, PmiWorld
 
 #: PMI-2's bounds on a key and on a value (``PMI2_MAX_KEYLEN``/``PMI2_MAX_VALLEN``).

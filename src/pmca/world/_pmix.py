@@ -42,6 +42,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from .._job import job_words
 from .._public import public
 from . import _pmix_cdef as c
 from ._interface import (
@@ -53,7 +54,6 @@ from ._interface import (
     WorldTimeout,
     checked_timeout,
 )
-from ._job import job_words
 from ._pmix_client import abandon, client
 from ._pmix_library import Library, load
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pmca
-from pmca.world._job import job_identity
+from pmca._job import job_identity
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--dir", required=True)
