@@ -36,6 +36,7 @@ from ..._records import Record
 from .._interface import PLACEMENT_HEAD, BtlError, Completion, PeerFailed, QueuedSend
 from ..base._pvars import SLOTS, STREAMS_PLACED, STREAMS_STAGED
 from . import _wire as wire
+from ._writes import _first_bytes
 from ._zerocopy import MSG_ZEROCOPY, ZeroCopy
 
 if TYPE_CHECKING:
@@ -68,8 +69,9 @@ class ConnectionOwner(Protocol):
 
     def connection_lost(self, connection: Connection, failure: PeerFailed) -> None: ...
 
+    def landed(self, connection: Connection) -> None: ...
 
-_IOV_MAX = 512
+
 #: Unready polls of a paced bulk read before reading whatever is there anyway
 #: (a guard against a kernel that never reports the low-water mark reached).
 _PACING_PATIENCE = 256
@@ -164,6 +166,11 @@ class Connection:
         #: a poll (progress parses them; a wait does not sleep on this socket).
         self.frames_waiting = False
         self.closed: BaseException | None = None
+        #: Not read while set (``_flow``): the receiver holds enough of this peer's
+        #: messages; already-read active messages wait in the buffer too.
+        self.paused = False
+        #: Times reading stopped so.
+        self.pauses = 0
         #: Set when :meth:`drop_queued` cut a frame: nothing more is written.
         self.writes_ended = False
         self.zerocopy = ZeroCopy(sock, wanted=zerocopy, adaptive=zerocopy_adaptive)
@@ -338,7 +345,7 @@ class Connection:
                 handled += self._parse()
                 if self.in_bulk():
                     continue
-            if drained:
+            if drained or self.paused:
                 return handled
             count = self.read()
             if count <= 0:
@@ -383,7 +390,9 @@ class Connection:
         kind: int
         length: int
         kind, _tag, length, _aux = wire.FRAME.unpack_from(self.view, self.start)
-        return kind != wire.AM or length > STREAM_MIN or available >= wire.FRAME.size + length
+        if kind != wire.AM:
+            return True
+        return not self.paused and (length > STREAM_MIN or available >= wire.FRAME.size + length)
 
     def in_bulk(self) -> bool:
         """Whether a bulk body is being received straight into its destination."""
@@ -450,6 +459,8 @@ class Connection:
         header_size = wire.FRAME.size
         while handled < most and self.end - self.start >= header_size and self._sink is None:
             kind, tag, length, aux = wire.FRAME.unpack_from(view, self.start)
+            if kind == wire.AM and self.paused:
+                break  # the receiver holds enough of this peer's (see ``_flow``)
             body_at = self.start + header_size
             if kind in (wire.GET_DATA, wire.PUT):
                 self.start = body_at
@@ -519,7 +530,12 @@ class Connection:
             self.traffic[STREAMS_PLACED] += 1
             self.start += placement.skip
             finished = placement.finished
-            self._sink = Sink(placement.target, 0, lambda: finished(None), finished)
+
+            def landed() -> None:
+                finished(None)
+                self.module.landed(self)  # it may have joined what the receiver holds
+
+            self._sink = Sink(placement.target, 0, landed, finished)
         else:
             self.module.streams_staged += 1
             self.traffic[STREAMS_STAGED] += 1
@@ -576,25 +592,3 @@ class Connection:
             if why is None:
                 why = BtlError(f"btl tcp: connection to {self.rank_name} closed mid-message")
             sink.abandoned(why)
-
-
-def _first_bytes(buffers: list[memoryview], limit: int) -> list[memoryview]:
-    """The leading buffers (at most ``_IOV_MAX``) cut to ``limit`` bytes in all (0: no cut).
-
-    A remainder under a quarter of ``limit`` goes along rather than costing a
-    system call (and a wake-up of the reader) of its own.
-    """
-    head = buffers[:_IOV_MAX]
-    if not limit:
-        return head
-    slack = limit >> 2
-    taken: list[memoryview] = []
-    for buffer in head:
-        if buffer.nbytes > limit + slack:
-            taken.append(buffer[:limit])
-            break
-        taken.append(buffer)
-        limit -= buffer.nbytes
-        if limit <= 0:
-            break
-    return taken

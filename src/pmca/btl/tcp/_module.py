@@ -36,7 +36,8 @@ from .._interface import (
 from ..base import ModuleBase, NoPinBackend, Registrations, host_name
 from ..base._pvars import BYTES_RECEIVED, BYTES_SENT, MESSAGES_RECEIVED, MESSAGES_SENT
 from . import _wire as wire
-from ._connection import _IOV_MAX, QUEUED_COST, STREAM_MIN, Connection, Outgoing
+from ._connection import QUEUED_COST, STREAM_MIN, Connection, Outgoing
+from ._flow import FlowControl
 from ._group import RailGroup
 from ._handshake import connect, keep_alive
 from ._interfaces import Interface
@@ -46,10 +47,13 @@ from ._polling import Polling
 from ._rails import Pairing
 from ._transfers import Transfers
 from ._wakeup import Wakeup
+from ._writes import _IOV_MAX
 from ._zerocopy import ZeroCopyStats
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
+
+    from .._holding import Holding
 
 
 _FRAME_PACK = wire.FRAME.pack
@@ -73,6 +77,9 @@ class TcpSettings(FrozenValue):
     keepalive: tuple[int, ...] | None = None
     #: ``btl_tcp_send_queue_limit``: what copied sends may hold per peer.
     send_queue_limit: int = 0
+    #: ``btl_tcp_recv_queue_limit``: what the receiver may hold of a peer's
+    #: unexpected messages before its socket is not read (0: no bound).
+    recv_queue_limit: int = 0
     #: How the listener treats connections until their hello arrives.
     hello: HelloRules = field(factory=HelloRules)
 
@@ -114,6 +121,22 @@ class TcpModule(ModuleBase):
         #: Per peer rank: the host name its modex entry gave (for error messages).
         self._hosts: dict[int, str] = {}
         self._wakeup = Wakeup()
+        self._flow = FlowControl(settings.recv_queue_limit, self._polling, self._transfers, log)
+        #: The message layer's held bytes per peer, once it is watched with a limit.
+        self._held: list[int] | None = None
+
+    # -- flow control (see ``_flow``) -----------------------------------------
+
+    def watch_holding(self, holding: Holding) -> None:
+        """Bound what ``holding`` keeps per peer by ``btl_tcp_recv_queue_limit``."""
+        if self.settings.recv_queue_limit:
+            self._flow.holding = holding
+            self._held = cast("list[int]", holding.held)
+
+    def holding_eased(self, rank: int) -> None:
+        """Read a peer's socket again if it was stopped and may be read now."""
+        if self._flow.paused:
+            self._flow.eased(rank)
 
     # -- modex and connections ---------------------------------------------
 
@@ -384,12 +407,21 @@ class TcpModule(ModuleBase):
             counts[MESSAGES_RECEIVED] += 1
             counts[BYTES_RECEIVED] += body.nbytes
             self.hand_over(self._endpoints[connection.rank], tag, body)
+            held = self._held  # (landed() inline: every message passes here)
+            if held is not None and held[connection.rank] > self._flow.limit:
+                self._flow.arrived(connection)
         elif kind == wire.GET_REQ:
             self._transfers.serve_get(connection, aux, body)
         elif kind in (wire.GET_ERROR, wire.PUT_ERROR):
             self._transfers.refused(connection, kind, aux, bytes(body).decode(errors="replace"))
         elif kind == wire.PUT_ACK:
             self._transfers.acknowledged(connection, aux)
+
+    def landed(self, connection: Connection) -> None:
+        """A large active message from ``connection`` was received where it was placed."""
+        held = self._held
+        if held is not None and held[connection.rank] > self._flow.limit:
+            self._flow.arrived(connection)
 
     def place(
         self, connection: Connection, tag: int, head: memoryview, length: int
@@ -409,6 +441,7 @@ class TcpModule(ModuleBase):
 
     def connection_lost(self, connection: Connection, failure: PeerFailed) -> None:
         self._polling.remove(connection)
+        self._flow.forget(connection)
         endpoint = self._endpoints.get(connection.rank)
         if endpoint is not None:
             self.peer_lost(endpoint, failure)
@@ -478,6 +511,7 @@ class TcpModule(ModuleBase):
     def _retire(self, connection: Connection) -> None:
         """Close ``connection`` and keep its zero-copy figures."""
         self._polling.remove(connection)
+        self._flow.forget(connection)
         self._closed_zerocopy.add(connection.zerocopy.stats)
         connection.close()
 

@@ -201,6 +201,12 @@ class Transfers:
 
         return target, finished
 
+    def awaits(self, rank: int) -> bool:
+        """Whether a get or put asked of ``rank`` waits for its data or answer."""
+        return any(p.rank == rank for p in self._gets.values()) or any(
+            p.rank == rank for p in self._puts.values()
+        )
+
     # -- ends --------------------------------------------------------------------
 
     def peer_lost(self, rank: int, failure: BaseException) -> None:
