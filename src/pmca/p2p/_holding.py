@@ -38,12 +38,18 @@ class HeldMessages:
         self.held_peak = 0
         #: Probes waiting, by source (``ANY_SOURCE`` included).
         self._probing: dict[int, int] = {}
+        #: Sources an ``iprobe`` missed since their last message was kept: their
+        #: input is due until one more message comes (a polling loop finds its own).
+        self._missed: set[int] = set()
         self._watchers = [m for m in modules if getattr(m, "watch_holding", None) is not None]
         for module in self._watchers:
             module.watch_holding(self)
 
     def _kept(self, source: int, payload: bytes | bytearray) -> None:
         """A message from ``source`` was queued as unexpected."""
+        if self._missed:
+            self._missed.discard(source)
+            self._missed.discard(ANY_SOURCE)
         held = self.held[source] + len(payload) + ENTRY_COST
         self.held[source] = held
         if held > self.held_peak:
@@ -70,10 +76,18 @@ class HeldMessages:
         probing = self._probing
         if probing and (rank in probing or ANY_SOURCE in probing):
             return True
+        missed = self._missed
+        if missed and (rank in missed or ANY_SOURCE in missed):
+            return True
         for request in self._pending.values():
             if request.kind == "recv" and request.peer in (rank, ANY_SOURCE):
                 return True  # posted, or matched and reading a rendezvous
         return any(request.peer == rank for request in self._sends.values())
+
+    def _probe_missed(self, source: int) -> None:
+        """An ``iprobe``/``improbe`` found nothing: the next progress reads ``source``."""
+        self._missed.add(source)
+        self.eased(source)
 
     def _probe_started(self, source: int) -> None:
         self._probing[source] = self._probing.get(source, 0) + 1

@@ -88,7 +88,7 @@ class Probing:
     _taken: Callable[[int, Any], None]
     _probe_started: Callable[[int], None]
     _probe_ended: Callable[[int], None]
-    eased: Callable[[int], None]
+    _probe_missed: Callable[[int], None]
     wait_for: Callable[[Callable[[], bool] | None, float | None], None]
 
     def iprobe(self, source: int, tag: int) -> Status | None:
@@ -99,7 +99,7 @@ class Probing:
             self._bml.progress()
             incoming = self._look(source, tag, take=False)
             if incoming is None:
-                self.eased(source)  # the next progress may read what it looks for
+                self._probe_missed(source)  # the next progress may read what it looks for
         return None if incoming is None else _status(incoming)
 
     def probe(self, source: int, tag: int, timeout: float | None = None) -> Status:
@@ -121,7 +121,7 @@ class Probing:
             self._bml.progress()
             incoming = self._look(source, tag, take=True)
             if incoming is None:
-                self.eased(source)  # the next progress may read what it looks for
+                self._probe_missed(source)  # the next progress may read what it looks for
         return None if incoming is None else Message(self, incoming, _status(incoming))
 
     def mprobe(self, source: int, tag: int, timeout: float | None = None) -> Message:

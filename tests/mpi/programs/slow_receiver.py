@@ -7,9 +7,10 @@ message arriving then is unexpected. What it holds of rank 0's messages
 (the unexpected queue's peak, in messages; the engine's held bytes) and its
 memory must stay within the limit plus one message. Then it receives the
 tag-6 message, which is behind every tag-5 one on the socket (the stopped
-socket must be read again for it), and then every tag-5 message, each
-intact and in order. Without flow control rank 1 takes in all COUNT MiB
-during its compute phase.
+socket must be read again for it: ``--behind recv`` posts the receive,
+``--behind iprobe`` polls ``iprobe(ANY_SOURCE, 6)`` until it is there), and
+then every tag-5 message, each intact and in order. Without flow control
+rank 1 takes in all COUNT MiB during its compute phase.
 """
 
 import os
@@ -19,7 +20,15 @@ import time
 from _common import arguments, digest, payload, report, session
 from mpi4py import MPI
 
-args = arguments([("--count", {"type": int, "default": 64}), ("--limit", {"type": int})])
+import pmca
+
+args = arguments(
+    [
+        ("--count", {"type": int, "default": 64}),
+        ("--limit", {"type": int}),
+        ("--behind", {"choices": ["recv", "iprobe"], "default": "recv"}),
+    ]
+)
 comm = MPI.COMM_WORLD
 me = comm.Get_rank()
 SIZE, COUNT, LIMIT = 1 << 20, args.count, args.limit
@@ -60,6 +69,13 @@ with session(args.btl, btl_tcp_recv_queue_limit=LIMIT) as s:
         held_peak = getattr(p2p, "held_peak", -1)
         pauses = sum(getattr(c, "pauses", 0) for c in tcp.connections().values())
         into = bytearray(SIZE)
+        found = True
+        if args.behind == "iprobe":
+            deadline = time.monotonic() + 60
+            while p2p.iprobe(pmca.ANY_SOURCE, 6) is None:
+                if time.monotonic() > deadline:
+                    found = False  # the stopped socket was never read again
+                    break
         last = p2p.recv(0, 6, into, timeout=120)  # behind every tag-5 message
         wrong = [] if last == SIZE and digest(into) == digest(payload("last", size=SIZE)) else [-1]
         for i in range(COUNT):
@@ -74,6 +90,7 @@ with session(args.btl, btl_tcp_recv_queue_limit=LIMIT) as s:
             "memory within the limit": grown <= bound + 16 * SIZE,
             "reading stopped": pauses > 0,
             "all intact and in order": not wrong,
+            "the message behind found": found,
         }
         failed = [name for name, ok in checks.items() if not ok]
         what = (
