@@ -196,8 +196,8 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving, HeldMessages):
             else:
                 incoming = unexpected.take(source, tag) if unexpected.streams else None
             if incoming is not None:
-                self._taken(incoming.source, incoming.payload)
                 self._match(request, incoming)
+                self._taken(incoming.source, incoming.payload)  # this receive done: no wait
             elif peer is not None and peer.failed is not None:
                 self._finish(request, 0, self._failure(peer))
             elif source in self.gone:
