@@ -9,7 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pmca.btl.tcp._connection import Connection, Outgoing
+from pmca.btl.tcp._connection import Connection
+from pmca.btl.tcp._records import Outgoing
 from pmca.btl.tcp._writes import _IOV_MAX, _first_bytes
 
 

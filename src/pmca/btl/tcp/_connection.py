@@ -30,12 +30,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from attrs import define
-
-from ..._records import Record
-from .._interface import PLACEMENT_HEAD, BtlError, Completion, PeerFailed, QueuedSend
+from .._interface import PLACEMENT_HEAD, BtlError, PeerFailed, QueuedSend
 from ..base._pvars import SLOTS, STREAMS_PLACED, STREAMS_STAGED
 from . import _wire as wire
+from ._records import Outgoing, Sink
 from ._writes import _first_bytes
 from ._zerocopy import MSG_ZEROCOPY, ZeroCopy
 
@@ -65,7 +63,7 @@ class ConnectionOwner(Protocol):
 
     def put_target(
         self, connection: Connection, head: bytes, length: int
-    ) -> tuple[memoryview, Callable[[], None]]: ...
+    ) -> tuple[memoryview | None, Callable[[], None]]: ...
 
     def connection_lost(self, connection: Connection, failure: PeerFailed) -> None: ...
 
@@ -85,38 +83,13 @@ _BUFFER_SIZE = 1 << 20
 #: body that follows a header there too, to be copied a second time into
 #: its destination; capped, at most this much of it is.
 _READ_AHEAD = STREAM_MIN + wire.FRAME.size
+#: Bytes of a refused put's data received at once, to be dropped.
+_DISCARD_PIECE = 256 * 1024
 #: What one copied message costs beyond its bytes, counted against the queue
 #: limit (its queue entry, views and frame header: about 880 bytes measured
 #: with tracemalloc on CPython 3.11): a flood of tiny sends is bounded in
 #: memory too, not only in payload.
 QUEUED_COST = 1024
-
-
-@define(eq=False, repr=False)
-class Outgoing(Record):
-    buffers: list[memoryview]
-    callback: Completion | None
-    zerocopy: bool = False
-    #: An active message's tag (-1: another kind of frame), size and a buffer
-    #: that starts with it, for :meth:`Connection.queued_sends`.
-    tag: int = -1
-    size: int = 0
-    head: memoryview | bytes = b""
-    #: What the connection's own copy of it counts against the queue limit.
-    owned: int = 0
-    #: Whether the socket took a part of it (then it cannot be taken back).
-    started: bool = False
-
-
-@define(eq=False, repr=False)
-class Sink(Record):
-    """Where a bulk body goes: ``target[done:]`` still to fill."""
-
-    target: memoryview
-    done: int
-    finished: Callable[[], None]
-    #: Told why, when the connection ends before ``target`` is full.
-    abandoned: Completion | None = None
 
 
 class Connection:
@@ -161,6 +134,8 @@ class Connection:
         #: Whether the last :meth:`read` took everything the socket had.
         self.drained = False
         self._sink: Sink | None = None
+        #: Where a refused put's data goes, piece by piece (made at the first).
+        self._scratch: memoryview | None = None
         #: Set while frames are parsed: a dispatch that raised left it set, and
         #: the frames after that one wait in the buffer with no input to tell
         #: a poll (progress parses them; a wait does not sleep on this socket).
@@ -503,6 +478,14 @@ class Connection:
         """Route a bulk body: copy what is buffered, then receive the rest in place."""
         if kind == wire.PUT:
             need = wire.PUT_HEAD.size
+            if length < need:
+                self.lost(
+                    ValueError(
+                        f"{self.rank_name} sent a malformed put frame: {length} bytes, "
+                        f"shorter than its {need}-byte head"
+                    )
+                )
+                return
             if self.end - self.start < need:
                 # Rare: the put head is split; wait for it with a small sink.
                 head = bytearray(need)
@@ -549,7 +532,26 @@ class Connection:
 
     def _put_body(self, head: bytes, length: int) -> None:
         target, finished = self.module.put_target(self, head, length)
+        if target is None:
+            self._discard(length, finished)
+            return
         self._sink = Sink(target, 0, finished)
+        self._copy_buffered()
+
+    def _discard(self, length: int, then: Callable[[], None]) -> None:
+        """Receive ``length`` bytes nobody takes (a refused put's data) a piece at a
+        time into one scratch buffer, never all at once (up to 4 GiB); then ``then()``."""
+        piece = min(length, _DISCARD_PIECE)
+        if self._scratch is None or self._scratch.nbytes < piece:
+            self._scratch = memoryview(bytearray(_DISCARD_PIECE))
+
+        def filled() -> None:
+            if length > piece:
+                self._discard(length - piece, then)
+            else:
+                then()
+
+        self._sink = Sink(self._scratch[:piece], 0, filled)
         self._copy_buffered()
 
     def _copy_buffered(self) -> None:

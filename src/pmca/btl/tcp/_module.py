@@ -36,7 +36,7 @@ from .._interface import (
 from ..base import ModuleBase, NoPinBackend, Registrations, host_name
 from ..base._pvars import BYTES_RECEIVED, BYTES_SENT, MESSAGES_RECEIVED, MESSAGES_SENT
 from . import _wire as wire
-from ._connection import QUEUED_COST, STREAM_MIN, Connection, Outgoing
+from ._connection import QUEUED_COST, STREAM_MIN, Connection
 from ._flow import FlowControl
 from ._group import RailGroup
 from ._handshake import connect, keep_alive
@@ -45,6 +45,7 @@ from ._lane import TcpLane
 from ._listener import HelloRules, accept, listen
 from ._polling import Polling
 from ._rails import Pairing
+from ._records import Outgoing
 from ._transfers import Transfers
 from ._wakeup import Wakeup
 from ._writes import _IOV_MAX
@@ -436,7 +437,7 @@ class TcpModule(ModuleBase):
 
     def put_target(
         self, connection: Connection, head: bytes, length: int
-    ) -> tuple[memoryview, Callable[[], None]]:
+    ) -> tuple[memoryview | None, Callable[[], None]]:
         return self._transfers.put_target(connection, head, length)
 
     def connection_lost(self, connection: Connection, failure: PeerFailed) -> None:
