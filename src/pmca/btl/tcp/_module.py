@@ -57,6 +57,9 @@ if TYPE_CHECKING:
     from .._holding import Holding
 
 
+#: Seconds a deregistration waits for the kernel's zero-copy completions before
+#: a log line says it still waits (it never stops waiting; see ``_settle_zerocopy``).
+SETTLE_PATIENCE = 5.0
 _FRAME_PACK = wire.FRAME.pack
 _FRAME_SIZE = wire.FRAME.size
 
@@ -342,17 +345,37 @@ class TcpModule(ModuleBase):
         self._registrations.deregister(handle)
 
     def _settle_zerocopy(self) -> None:
-        """Wait until the kernel no longer reads zero-copy pages (bounded)."""
-        deadline = time.monotonic() + 5.0
-        for connection in self._connections.values():
-            while (
-                connection.closed is None
-                and connection.zerocopy.pending
-                and time.monotonic() < deadline
-            ):
+        """Wait until the kernel no longer reads zero-copy pages.
+
+        Until each connection's completion notices all came, or it closed or
+        failed (its buffers are then kept for good, see ``_zerocopy``): pages
+        deregistered earlier may be reused while the kernel still sends them,
+        and the peer would get other bytes. A peer that stops reading keeps
+        them pinned; past :data:`SETTLE_PATIENCE` a log line says so, and a
+        peer whose host stopped acknowledging fails as progress would fail it.
+        """
+        began = time.monotonic()
+        said = False
+        for connection in list(self._connections.values()):
+            # Only errors and hang-ups: input waiting must not wake this wait (no read here).
+            notices = select.poll()
+            notices.register(connection.fd, 0)
+            while connection.closed is None and connection.zerocopy.pending:
                 connection.reap_zerocopy()
-                if connection.zerocopy.pending:
-                    select.select([connection.fd], [], [], 0.001)
+                if not connection.zerocopy.pending:
+                    break
+                for _fd, events in notices.poll(10):  # a completion shows as POLLERR
+                    if events & (select.POLLHUP | select.POLLNVAL):
+                        connection.lost(ConnectionResetError("the socket hung up"))
+                self._polling.check_failed(connection)
+                if not said and time.monotonic() - began > SETTLE_PATIENCE:
+                    said = True
+                    self.log.warning(
+                        "deregistration waits for the kernel to finish zero-copy sends",
+                        rank=connection.rank,
+                        pending=connection.zerocopy.pending,
+                        seconds=round(time.monotonic() - began, 1),
+                    )
 
     def get(
         self,

@@ -19,7 +19,9 @@ The silence check (see ``_silence``) runs at most every
 from __future__ import annotations
 
 import errno
+import os
 import select
+import socket
 import time
 from typing import TYPE_CHECKING
 
@@ -119,6 +121,19 @@ class Polling:
             if connection.zerocopy.pending:
                 connection.reap_zerocopy()
         return done
+
+    def check_failed(self, connection: Connection) -> None:
+        """Fail ``connection`` if its socket reports an error, or (when due) its peer
+        host stopped acknowledging: for waits that do not progress (no read)."""
+        try:
+            error = connection.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        except OSError as exc:
+            connection.lost(exc)
+            return
+        if error:
+            connection.lost(OSError(error, os.strerror(error)))
+        elif self._bound is not None and _monotonic() >= self._silence_due:
+            self._check_silence()
 
     def _check_silence(self) -> None:
         """Fail connections whose peer host stopped acknowledging data (see ``_silence``)."""
