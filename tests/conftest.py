@@ -25,6 +25,17 @@ def no_info_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PMCA_INFO_CACHE", "none")
 
 
+@pytest.fixture(scope="session")
+def _entry_point_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("entry-point-cache")
+
+
+@pytest.fixture(autouse=True)
+def entry_point_cache(monkeypatch: pytest.MonkeyPatch, _entry_point_cache: Path) -> None:
+    """Entry points are kept between starts in the test run's own directory, not the user's."""
+    monkeypatch.setenv("PMCA_ENTRY_POINT_CACHE", str(_entry_point_cache))
+
+
 @pytest.fixture
 def unique() -> Callable[[str], str]:
     """Unique lowercase names, so module caches never mix two tests."""

@@ -15,7 +15,6 @@ from types import ModuleType
 import pytest
 
 import pmca
-from pmca.testing import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -76,20 +75,6 @@ def test_every_python_example_in_the_documentation_is_valid_python():
     assert len(blocks) >= 12
     for page, block in blocks:
         compile(block, str(page.relative_to(ROOT)), "exec")
-
-
-def test_tutorial_examples_run_and_print_what_the_tutorial_says():
-    import pmca.native
-
-    blocks = [b for b in python_blocks(DOCS / "tutorial.md") if "mpi4py" not in b]
-    assert len(blocks) == 4
-    # One process, as a reader would type them one after the other.
-    done = run_python("\n".join(blocks), timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "40 command line" in done.stdout
-    assert "invalid value '1000' for MCA parameter 'memory_patcher_ring_size'" in done.stdout
-    if pmca.native.available():
-        assert "[('munmap', 1048576)]" in done.stdout
 
 
 def load_extension(name: str) -> ModuleType:
@@ -176,7 +161,7 @@ def test_component_guide_example_is_a_working_component(install_plugin):
 def test_framework_guide_examples_work_together(install_plugin, unique):
     # A name of its own: the example's "greet" is also the bundled example's.
     fw = unique("guide")
-    declaration, usage, base = (
+    declaration, usage, base, *_guide_rest = (
         block.replace("greet", fw) for block in python_blocks(DOCS / "guides" / "framework.md")
     )
     component = f"""

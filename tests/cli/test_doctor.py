@@ -155,11 +155,15 @@ from pmca.btl.self._module import SelfModule
 
 
 class MyselfModule(SelfModule):
-    \"\"\"Reaches only its own process, as btl/self does, under another name.\"\"\"
+    \"\"\"btl/self under another name, broken: it reaches no process, not even its own.\"\"\"
 
     def __init__(self, limits, log):
         super().__init__(limits, log)
         self.name = "myself"
+
+    def add_procs(self, procs):
+        super().add_procs(procs)
+        return [None for _ in procs]
 
 
 class MyselfComponent(pmca.Component):
@@ -174,7 +178,7 @@ class MyselfComponent(pmca.Component):
 """
 
 
-def test_a_third_party_btl_that_reaches_only_itself_is_reported_not_failed(
+def test_a_third_party_btl_that_reaches_nobody_is_reported_not_failed(
     run_pmca: Callable[..., Result], tmp_path
 ) -> None:
     """Its two-process check fails; doctor names it with its distribution and why,

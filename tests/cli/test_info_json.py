@@ -150,11 +150,11 @@ def test_verbose_output_never_lands_in_the_json(cli, plugin_fw) -> None:
     assert "broken" in result.err, "the framework's log went to stderr instead"
 
 
-def test_the_readme_documents_every_key() -> None:
-    """``--json`` help points at README.md's schema: it must name every field."""
+def test_the_documentation_names_every_key() -> None:
+    """``--json`` help points at the command-line page's schema: it must name every field."""
     from pathlib import Path
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme.split("### `pmca info --json`", 1)[1].split("\n## ", 1)[0]
+    page = (Path(__file__).parents[2] / "docs" / "reference" / "cli.md").read_text()
+    section = page.split("## `pmca info --json`", 1)[1].split("\n## ", 1)[0]
     keys = TOP_KEYS | FRAMEWORK_KEYS | COMPONENT_KEYS | PARAM_KEYS | FAILURE_KEYS
     assert sorted(key for key in keys if f'"{key}"' not in section) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -71,7 +72,8 @@ def test_show_failed_says_when_nothing_failed(cli) -> None:
     assert result.code == 0
     assert result.lines[-1].split(": ", 1) == [
         "          Failed to load",
-        "none: every framework and component loaded",
+        "none: every framework and component imported and registered "
+        "(open and query are not run here: 'pmca info --check' runs them)",
     ]
 
 
@@ -106,6 +108,9 @@ def test_an_informational_parameter_is_read_only(cli) -> None:
     assert f"mca:mca:base:param:{name}:status:read-only" in parsable.lines
 
 
-def test_json_help_points_at_the_readme_section(cli) -> None:
+def test_json_help_points_at_the_documented_section(cli) -> None:
     result = cli("info", "--help")
-    assert "README.md, section 'pmca info --json'" in " ".join(result.out.split())
+    assert "Command line, section 'pmca info --json'" in " ".join(result.out.split())
+    page = Path(__file__).parents[2] / "docs" / "reference" / "cli.md"
+    if page.exists():
+        assert "## `pmca info --json`" in page.read_text()

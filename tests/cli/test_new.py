@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +15,6 @@ import pmca
 from tests.cli.conftest import RunCli
 from tests.conftest import InstallPlugin, framework_source
 
-#: The checkout's root, when the suite runs from one (it has setup.py).
-CHECKOUT = Path(__file__).resolve().parents[2]
 #: Under tox, generated distributions run their own tox once per matrix, in
 #: this environment: the oldest Python pmca supports, which `make test` runs.
 SCAFFOLD_TOX_ENV = "py310-static"
@@ -48,10 +48,22 @@ def test_component_distribution_has_every_part(cli: RunCli, tmp_path: Path):
     assert f'dependencies = ["pmca>={pmca.__version__}"]' in project
     tox = (root / "tox.ini").read_text()
     assert "env_list = static, dso" in tox
-    assert f"{{env:PMCA_SPEC:pmca>={pmca.__version__}}}" in tox
-    for source in root.rglob("*.py"):
-        compile(source.read_text(), str(source), "exec")
-    assert "PMCA_SPEC" in (root / "README.md").read_text()
+    source = installed_from()
+    readme = (root / "README.md").read_text()
+    if source is None:
+        assert f"{{env:PMCA_SPEC:pmca>={pmca.__version__}}}" in tox
+        assert "from the package index" in readme
+    else:
+        # pmca is on no index: tox takes the pmca that wrote the distribution.
+        assert f"{{env:PMCA_SPEC:{source}}}" in tox
+        assert f"tox installs it from `{source}`" in " ".join(readme.split())
+    for file in root.rglob("*.py"):
+        compile(file.read_text(), str(file), "exec")
+    assert "PMCA_SPEC" in readme
+    # The wheel name the README shows is the one pmca's `make wheel` writes.
+    machine = platform.machine()
+    tag = f"py3-none-manylinux2014_{machine}.manylinux_2_17_{machine}"
+    assert f"dist/pmca-{pmca.__version__}-{tag}.whl" in readme
 
 
 def test_framework_distribution_has_every_part(cli: RunCli, tmp_path: Path):
@@ -138,56 +150,79 @@ def test_component_of_a_third_party_framework_depends_on_its_distribution(
 
 # -- the generated distributions under their own tox ------------------------------
 
+#: One scaffold of each kind: a component of a pmca framework, a btl, a new framework.
+SCAFFOLDS = {
+    "pmca-rcache-tiny": ("component", "rcache", "tiny"),
+    "pmca-btl-loop": ("component", "btl", "loop"),
+    "pmca-wave": ("framework", "wave"),
+}
 
-def pmca_spec(tmp_path: Path) -> str:
-    """The pmca the generated distributions test against, without the package index.
 
-    Under tox, the wheel tox built for this run (``TOX_PACKAGE``); otherwise a
-    wheel built here from this checkout, once for both distributions (two
-    builds of one checkout at once would share its build directory).
+def installed_from() -> Path | None:
+    """The wheel or directory pip installed this pmca from (PEP 610), if it is still there."""
+    from importlib.metadata import distribution
+    from urllib.parse import unquote, urlparse
+
+    record = json.loads(distribution("pmca").read_text("direct_url.json") or "{}")
+    url = urlparse(record.get("url", ""))
+    path = Path(unquote(url.path))
+    return path if url.scheme == "file" and path.exists() else None
+
+
+def wheelhouse(tmp_path: Path) -> Path:
+    """Everything the generated distributions install except pmca, from the configured index.
+
+    Their tox then runs with pip told to use no index at all, only this directory:
+    pmca, which is on no index, must come from where ``pmca new`` recorded.
     """
-    for item in os.environ.get("TOX_PACKAGE", "").split(os.pathsep):
-        if Path(item).name.startswith("pmca-") and Path(item).is_file():
-            return item
-    if not ((CHECKOUT / "setup.py").is_file() and (CHECKOUT / "src" / "pmca").is_dir()):
-        pytest.skip("neither a pmca wheel (TOX_PACKAGE) nor a pmca checkout to test against")
-    wheels = tmp_path / "wheel"
+    from importlib.metadata import requires
+
+    house = tmp_path / "wheelhouse"
+    runtime = [r for r in requires("pmca") or [] if "extra ==" not in r]
+    wanted = ["setuptools>=77", "wheel", "pytest>=8", *runtime]
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--no-deps",
-            "-w",
-            str(wheels),
-            str(CHECKOUT),
-        ],
+        [sys.executable, "-m", "pip", "download", "--quiet", "-d", str(house), *wanted],
         capture_output=True,
         text=True,
         timeout=600,
         check=False,
     )
-    assert done.returncode == 0, done.stderr
-    (wheel,) = wheels.glob("pmca-*.whl")
-    return str(wheel)
+    if done.returncode != 0:
+        pytest.skip(f"cannot fill a wheelhouse from the package index: {done.stderr[-500:]}")
+    return house
 
 
-def tox_env(spec: str) -> dict[str, str]:
-    """This environment without what the outer tox, venv or pytest set; PMCA_SPEC added."""
+def tox_env(house: Path) -> dict[str, str]:
+    """This environment without what the outer tox, venv or pytest set, and
+    pip limited to ``house``: no index, so no pmca from any index."""
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("TOX_", "PMCA_", "PYTEST_", "_PYTEST"))
+        if not key.startswith(("TOX_", "PMCA_", "PYTEST_", "_PYTEST", "PIP_"))
         and key not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
     }
-    env["PMCA_SPEC"] = spec
+    env.update(
+        PIP_NO_INDEX="1",
+        PIP_INDEX_URL="http://127.0.0.1:9/simple",
+        PIP_FIND_LINKS=str(house),
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+    )
     return env
 
 
+def run_tox(root: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tox", "run", "-e", "static,dso"],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
 @pytest.mark.slow
-def test_generated_distributions_pass_their_own_tox_in_both_modes(
+def test_generated_distributions_pass_their_own_tox_with_pmca_on_no_index(
     cli: RunCli, tmp_path: Path, pmca_load_mode: str
 ):
     if pmca_load_mode == "dso":
@@ -196,29 +231,36 @@ def test_generated_distributions_pass_their_own_tox_in_both_modes(
     if running_in is not None and running_in != SCAFFOLD_TOX_ENV:
         pytest.skip(f"under tox this runs once per matrix, in {SCAFFOLD_TOX_ENV}")
     pytest.importorskip("tox", reason="tox is in pmca's test extra: pip install 'pmca[test]'")
-    spec = pmca_spec(tmp_path)
-    assert cli("new", "component", "btl", "loop", "--into", str(tmp_path)).code == 0
-    assert cli("new", "framework", "wave", "--into", str(tmp_path)).code == 0
-    runs = {
-        name: subprocess.Popen(
-            [sys.executable, "-m", "tox", "run", "-e", "static,dso"],
-            cwd=tmp_path / name,
-            env=tox_env(spec),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for name in ("pmca-btl-loop", "pmca-wave")
-    }
-    for name, run in runs.items():
-        try:
-            out, _ = run.communicate(timeout=900)
-        except subprocess.TimeoutExpired:
-            run.kill()
-            out, _ = run.communicate()
-            pytest.fail(f"tox of {name} did not finish in 900 s:\n{out[-4000:]}")
-        assert run.returncode == 0, f"tox of {name} failed:\n{out[-6000:]}"
-        assert "static: OK" in out
-        assert "dso: OK" in out
-        # Every generated test ran in each mode.
-        assert out.count(" passed") >= 2
+    source = installed_from()
+    if source is None:
+        pytest.skip("this pmca was not installed from a wheel or directory that is still there")
+    for args in SCAFFOLDS.values():
+        assert cli("new", *args, "--into", str(tmp_path)).code == 0
+    env = tox_env(wheelhouse(tmp_path))
+    # Two builds of one source directory at once would share its build directory.
+    at_once = 1 if source.is_dir() else len(SCAFFOLDS)
+    names = list(SCAFFOLDS)
+    for first in range(0, len(names), at_once):
+        runs = {name: run_tox(tmp_path / name, env) for name in names[first : first + at_once]}
+        for name, run in runs.items():
+            try:
+                out, _ = run.communicate(timeout=900)
+            except subprocess.TimeoutExpired:
+                run.kill()
+                out, _ = run.communicate()
+                pytest.fail(f"tox of {name} did not finish in 900 s:\n{out[-4000:]}")
+            assert run.returncode == 0, f"tox of {name} failed:\n{out[-6000:]}"
+            assert "static: OK" in out
+            assert "dso: OK" in out
+            assert out.count(" passed") >= 2
+    # pmca doctor, with the btl installed next to pmca, judges it a working loopback.
+    doctor = subprocess.run(
+        [str(tmp_path / "pmca-btl-loop" / ".tox" / "static" / "bin" / "pmca"), "doctor", "--quick"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert doctor.returncode == 0, doctor.stdout[-4000:] + doctor.stderr[-2000:]
+    assert "ok    btl loop  distribution pmca-btl-loop 0.1.0" in doctor.stdout

@@ -249,7 +249,7 @@ def test_stats_job_shows_both_ranks_under_mpirun(cli, tmp_path) -> None:
 _IDENTITY = textwrap.dedent(
     """
     import os, subprocess, sys
-    from pmca.session._job import job_identity
+    from pmca.world._job import job_identity
     print(job_identity(os.environ)[0], flush=True)
     if len(sys.argv) > 1:  # and a tool this process starts, one level deeper
         subprocess.run([sys.executable, __file__], check=True)
@@ -276,3 +276,99 @@ def test_a_hydra_job_is_named_after_its_proxy_however_deep(tmp_path) -> None:
     rank, tool, last = done.stdout.split("\n")[:3]
     proxy_pid = int(last.removeprefix("proxy "))
     assert rank == tool == f"pmi-{proxy_pid}", done.stdout
+
+
+def test_list_shows_live_jobs_and_ranks_of_this_host(cli, tmp_path) -> None:
+    job = f"listjob-{os.getpid()}"
+    child, info = _start(tmp_path, env={"PMIX_NAMESPACE": job, "PMIX_RANK": "3"})
+    try:
+        listed = cli("stats", "--list")
+        as_json = cli("stats", "--list", "--json")
+    finally:
+        _stop(child)
+    after = cli("stats", "--list", "--json")
+    assert listed.code == 0, listed.err
+    assert listed.lines[0].split() == ["job", "rank", "pid"]
+    assert [line.split() for line in listed.lines if job in line] == [[job, "3", str(info["pid"])]]
+    entries = [p for p in json.loads(as_json.out)["processes"] if p["job"] == job]
+    assert [(p["rank"], p["pid"]) for p in entries] == [(3, info["pid"])]
+    assert entries[0]["socket"].endswith(f"/{job}.3.{info['pid']}.sock")
+    assert not [p for p in json.loads(after.out)["processes"] if p["job"] == job]
+
+
+_ALL_ENDED = "pmca stats: every process watched has ended or closed its live view"
+
+
+def test_watch_ends_when_the_processes_watched_have_ended(tmp_path) -> None:
+    child, info = _start(tmp_path)
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "pmca", "stats", str(info["pid"]), "--watch", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert watcher.stdout is not None
+        assert watcher.stdout.readline().startswith("pvar"), "one table read first"
+        _stop(child)
+        _, err = watcher.communicate(timeout=30)  # the old code printed "no such process" on
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+    assert watcher.returncode == 0, err
+    # Seen between its finalize and its exit, or after: either is said, once.
+    assert err.splitlines() in (
+        [f"pmca stats: process {info['pid']} {gone}", _ALL_ENDED]
+        for gone in ("has ended", "closed its live view")
+    )
+
+
+_PMI_RANK = textwrap.dedent(
+    """
+    import json, os, sys
+    import pmca
+    mca = {"pmca_base_live_view": "on", "pmca_base_pmi_version": "1"}
+    with pmca.Session(world="pmi", mca=mca, frameworks=[]) as s:
+        print(json.dumps({"pid": os.getpid(), "world": s.world.description}), flush=True)
+        sys.stdin.read()
+    """
+)
+
+
+def test_the_job_name_a_pmi_world_prints_finds_its_live_view(cli) -> None:
+    """Hydra's ranks name their live view ``pmi-<proxy>``; their world prints that name
+    first, then its own (``kvs kvs_7``), and ``pmca stats --job`` takes either."""
+    from tests.world._fake_pmi import FakePmiServer
+
+    server = FakePmiServer(1)
+    fd = server.client_fd(0)
+    env = {**os.environ, "PMI_FD": str(fd), "PMI_RANK": "0", "PMI_SIZE": "1"}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _PMI_RANK],
+        env=env,
+        pass_fds=[fd],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line, child.stderr.read() if child.stderr else ""
+        pid, world = json.loads(line)["pid"], json.loads(line)["world"]
+        by_kvs = cli("stats", "--job", "kvs_7", "--json")
+        by_proxy = cli("stats", "--job", f"pmi-{os.getpid()}", "--json")
+    finally:
+        _stop(child)
+        server.close()
+    assert by_kvs.code == 0, by_kvs.err
+    (process,) = json.loads(by_kvs.out)["processes"]
+    assert (process["pid"], process["job"], process["aliases"]) == (
+        pid,
+        f"pmi-{os.getpid()}",
+        ["kvs_7"],
+    )
+    assert [p["pid"] for p in json.loads(by_proxy.out)["processes"]] == [pid]
+    assert world == f"PMI-1 (job pmi-{os.getpid()}, kvs kvs_7, rank 0 of 1)"

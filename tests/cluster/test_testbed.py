@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +15,8 @@ import pytest
 from pmca.btl import FRAMEWORK
 from pmca.testing import Testbed, testbed_requirements
 from pmca.testing._agent import split
+
+from ._killed_run import killed_run
 
 pytestmark = pytest.mark.cluster
 
@@ -72,27 +71,9 @@ def test_a_killed_run_is_cleaned_up_by_the_next(tmp_path: Path) -> None:
     why = testbed_requirements()
     if why is not None:
         pytest.skip(why)
-    ready = tmp_path / "ready"
-    script = textwrap.dedent(
-        f"""
-        import time
-        from pmca.testing import Testbed
-        testbed = Testbed(2).start()
-        open({str(ready)!r}, "w").write(testbed.tag)
-        time.sleep(600)
-        """
-    )
-    child = subprocess.Popen([sys.executable, "-c", script])
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists() or not ready.read_text():
-            assert time.monotonic() < deadline and child.poll() is None, "the run never built"
-            time.sleep(0.05)
-        tag = ready.read_text()
-        assert any(p.name.startswith(tag) for p in Path("/run/netns").iterdir())
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait()
+    build = "from pmca.testing import Testbed\ntestbed = Testbed(2).start()\n"
+    tag = killed_run(tmp_path, build)
+    assert any(p.name.startswith(tag) for p in Path("/run/netns").iterdir())
     with Testbed(1) as testbed:
         assert testbed.tag != tag
         assert not any(p.name.startswith(tag + "-") for p in Path("/run/netns").iterdir())

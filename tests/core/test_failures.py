@@ -79,9 +79,9 @@ def test_wrong_api_major_is_rejected_with_a_reason(install_plugin, unique) -> No
         assert "API 2.3.0" in failure.message and "API 1.0.0" in failure.message
 
 
-def test_same_major_other_minor_is_accepted(install_plugin, unique) -> None:
+def test_same_major_and_minor_other_patch_is_accepted(install_plugin, unique) -> None:
     fw = unique("minor")
-    setup(install_plugin, fw, "newer", component_source(fw, "newer", api_version="1.7.2"))
+    setup(install_plugin, fw, "newer", component_source(fw, "newer", api_version="1.0.7"))
     with pmca.Session(frameworks=[fw]) as session:
         assert session.failures(fw) == []
         assert sorted(i.name for i in session.components(fw)) == ["good", "newer"]

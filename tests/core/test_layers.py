@@ -1,7 +1,7 @@
 """Dependencies point one way: every package imports only the layers below it.
 
-The order, bottom first (the same as in ``pmca``'s package docstring and the
-README's "Layout" section). Packages in one layer are peers: they import
+The order, bottom first (the same as in ``pmca``'s package docstring and in
+docs/install.md's "Layout" section). Packages in one layer are peers: they import
 neither each other nor anything above.
 
     _version _records _lazy _interrupts _forksafe _public _sockets   private helpers

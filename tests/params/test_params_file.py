@@ -107,6 +107,35 @@ def test_malformed_file_fails_space_construction(tmp_path: Path) -> None:
         ParamSpace(environ={}, param_files=[bad], override_file="none")
 
 
+@pytest.mark.parametrize(
+    ("given", "origin"),
+    [
+        ("env", "environment (PMCA_MCA_mca_base_param_files)"),
+        ("api", "command line"),
+        ("default", "default"),
+    ],
+)
+def test_malformed_line_says_which_parameter_named_its_file(
+    tmp_path: Path, given: str, origin: str
+) -> None:
+    """Path and line, and that ``mca_base_param_files`` named the file, from where."""
+    bad = conf(tmp_path, "btl = self\noops\n")
+    if given == "env":
+        options = {"environ": {"PMCA_MCA_mca_base_param_files": str(bad)}}
+    elif given == "api":
+        options = {"environ": {}, "api": {"mca_base_param_files": str(bad)}}
+    else:  # the default names ~/.pmca/mca-params.conf first
+        home = tmp_path / "home"
+        (home / ".pmca").mkdir(parents=True)
+        bad = conf(home / ".pmca", "btl = self\noops\n", "mca-params.conf")
+        options = {"environ": {"HOME": str(home)}}
+    with pytest.raises(ParamFileError) as info:
+        ParamSpace(override_file="none", **options)
+    message = str(info.value)
+    assert message.startswith(f"{bad}:2: "), message
+    assert message.endswith(f"(named by mca_base_param_files from {origin})"), message
+
+
 def test_malformed_override_file_fails_too(tmp_path: Path) -> None:
     bad = conf(tmp_path, "\n\n9x = 1\n", "override.conf")
     with pytest.raises(ParamFileError, match=rf"^{bad}:3: invalid key '9x'"):

@@ -5,6 +5,9 @@ each message's framing says its version (``cmd=`` lines are PMI-1,
 a 6-character length leads PMI-2). ``versions`` says which ``init`` accepts;
 ``answers`` replaces the answer to a command with raw bytes (``None``: stay
 silent, ``b""``: hang up). The fence answers every rank once all entered.
+:meth:`stop_reading` makes it a launcher that reads nothing more (stalled).
+``header`` aligns PMI-2's length ``"right"`` as MPICH's Hydra does, or
+``"left"`` as Slurm's ``--mpi=pmi2`` does (``b'114   cmd=...'``).
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ import threading
 
 
 class FakePmiServer:
-    def __init__(self, size: int, *, versions=(1, 2), answers=None, lazy_fence=False) -> None:
+    def __init__(
+        self, size: int, *, versions=(1, 2), answers=None, lazy_fence=False, header="right"
+    ) -> None:
         self.size = size
+        self.header = {"right": ">", "left": "<"}[header]
         # As Hydra's PMI-2: kvs-fence answered at once, kvs-get waits for its key.
         self.lazy_fence = lazy_fence
         self._waiting: list[tuple[socket.socket, str]] = []
@@ -27,11 +33,16 @@ class FakePmiServer:
         self.kvs: dict[str, str] = {}
         self._fenced: list[tuple[socket.socket, int]] = []
         self._stop = threading.Event()
+        self._deaf = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
 
     def client_fd(self, rank: int) -> int:
         return self.pairs[rank][1].fileno()
+
+    def stop_reading(self) -> None:
+        """From now on read nothing from any rank (what they send stays queued)."""
+        self._deaf.set()
 
     def commands(self, rank: int | None = None) -> list[str]:
         return [cmd for r, _, cmd, _ in self.log if rank is None or r == rank]
@@ -52,6 +63,9 @@ class FakePmiServer:
             selector.register(ours, selectors.EVENT_READ, rank)
             pending[rank] = b""
         while not self._stop.is_set():
+            if self._deaf.is_set():
+                self._stop.wait(0.05)
+                continue
             for key, _ in selector.select(0.05):
                 sock, rank = key.fileobj, key.data
                 try:
@@ -89,7 +103,7 @@ class FakePmiServer:
             sock.sendall(text.encode() + b"\n")
         else:
             body = f"cmd={cmd};" + "".join(f"{k}={v};" for k, v in fields.items())
-            sock.sendall(f"{len(body):6d}{body}".encode())
+            sock.sendall(f"{len(body):{self.header}6d}{body}".encode())
 
     def _handle(self, sock, rank: int, version: int, fields: dict[str, str]) -> None:
         cmd = fields.pop("cmd")

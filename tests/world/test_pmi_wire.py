@@ -10,14 +10,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 import pmca
 from pmca.mca.params import ParamError
+from pmca.world._job import job_identity
 from pmca.world._pmi2 import frame, message_end, parse
 
 from ._fake_pmi import FakePmiServer
@@ -93,6 +96,37 @@ def test_silent_launcher_times_out(serve, version, command, label):
     assert time.monotonic() - start < 30  # bounded, not a hang (the bound itself is 1 s)
 
 
+def test_launcher_that_stops_reading_ends_a_write_at_its_deadline(serve):
+    """A put larger than the launcher's socket holds, to a launcher that reads no more.
+
+    The descriptor is blocking (an MPI library may share it): before, the
+    write blocked until the launcher read again, however long past the
+    command's deadline. Now the command fails at its deadline, naming it.
+    """
+    maxes = b"cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1048576\n"
+    server = serve(answers={"get_maxes": maxes})
+    world = pmca.world.from_pmi(timeout=2, version="1")
+    with socket.socket(fileno=os.dup(server.client_fd(0))) as end:
+        end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # holds a few KiB
+    server.stop_reading()
+    outcome: list[BaseException] = []
+
+    def gather() -> None:
+        try:
+            world.allgather(bytes(512 * 1024))  # one put of some 700,000 characters
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=gather, daemon=True)  # a blocked write stays there
+    started = time.monotonic()
+    thread.start()
+    thread.join(2 + 10)  # the world's bound, and a margin for a loaded machine
+    assert not thread.is_alive(), "the write passed its deadline, still blocked"
+    assert time.monotonic() - started < 2 + 10
+    assert len(outcome) == 1 and isinstance(outcome[0], pmca.world.LauncherError), outcome
+    assert str(outcome[0]) == "PMI-1: the launcher did not take 'put' in time", outcome
+
+
 def test_refused_command_names_rc(serve):
     serve(
         answers={"init": b"cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1 msg=refused\n"}
@@ -109,6 +143,13 @@ def test_refused_pmi2_command_names_it(serve):
     assert server.commands()[-1] == "kvs-put"
 
 
+def live_job() -> str:
+    """The job's name for the live view under these PMI variables (the world prints it first)."""
+    identity = job_identity(os.environ)
+    assert identity is not None, "the fake launcher's environment names a job"
+    return identity[0]
+
+
 def test_pmi2_refused_when_forced(serve):
     serve(versions=(1,))
     with pytest.raises(pmca.world.LauncherError, match=r"^PMI-2: 'init' failed with rc=-1"):
@@ -119,12 +160,26 @@ def test_auto_takes_pmi2_when_offered(serve):
     server = serve()
     world = pmca.world.from_pmi(timeout=5)
     assert isinstance(world, pmca.world.Pmi2World) and isinstance(world, pmca.world.PmiWorld)
-    assert world.description == "PMI-2 (job job_7, rank 0 of 2)"
+    assert world.description == f"PMI-2 (job {live_job()}, PMI-2 job id job_7, rank 0 of 2)"
     assert "offers PMI-2" in world.why and world.universe_size == 2
     assert world.locality() is not None and world.locality().local == {0, 1}
     init, fullinit = server.log[:2]
     assert init[1:3] == (1, "init") and init[3]["pmi_version"] == "2"  # PMI-1 framing
     assert fullinit[1:3] == (2, "fullinit") and fullinit[3]["pmirank"] == "0"
+    world.close()
+
+
+def test_slurm_pads_the_length_on_the_right(serve, monkeypatch):
+    # Slurm's --mpi=pmi2 answers b'114   cmd=fullinit-response;...' and wants its job id back.
+    server = serve(header="left")
+    monkeypatch.setenv("PMI_JOBID", "42.0")
+    world = pmca.world.from_launcher(timeout=5)
+    assert world.description == f"PMI-2 (job {live_job()}, PMI-2 job id job_7, rank 0 of 2)"
+    assert server.log[1][2:] == (
+        "fullinit",
+        {"pmijobid": "42.0", "pmirank": "0", "threaded": "FALSE"},
+    )
+    assert message_end(b"2     cmd=xy") == 6 + 2
     world.close()
 
 
@@ -167,8 +222,9 @@ def test_pmi2_framing_and_escaping():
     assert message_end(message + b"    10") == len(message)
     assert message_end(message[:-1]) is None
     assert parse(message.decode()) == {"cmd": "kvs-put", "key": "a;b", "value": "x=y;;z"}
-    with pytest.raises(ValueError, match="no length header"):
-        message_end(b"HTTP/1.1")
+    for garbage in (b"HTTP/1.1", b" 1 2  ", b"      "):
+        with pytest.raises(ValueError, match="no length header"):
+            message_end(garbage)
 
 
 _SIZES = [0, 1, 5000, 100_000]
@@ -234,11 +290,16 @@ def test_pmi2_barrier_waits_where_the_fence_does_not(tmp_path):
     assert results == ["entered", "entered"]
 
 
-@pytest.mark.parametrize("version", ["1", "2"])
-def test_modex_and_fence_between_two_processes(version):
+@pytest.mark.parametrize(
+    ("version", "header"),
+    [("1", "right"), ("2", "right"), ("2", "left")],
+    ids=["1", "2", "2-slurm"],
+)
+def test_modex_and_fence_between_two_processes(version, header):
     # Two real clients in their own processes, one fake launcher: the fence
     # answers only once both entered, entries larger than a value are split.
-    server = FakePmiServer(2)
+    # Slurm's server pads PMI-2's lengths on the right (header="left").
+    server = FakePmiServer(2, header=header)
     try:
         results = [json.loads(line) for line in _run_clients(server, _CLIENT, version, "2")]
     finally:

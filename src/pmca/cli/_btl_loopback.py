@@ -34,6 +34,8 @@ class LoopbackResult:
     latency_us: float | None = None
     bandwidth_mb_s: float | None = None
     reason: str = ""
+    #: False when the btl carried nothing to the peer process (it reaches no peer).
+    reached_peer: bool = True
 
 
 class _NotReached(Exception):
@@ -95,12 +97,15 @@ def _child_main() -> None:
     run_side(btl, fd, 1, timeout, json.loads(mca))
 
 
-def check_self() -> LoopbackResult:
-    """The ``self`` btl: one process messaging itself, small and large."""
+def check_self(btl: str = "self") -> LoopbackResult:
+    """A btl that reaches this process (``self``, or a loopback of another
+    distribution) as the only btl: one process messaging itself, small and large."""
     from ..session import Session
 
     try:
-        with Session(mca={"btl": "self"}, frameworks=["btl"]) as session:
+        with Session(mca={"btl": btl}, frameworks=["btl"]) as session:
+            if session.reach(0) != [btl]:
+                raise _NotReached(f"it does not reach its own process either ({btl} alone)")
             p2p = session.p2p
             data = os.urandom(_LARGE)
             for size in (0, 8, _LARGE):
@@ -111,8 +116,8 @@ def check_self() -> LoopbackResult:
                 if out != data[:size]:
                     raise AssertionError(f"{size}-byte message to self came back corrupted")
     except Exception as exc:
-        return LoopbackResult("self", False, f"{type(exc).__name__}: {exc}", reason=str(exc))
-    return LoopbackResult("self", True, "0 B, 8 B and 8 MiB messages to itself, checksums equal")
+        return LoopbackResult(btl, False, f"{type(exc).__name__}: {exc}", reason=str(exc))
+    return LoopbackResult(btl, True, "0 B, 8 B and 8 MiB messages to itself, checksums equal")
 
 
 def check(btl: str, timeout: float = 60.0, mca: dict[str, Any] | None = None) -> LoopbackResult:
@@ -134,9 +139,14 @@ def check(btl: str, timeout: float = 60.0, mca: dict[str, Any] | None = None) ->
         child.kill()
         _, err = child.communicate(timeout=timeout)
         tail = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
-        reason = str(exc) if isinstance(exc, _NotReached) else f"{type(exc).__name__}: {exc}"
+        reached = not isinstance(exc, _NotReached)
+        reason = f"{type(exc).__name__}: {exc}" if reached else str(exc)
         return LoopbackResult(
-            btl, False, f"{type(exc).__name__}: {exc} {tail[0]}".strip(), reason=reason
+            btl,
+            False,
+            f"{type(exc).__name__}: {exc} {tail[0]}".strip(),
+            reason=reason,
+            reached_peer=reached,
         )
     try:
         _, err = child.communicate(timeout=timeout)

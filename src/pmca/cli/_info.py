@@ -65,12 +65,13 @@ examples:
   pmca info                          components, like ompi_info
   pmca info --param memory all -l 9  every memory parameter
   pmca info --all --parsable         everything, one record per line
-  pmca info --json                   everything as JSON (schema "pmca-info" v1, README)
+  pmca info --json                   everything as JSON (schema "pmca-info" v1, see the docs)
   pmca info -t bool -l 9             every boolean parameter
   pmca info --path all --arch        where pmca lives, what it runs on
   pmca info --tcp-interfaces         the interfaces btl/tcp would use, and why
   pmca info --mca memory ^none --param memory all
   pmca info --pvars --json           every performance variable as JSON
+  pmca info --check btl              open and query each btl on its own
 """
 
 
@@ -123,7 +124,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     style.add_argument(
         "--json",
         action="store_true",
-        help="one JSON document, schema 'pmca-info' v1 (README.md, section 'pmca info --json')",
+        help=(
+            "one JSON document, schema 'pmca-info' v1 (documentation: Command line,"
+            " section 'pmca info --json')"
+        ),
     )
     parser.add_argument(
         "--mca",
@@ -137,7 +141,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--show-failed",
         action="store_true",
-        help="show the components that failed to load, where they came from and why",
+        help="show the components that failed to load (import, validation, register), "
+        "where they came from and why; open and query are not run: see --check",
+    )
+    parser.add_argument(
+        "--check",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="FRAMEWORK[/COMPONENT]",
+        help="open and query each component (of FRAMEWORK, or COMPONENT only; default: "
+        "all) in a session of its own and report it available, declined or failed with "
+        "why; exit status 1 if any failed",
     )
     parser.add_argument(
         "-s",
@@ -353,8 +368,27 @@ def _terminal_width(stream: TextIO) -> int | None:
     return shutil.get_terminal_size().columns
 
 
+def _run_check(args: argparse.Namespace) -> int:
+    """``pmca info --check``: never cached (it runs the components' code)."""
+    from ._info_check import FAILED, check, render_check
+
+    if args.json:
+        raise UsageError("--check: --json is not supported; use --parsable")
+    recorder: Recorder | None = getattr(args, "info_cache", None)
+    if recorder is not None:
+        recorder.clean = False
+    with _stdout_kept_clean() as stdout:
+        results = check(_mca_values(args.mca), args.check or None)
+        text = render_check(results, parsable=args.parsable, width=_terminal_width(stdout))
+    stdout.write(text)
+    stdout.flush()
+    return 1 if any(r.state == FAILED for r in results) else 0
+
+
 def run(args: argparse.Namespace) -> int:
     """``pmca info``; raises :class:`UsageError` (and pmca errors) for bad input."""
+    if args.check is not None:
+        return _run_check(args)
     with _stdout_kept_clean() as stdout:
         text = produce(args, width=_terminal_width(stdout))
     stdout.write(text)

@@ -31,7 +31,6 @@ import contextlib
 import marshal
 import os
 import sys
-import zlib
 from collections.abc import Iterable, Sequence
 
 from .._version import __version__
@@ -75,6 +74,8 @@ def _key(argv: Sequence[str]) -> _Key:
 
 
 def _path(directory: str, argv: Sequence[str]) -> str:
+    import zlib  # not at import: a run with the cache off never names a file
+
     where = "\0".join([sys.executable, os.getcwd(), *argv])
     name = zlib.crc32(where.encode("utf-8", "surrogateescape"))
     return os.path.join(directory, f"info-{name:08x}.marshal")

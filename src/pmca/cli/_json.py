@@ -1,8 +1,8 @@
 """``pmca info --json``: the inventory as one JSON document.
 
 Schema ``pmca-info`` version 1 (additions keep the version; a removal or a
-change of meaning bumps it), documented field by field in README.md, section
-"``pmca info --json``": keep the two in step.
+change of meaning bumps it), documented field by field in docs/reference/cli.md,
+section "``pmca info --json``": keep the two in step.
 """
 
 from __future__ import annotations

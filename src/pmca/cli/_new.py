@@ -6,19 +6,27 @@
 ``pyproject.toml`` with the entry points, the code with a parameter or two,
 tests using pmca's pytest plugin, a ``tox.ini`` with the ``static`` and
 ``dso`` factors and a README. The result installs and passes its own tests.
+
+pmca is not on a package index, so the generated ``tox.ini`` takes pmca
+from where the pmca that generated it was installed from (the wheel or the
+source directory pip recorded, PEP 610) while that is still there, and
+from the index only for a pmca that came from one.
 """
 
 from __future__ import annotations
 
+import json
+import platform
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
 
 from .._version import __version__
 from ..mca._names import COMPONENT_NAME, FRAMEWORK_NAME
-from . import _templates
+from . import _templates, _templates_btl
 from ._errors import UsageError
 
 if TYPE_CHECKING:
@@ -86,6 +94,50 @@ def _camel(name: str) -> str:
 def _requirement() -> str:
     """The pmca requirement of a generated distribution: this pmca or later."""
     return f"pmca>={__version__}"
+
+
+def _installed_from() -> Path | None:
+    """The wheel or source directory this pmca was installed from, if pip
+    recorded one (``direct_url.json``) and it is still there."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        record = json.loads(distribution("pmca").read_text("direct_url.json") or "null")
+    except (PackageNotFoundError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    url = urlparse(str(record.get("url", "")))
+    if url.scheme != "file":
+        return None
+    path = Path(unquote(url.path))
+    if "dir_info" in record and any((path / f).is_file() for f in ("pyproject.toml", "setup.py")):
+        return path
+    if "archive_info" in record and path.is_file():
+        return path
+    return None
+
+
+def _pmca_source() -> dict[str, str]:
+    """Where the generated tox.ini takes pmca from, and how its comment and README say so."""
+    source = _installed_from()
+    if source is None:
+        return {
+            "pmca_spec": _requirement(),
+            "pmca_from": "the package index",
+            "pmca_readme": f"tox installs `{_requirement()}` from the package index.",
+        }
+    kind = "source directory" if source.is_dir() else "wheel"
+    return {
+        "pmca_spec": str(source),
+        "pmca_from": f"the {kind} that the generating pmca was installed from",
+        "pmca_readme": (
+            f"pmca is not on the package index: tox installs it from `{source}`, the"
+            f" {kind} that the pmca which generated this distribution (pmca"
+            f" {__version__}) was installed from (`pmca new` wrote that path into"
+            " `tox.ini`; edit it there if it moves)."
+        ),
+    }
 
 
 def _framework_source(framework: str) -> tuple[str, str | None]:
@@ -158,6 +210,19 @@ def write_component(framework: str, name: str, into: Path) -> Path:
         "dependencies": _dependencies(framework_requirement),
     }
     files = {**_templates.SHARED_FILES, **_templates.COMPONENT_FILES}
+    if framework == "btl":
+        values["what"] += (
+            " As written it is a loopback that reaches only its own process, like"
+            " pmca's btl/self: a working btl to turn into a transport."
+        )
+        values["parameters"] = _templates_btl.btl_parameters(name)
+        files.update(
+            _templates_btl.btl_files(
+                _templates.COMPONENT_CLASS_HEAD,
+                _templates.TESTS_HEADER,
+                _templates.COMPONENT_TESTS_COMMON,
+            )
+        )
     return _write(into / distribution, files, values)
 
 
@@ -208,7 +273,17 @@ def _dependencies(extra: str | None) -> str:
 
 
 def _write(target: Path, files: Mapping[str, Template], values: Mapping[str, str]) -> Path:
-    values = {**values, "requirement": _requirement(), "version": __version__}
+    machine = platform.machine()
+    values = {
+        **values,
+        **_pmca_source(),
+        "requirement": _requirement(),
+        "version": __version__,
+        # The name of pmca's wheel as its `make wheel` writes it.
+        "wheel_name": (
+            f"pmca-{__version__}-py3-none-manylinux2014_{machine}.manylinux_2_17_{machine}.whl"
+        ),
+    }
     if target.exists():
         raise UsageError(f"{target} already exists: remove it or choose another --into")
     if target.parent.exists() and not target.parent.is_dir():

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..session._job import job_identity
 from ..session._live import live_directory, process_exists, socket_pid
+from ..world._job import job_identity
 from ._errors import UsageError
 
 __all__ = ["add_arguments", "run"]
@@ -35,6 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("pids", nargs="*", type=int, metavar="PID", help="processes to read")
     parser.add_argument(
+        "--list",
+        action="store_true",
+        help="list the live pmca processes of this user on this host (job, rank, pid) "
+        "without reading them",
+    )
+    parser.add_argument(
         "--job",
         nargs="?",
         const="",
@@ -50,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="print again every SECONDS (default 1) until interrupted",
+        help="print again every SECONDS (default 1) until interrupted or every "
+        "process read has ended",
     )
     parser.add_argument("--json", action="store_true", help="one JSON document per read")
     parser.add_argument(
@@ -140,8 +147,23 @@ def _job_sockets(job: str) -> dict[int, list[Path]]:
         if pid is not None and pid != os.getpid() and process_exists(pid):
             sockets.setdefault(pid, []).append(path)
     if not sockets:
+        sockets = _sockets_known_as(job)
+    if not sockets:
         raise UsageError(f"--job {job}: no process of that job has a live view on this host")
     return dict(sorted(sockets.items()))
+
+
+def _sockets_known_as(job: str) -> dict[int, list[Path]]:
+    """The live views whose world calls the job ``job`` (each one is asked)."""
+    found: dict[int, list[Path]] = {}
+    for _, _, pid, path in live_processes():
+        try:
+            document = read_socket(path, pid, timeout=2.0)
+        except StatsError:
+            continue
+        if job in document.get("aliases", ()):
+            found.setdefault(pid, []).append(path)
+    return found
 
 
 def _rows(documents: list[dict[str, Any]], show_all: bool) -> list[tuple[str, list[str]]]:
@@ -191,7 +213,68 @@ def table(documents: list[dict[str, Any]], show_all: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+def live_processes() -> list[tuple[str | None, int | None, int, Path]]:
+    """``(job, rank, pid, socket)`` of every live view of this user on this host, by job.
+
+    Read from the sockets' names (``<job>.<rank>.<pid>.sock`` or ``<pid>.sock``):
+    nothing is connected to; a socket whose process is gone is left out.
+    """
+    found = []
+    uid = os.getuid()
+    for directory in sorted({live_directory(os.environ), live_directory({}, uid)}):
+        for path in directory.glob("*.sock"):
+            pid = socket_pid(path.name)
+            if pid is None or pid == os.getpid() or not process_exists(pid):
+                continue
+            parts = path.name[: -len(".sock")].rsplit(".", 2)
+            job, rank = (parts[0], int(parts[1])) if len(parts) == 3 else (None, None)
+            found.append((job, rank, pid, path))
+    return sorted(found, key=lambda p: (p[0] or "", p[1] if p[1] is not None else -1, p[2]))
+
+
+def _list(as_json: bool) -> int:
+    processes = live_processes()
+    if as_json:
+        entries = [
+            {"job": job, "rank": rank, "pid": pid, "socket": str(path)}
+            for job, rank, pid, path in processes
+        ]
+        print(json.dumps({"processes": entries}))
+        return 0
+    if not processes:
+        where = live_directory(os.environ)
+        print(f"no live pmca process of uid {os.getuid()} on this host (live views in {where})")
+        return 0
+    width = max(len("job"), *(len(job or "-") for job, _, _, _ in processes))
+    print(f"{'job':<{width}}  {'rank':>4}  pid")
+    for job, rank, pid, _ in processes:
+        print(f"{job or '-':<{width}}  {'-' if rank is None else rank:>4}  {pid}")
+    return 0
+
+
+_ALL_ENDED = "pmca stats: every process watched has ended or closed its live view"
+
+
+def _gone(pid: int) -> str:
+    return "has ended" if not process_exists(pid) else "closed its live view"
+
+
+def _ended(targets: dict[int, list[Path] | None]) -> bool:
+    """Drop the watched processes that have ended, saying so; whether none is left."""
+    for pid in [pid for pid in targets if not process_exists(pid)]:
+        print(f"pmca stats: process {pid} has ended", file=sys.stderr)
+        del targets[pid]
+    if targets:
+        return False
+    print(_ALL_ENDED, file=sys.stderr)
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.list:
+        if args.pids or args.job is not None or args.watch is not None:
+            raise UsageError("pmca stats: --list takes no PID, --job or --watch")
+        return _list(args.json)
     #: pid -> its sockets (None: find them at each read); the job's are optional:
     #: a socket nobody listens on there is an older process's, skipped with a note
     targets: dict[int, list[Path] | None] = dict.fromkeys(args.pids)
@@ -203,18 +286,22 @@ def run(args: argparse.Namespace) -> int:
                 optional.add(pid)
     if not targets:
         raise UsageError("pmca stats: give one or more PIDs, or --job")
+    read_once: set[int] = set()
     while True:
         documents, failed = [], 0
-        for pid, paths in targets.items():
+        for pid, paths in list(targets.items()):
             try:
                 documents.append(_read(pid, paths if paths is not None else _sockets_of(pid)))
-            except _NobodyListens as exc:
-                if pid in optional:
+                read_once.add(pid)
+            except StatsError as exc:
+                if args.watch is not None and pid in read_once:
+                    # Watched and read before: it finalized or is exiting, not an error.
+                    del targets[pid]
+                    print(f"pmca stats: process {pid} {_gone(pid)}", file=sys.stderr)
+                    continue
+                if isinstance(exc, _NobodyListens) and pid in optional:
                     print(f"pmca stats: {exc}; skipped", file=sys.stderr)
                     continue
-                print(f"pmca stats: {exc}", file=sys.stderr)
-                failed += 1
-            except StatsError as exc:
                 print(f"pmca stats: {exc}", file=sys.stderr)
                 failed += 1
         if args.json:
@@ -223,6 +310,11 @@ def run(args: argparse.Namespace) -> int:
             print(table(documents, args.all), end="", flush=True)
         if args.watch is None:
             return 1 if failed else 0
+        if not targets:
+            print(_ALL_ENDED, file=sys.stderr)
+            return 1 if failed else 0
         time.sleep(args.watch)
+        if _ended(targets):
+            return 1 if failed else 0
         if not args.json:
             print(flush=True)

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from string import Template
 
-__all__ = ["COMPONENT_FILES", "FRAMEWORK_FILES", "SHARED_FILES"]
+__all__ = [
+    "COMPONENT_CLASS_HEAD",
+    "COMPONENT_FILES",
+    "COMPONENT_TESTS_COMMON",
+    "FRAMEWORK_FILES",
+    "SHARED_FILES",
+    "TESTS_HEADER",
+]
 
 _PYPROJECT = """\
 [build-system]
@@ -38,7 +45,8 @@ _TOX = """\
 # Both of pmca's component load modes: `static` (imported once) and `dso`
 # (imported afresh at each framework open, unloaded at the last close).
 # pmca comes from PMCA_SPEC when it is set: a wheel, an sdist, a checkout
-# or a requirement (PMCA_SPEC=/path/to/pmca tox); otherwise from the index.
+# or a requirement (PMCA_SPEC=/path/to/pmca tox); otherwise from
+# $pmca_from.
 [tox]
 requires = tox>=4.20
 env_list = static, dso
@@ -49,7 +57,7 @@ description =
     dso: the tests with components loaded and unloaded dynamically
 package = wheel
 deps =
-    {env:PMCA_SPEC:$requirement}
+    {env:PMCA_SPEC:$pmca_spec}
 extras = test
 pass_env = PMCA_SPEC
 commands =
@@ -71,12 +79,14 @@ tox                       # the tests in both load modes: static and dso
 tox run -e dso -- -x      # one mode, options passed on to pytest
 ```
 
-tox installs `$requirement` from the package index. To test against another
-pmca (a checkout, a wheel you built, an sdist), name it in `PMCA_SPEC`:
+$pmca_readme
+
+To test against another pmca (a checkout, a wheel you built, an sdist),
+name it in `PMCA_SPEC`:
 
 ```console
 PMCA_SPEC=/path/to/pmca-checkout tox
-PMCA_SPEC=/path/to/pmca-$version-py3-none-linux_x86_64.whl tox
+PMCA_SPEC=/path/to/pmca/dist/$wheel_name tox    # what pmca's `make wheel` builds
 ```
 
 Without tox: `pip install -e '.[test]'`, then `pytest --pmca-load-mode=static`
@@ -128,6 +138,10 @@ class $module_class:
         self.label = label
 
 
+'''
+
+#: A generated component's class up to its label parameter (a btl's too).
+COMPONENT_CLASS_HEAD = """\
 class $component_class(pmca.Component):
     framework = "$framework"
     name = "$name"
@@ -138,19 +152,22 @@ class $component_class(pmca.Component):
     def register(self, params: pmca.ComponentParams) -> None:
         # Declare parameters only: pmca info calls this hook and no other.
         params.register(
+            "label",
+            type=str,
+            default="$name",
+            help="The label the $name module reports",
+            level=1,
+        )
+"""
+
+_COMPONENT_REST = """\
+        params.register(
             "priority",
             type=int,
             default=5,
             help="Selection priority of the $name component",
             level=5,
             **within(0, 10000),
-        )
-        params.register(
-            "label",
-            type=str,
-            default="$name",
-            help="The label the $name module reports",
-            level=1,
         )
 
     @pmca.hookimpl
@@ -169,10 +186,10 @@ class $component_class(pmca.Component):
         # Release what open and query acquired: in dso mode this module is
         # unloaded after this hook and imported afresh at the next open.
         pass
-'''
+"""
 
 #: The start of every generated test module; ``$tested`` says what it tests.
-_TESTS_HEADER = '''\
+TESTS_HEADER = '''\
 """Tests of $tested, in the load mode tox chose.
 
 pmca's pytest plugin (installed with pmca) adds --pmca-load-mode and the
@@ -185,7 +202,7 @@ import pmca
 import pytest
 '''
 
-_COMPONENT_TESTS = '''\
+_COMPONENT_TESTS = """\
 from pmca.mca.params import Source
 from pmca.testing import run_python
 
@@ -196,10 +213,15 @@ MODULE_CLASS = "$module_class"
 SELECTION = "$selection"
 LABEL = "${framework}_${name}_label"
 PRIORITY = "${framework}_${name}_priority"
+"""
+
+#: The tests every generated component has (a btl's too), after its constants.
+COMPONENT_TESTS_COMMON = '''\
 
 
-def session(**mca: str) -> pmca.Session:
-    return pmca.Session(frameworks=[FRAMEWORK], mca={FRAMEWORK: SELECTION, **mca})
+def session(selection: str = SELECTION, **mca: str) -> pmca.Session:
+    """A session of the framework, ``selection`` its selection parameter."""
+    return pmca.Session(frameworks=[FRAMEWORK], mca={FRAMEWORK: selection, **mca})
 
 
 def test_found_selected_and_loaded_in_the_mode_of_the_run(
@@ -229,14 +251,17 @@ def test_parameters_come_from_every_source(pmca_env: dict[str, str]) -> None:
         assert label.origin.source is Source.API
 
 
+def test_excluded_component_is_not_used(pmca_env: dict[str, str]) -> None:
+    with session(f"^{NAME}") as s:
+        assert NAME not in [c.name for c in s.components(FRAMEWORK)]
+'''
+
+_COMPONENT_TESTS_OWN = '''\
+
+
 def test_a_bad_priority_is_refused(pmca_env: dict[str, str]) -> None:
     with pytest.raises(pmca.ParamError, match=PRIORITY):
         session(**{PRIORITY: "-1"}).init()
-
-
-def test_excluded_component_is_not_used(pmca_env: dict[str, str]) -> None:
-    with pmca.Session(frameworks=[FRAMEWORK], mca={FRAMEWORK: f"^{NAME}"}) as s:
-        assert NAME not in [c.name for c in s.components(FRAMEWORK)]
 
 
 def test_a_second_session_works_like_the_first() -> None:
@@ -258,8 +283,10 @@ def test_a_second_session_works_like_the_first() -> None:
 '''
 
 COMPONENT_FILES: dict[str, Template] = {
-    "src/$package/__init__.py": Template(_COMPONENT),
-    "tests/test_$package.py": Template(_TESTS_HEADER + _COMPONENT_TESTS),
+    "src/$package/__init__.py": Template(_COMPONENT + COMPONENT_CLASS_HEAD + _COMPONENT_REST),
+    "tests/test_$package.py": Template(
+        TESTS_HEADER + _COMPONENT_TESTS + COMPONENT_TESTS_COMMON + _COMPONENT_TESTS_OWN
+    ),
 }
 
 _FRAMEWORK = '''\
@@ -453,5 +480,5 @@ FRAMEWORK_FILES: dict[str, Template] = {
     "src/$package/__init__.py": Template(_FRAMEWORK),
     "src/$package/_base.py": Template(_FRAMEWORK_BASE),
     "src/$package/$component.py": Template(_FRAMEWORK_COMPONENT),
-    "tests/test_$package.py": Template(_TESTS_HEADER + _FRAMEWORK_TESTS),
+    "tests/test_$package.py": Template(TESTS_HEADER + _FRAMEWORK_TESTS),
 }

@@ -203,7 +203,11 @@ class Readable:
 
     def summary(self, failed: Sequence[str]) -> None:
         if not failed:
-            self._out("Failed to load", "none: every framework and component loaded")
+            self._out(
+                "Failed to load",
+                "none: every framework and component imported and registered "
+                "(open and query are not run here: 'pmca info --check' runs them)",
+            )
             return
         self._out(
             "Failed to load",

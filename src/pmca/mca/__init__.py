@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         PVarGroup,
         PVarGroupField,
         PVarRegistry,
+        PVarWarning,
     )
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
     "PVarHandle",
     "PVarRegistry",
     "PVarSession",
+    "PVarWarning",
     "PmcaError",
     "Query",
     "Safety",
@@ -120,6 +122,7 @@ _TARGETS = {
     "PVarGroup": "._pvars:PVarGroup",
     "PVarGroupField": "._pvars:PVarGroupField",
     "PVarRegistry": "._pvars:PVarRegistry",
+    "PVarWarning": "._pvars:PVarWarning",
 }
 
 if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all

@@ -91,16 +91,24 @@ def make_component(obj: object, *, expected_framework: str, expected_name: str) 
 
 
 def check_api(component: Component, framework: str, api_version: Version) -> None:
-    """Reject a component written for another major version of the framework API.
+    """Reject a component written for an API this framework does not provide.
 
     ``framework`` and ``api_version`` are the framework's name and API version.
+    The rule: the same major version, and a minor version no newer than the
+    framework's (a newer minor may call hooks this framework does not have);
+    the patch level is not compared.
     """
     wanted = Version.parse(component.api_version)
+    mismatch = (
+        f"component {component.framework}/{component.name} was written for "
+        f"{framework} API {wanted}, but this framework implements API {api_version}"
+    )
     if wanted.major != api_version.major:
+        raise ComponentError(f"{mismatch} (major versions must match)")
+    if wanted.minor > api_version.minor:
         raise ComponentError(
-            f"component {component.framework}/{component.name} was written for "
-            f"{framework} API {wanted}, but this framework implements API "
-            f"{api_version} (major versions must match)"
+            f"{mismatch} (a component needs the same major version and a minor version "
+            f"no newer than the framework's: {api_version.major}.{api_version.minor} at most)"
         )
 
 

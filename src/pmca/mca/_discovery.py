@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Literal
 from attrs import define, field
 
 from .._records import Record, Value
-from ._entrypoints import DistributionLike, EntryPointLike, name_and_version, read_entry_points
+from ._entrypoint_cache import cached_entry_points
+from ._entrypoints import DistributionLike, EntryPointLike, name_and_version
 from ._errors import ComponentError
 from ._framework import Framework
 from ._names import COMPONENT_NAME
@@ -163,6 +164,8 @@ class EntryPointIndex:
     call, whatever the group, so pmca scans once and answers from memory
     until ``sys.path`` changes: another entry, or a directory on it whose
     modification time moved (a distribution installed or removed there).
+    Between processes the scan's answer is kept on disk and checked against
+    the installed metadata at each start (:mod:`._entrypoint_cache`).
     """
 
     def __init__(self, points: Iterable[EntryPointLike]) -> None:
@@ -179,7 +182,7 @@ class EntryPointIndex:
         with _scan_lock:
             if _scanned is not None and _scanned[0] == key:
                 return _scanned[1]
-        points: Iterable[EntryPointLike] | None = read_entry_points("pmca.")
+        points: Iterable[EntryPointLike] | None = cached_entry_points("pmca.")
         if points is None:
             import importlib_metadata
 

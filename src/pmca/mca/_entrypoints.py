@@ -26,11 +26,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DistributionLike",
+    "EntryPoint",
     "EntryPointLike",
+    "MetadataDirectory",
     "installed_files",
     "metadata_directories",
     "name_and_version",
     "read_entry_points",
+    "standard_finders_only",
 ]
 
 _METADATA_SUFFIXES = (".dist-info", ".egg-info")
@@ -181,7 +184,7 @@ class EntryPoint:
         return obj
 
 
-def _standard_finders_only() -> bool:
+def standard_finders_only() -> bool:
     """Whether only the path-based finders of the standard library and
     ``importlib_metadata`` can find distributions (anything else may know more)."""
     from importlib.machinery import PathFinder
@@ -228,7 +231,7 @@ def _directories(path: Iterable[object]) -> list[MetadataDirectory] | None:
 def metadata_directories() -> list[MetadataDirectory] | None:
     """Every metadata directory on ``sys.path``; ``None`` with a zip or an egg on
     it, or a distribution finder that may know of others."""
-    if not _standard_finders_only():
+    if not standard_finders_only():
         return None
     return _directories(sys.path)
 
@@ -260,11 +263,15 @@ def _prefers_valid(directories: list[MetadataDirectory]) -> bool | None:
     return None
 
 
-def read_entry_points(prefix: str) -> list[EntryPoint] | None:
+def read_entry_points(
+    prefix: str, directories: list[MetadataDirectory] | None = None
+) -> list[EntryPoint] | None:
     """The entry points of every group starting with ``prefix``, as
     ``importlib_metadata.entry_points()`` lists them; ``None`` where only
-    ``importlib_metadata`` can read the installed metadata."""
-    directories = metadata_directories()
+    ``importlib_metadata`` can read the installed metadata. ``directories``:
+    :func:`metadata_directories`, when the caller has listed them already."""
+    if directories is None:
+        directories = metadata_directories()
     if directories is None:
         return None
     prefers_valid = _prefers_valid(directories)

@@ -66,9 +66,12 @@ def warn_user(warning: Warning) -> None:
     """Warn, attributed to the first caller outside pmca (the user's code)."""
     frame = sys._getframe(1)
     level = 2
-    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(
-        _PACKAGE_DIR
-    ):
+    while frame.f_back is not None and _is_pmca(frame.f_code.co_filename):
         frame = frame.f_back
         level += 1
     warnings.warn(warning, stacklevel=level)
+
+
+def _is_pmca(filename: str) -> bool:
+    # "<pmca ...>": code pmca compiles itself (a pvar sweep)
+    return filename.startswith("<pmca ") or os.path.abspath(filename).startswith(_PACKAGE_DIR)

@@ -130,6 +130,8 @@ class OpenFramework:
         self.requested: tuple[str, ...] = ()
         #: Requested components that dropped out (not available, or declined), with why.
         self.declined: dict[str, str] = {}
+        #: Every component that dropped out (not available, or declined), with why.
+        self.dropped: dict[str, str] = {}
         self.log: FilteringBoundLogger = framework_logger(self.name, 0)
         #: Opened with its selection deferred: components loaded and registered,
         #: not yet opened nor queried (see :meth:`settle`).
@@ -158,8 +160,21 @@ class OpenFramework:
         """The selected module of a ``single`` framework."""
         modules = self.modules()
         if not modules:
-            raise FrameworkError(f"framework {self.name!r} has no selected module")
+            why = self._why_none()
+            raise FrameworkError(f"framework {self.name!r} has no selected module{why}")
         return modules[0]
+
+    def _why_none(self) -> str:
+        """What pmca knows of why no component is selected: each failure and decline."""
+        reasons = sorted(
+            [
+                *((f.component, f.reason) for f in self.failures),
+                *self.dropped.items(),
+            ]
+        )
+        if not reasons:
+            return ""
+        return ": " + "; ".join(f"{self.name}/{name}: {why}" for name, why in reasons)
 
     def infos(self) -> list[ComponentInfo]:
         from ._component_info import ComponentInfo
@@ -307,6 +322,11 @@ class OpenFramework:
             )
             check_api(component, self.framework.name, self.framework.api_version)
             self.pm.register_detached(component, name=candidate.name)
+            try:
+                self.pm.check_known(component, self.name)
+            except pluggy.PluginValidationError:
+                self.pm.unregister(component)
+                raise
         except Exception as exc:
             self._load_failed(candidate, "validate", exc, root if mode == "dso" else None)
             return
@@ -394,20 +414,21 @@ class OpenFramework:
         self._report_declined()
 
     def _declined(self, name: str, why: str) -> None:
-        """A component drops out: remembered when the user asked for it by name."""
+        """A component drops out: remembered, and reported when the user asked for it by name."""
+        self.dropped[name] = why
         if name in self.requested:
             self.declined[name] = why
         self.log.debug("component not used", component=name, reason=why)
 
     def _report_declined(self) -> None:
-        """The user named components and none is used: say which dropped out, and why.
+        """The user named components that are not used: say which dropped out, and why.
 
-        (A failed one is already reported as a failure.) When some requested
-        component is used, the others are shown at ``warn`` verbosity only.
+        Shown at the default verbosity, even when another component is used
+        (``btl=self,stub``): the user asked for it by name. A failed one is
+        already reported as a failure.
         """
-        report = self.log.warning if self.loaded else self.log.error
         for name, why in self.declined.items():
-            report(
+            self.log.error(
                 "requested component is not used",
                 component=name,
                 reason=why,

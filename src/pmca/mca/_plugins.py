@@ -26,6 +26,9 @@ from typing import Any
 
 import pluggy
 
+from ._component import describe
+from ._names import close_matches
+
 _Impls = dict[str, pluggy.HookImpl]
 
 #: Hook markers per class and project, read from the first instance registered.
@@ -172,6 +175,33 @@ class ComponentManager(pluggy.PluginManager):
         self._detached[id(plugin)] = name
         self._detached_names.add(name)
         return name
+
+    def check_known(self, plugin: object, framework: str) -> None:
+        """pluggy's :meth:`~pluggy.PluginManager.check_pending`, for one plugin.
+
+        An implementation of a hook that has no specification (a misspelled
+        ``qurey``) would otherwise never be called, silently. Raises
+        :class:`pluggy.PluginValidationError` naming the plugin, ``framework``
+        and the closest hook name; ``optionalhook=True`` is exempt, as in pluggy.
+        """
+        entry = self._entry(plugin)
+        if entry is None:
+            return
+        known = sorted(
+            name
+            for name, caller in vars(self.hook).items()
+            if isinstance(caller, pluggy.HookCaller) and caller.has_spec()
+        )
+        for hook_name, impl in entry[3].items():
+            if hook_name in known or impl.optionalhook:
+                continue
+            close = close_matches(hook_name, known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"its hooks: {', '.join(known)}"
+            raise pluggy.PluginValidationError(
+                plugin,
+                f"component {describe(plugin)} implements {hook_name!r}, which is not a hook "
+                f"of framework {framework!r} ({hint})",
+            )
 
     def _forget_detached(self, plugin: object) -> None:
         self._detached_names.discard(self._detached.pop(id(plugin)))

@@ -27,6 +27,7 @@ from ._pvars import (
     PVarGroupField,
     PVarRegistry,
     PVarSource,
+    PVarWarning,
     Reader,
 )
 
@@ -63,6 +64,8 @@ class PVarHandle:
         self._high = pvar.klass is PVarClass.HIGHWATERMARK
         self._running = False
         self._freed = False
+        #: Said that a read of a handle never started gives nothing (once per handle).
+        self._told_unstarted = False
         #: What was counted in earlier started intervals (accumulating classes).
         self._accumulated: float = 0
         #: The producer's value at the last start or reset.
@@ -81,6 +84,10 @@ class PVarHandle:
         if self._continuous:
             self._restart()
             self._running = True
+        # Counters and watermarks that are not continuous count only while started.
+        self._counts_when_started = not self._continuous and (
+            self._accumulating or pvar.klass in WATERMARKS
+        )
 
     @property
     def name(self) -> str:
@@ -133,6 +140,7 @@ class PVarHandle:
             self._restart()
             self._registry.notify(self.name, True)
             self._running = True
+            self._told_unstarted = True  # started once: a stopped read is its count
             self._changed()
 
     def stop(self) -> None:
@@ -188,9 +196,24 @@ class PVarHandle:
         # _now() inlined: tools call this for every pvar, often
         sources = self._entry.sources
         now = self._fast(self.obj) if sources is self._seen else self._now_looked_up(sources)
+        if not (self._running or self._told_unstarted) and self._counts_when_started:
+            self._tell_unstarted()
         if self._accumulating:  # the common case, without a call more (tools poll this)
             return now + (self._accumulated - self._base) if self._running else self._accumulated
         return self._value(now)
+
+    def _tell_unstarted(self) -> None:
+        """A read of a handle never started gives 0, not the producer's count: say so once."""
+        self._told_unstarted = True
+        from ._errors import warn_user
+
+        warn_user(
+            PVarWarning(
+                f"pvar {self.name!r} ({self.pvar.klass.value}) is read from a handle that was "
+                "never started: it counts only between start() and stop(), so it reads 0; "
+                "call start() first"
+            )
+        )
 
     def _sweep_source(self) -> tuple[PVarGroupField | None, float, Reader | None] | None:
         """How :meth:`PVarSession.read_all` reads this handle until it or its
@@ -246,8 +269,12 @@ class PVarHandle:
 class PVarSession:
     """A set of handles, independent of every other session (MPI_T_pvar_session)."""
 
-    def __init__(self, registry: PVarRegistry = REGISTRY) -> None:
+    def __init__(
+        self, registry: PVarRegistry = REGISTRY, declare: Callable[[str], None] | None = None
+    ) -> None:
         self._registry = registry
+        #: Declares a pvar asked for before its producer did (see Session.pvar_session).
+        self._declare = declare
         self._handles: list[PVarHandle] = []
         self._freed = False
         # read_all's sweep, good while no handle changed since it was made
@@ -265,6 +292,8 @@ class PVarSession:
         """A handle on pvar ``name``; ``obj`` names what a bound pvar is bound to."""
         if self._freed:
             raise PVarError("this pvar session was freed")
+        if self._declare is not None and not self._registry.declared(name):
+            self._declare(name)
         pvar = self._registry.get(name)
         self._registry.check_object(name, obj)
         handle = PVarHandle(self._registry, pvar, obj, self._changed)

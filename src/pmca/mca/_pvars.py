@@ -40,6 +40,7 @@ __all__ = [
     "PVarGroupField",
     "PVarRegistry",
     "PVarSource",
+    "PVarWarning",
     "Producers",
     "Reader",
 ]
@@ -51,6 +52,11 @@ _Kept = TypeVar("_Kept")
 @public
 class PVarError(PmcaError, ValueError):
     """A performance variable was registered, named or used wrongly."""
+
+
+@public
+class PVarWarning(UserWarning):
+    """A performance variable read that gives nothing useful (a handle never started)."""
 
 
 @public
@@ -366,6 +372,10 @@ class PVarRegistry:
 
     def get(self, name: str) -> PVar:
         return self._entry(name).pvar
+
+    def declared(self, name: str) -> bool:
+        """Whether pvar ``name`` is declared (some producer registered it once)."""
+        return name in self._entries
 
     def entry(self, name: str) -> Entry:
         """The pvar ``name`` with its sources, as :meth:`read` finds them."""

@@ -147,6 +147,8 @@ class Leaving:
     def _leave_effect(self, source: int, kind: int, flags: int) -> None:
         if kind == proto.LEAVE_ACK:
             self._acked.add(source)
+            # It owes this rank nothing more: its closing now is an orderly end.
+            self._bml.departed.add(source)
             return
         after_error = bool(flags & proto.LEAVE_AFTER_ERROR)
         why = " after an error" if after_error else ""

@@ -35,7 +35,7 @@ from typing import Any
 
 from ..mca._errors import PmcaError
 from ..mca._pvars import REGISTRY, Binding
-from ._job import job_identity
+from ..world._job import job_identity
 
 __all__ = ["LiveView", "live_directory", "process_exists", "remove_stale", "snapshot", "socket_pid"]
 
@@ -132,6 +132,9 @@ class LiveView:
         name = f"{job[0]}.{job[1]}.{pid}.sock" if job else f"{pid}.sock"
         self.path = directory / name
         self.job = job
+        #: Other names of this process's job: what its worlds call it (Hydra's
+        #: kvs name, a PMI-2 or PMIx job id), so ``pmca stats --job`` takes them too.
+        self.aliases: tuple[str, ...] = ()
         remove_stale(directory, pid)  # our own name among them
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.bind(str(self.path))
@@ -166,7 +169,14 @@ class LiveView:
             document = {"pid": os.getpid(), "pvars": snapshot()}
             if self.job is not None:
                 document["job"], document["rank"] = self.job
+            if self.aliases:
+                document["aliases"] = list(self.aliases)
         conn.sendall(json.dumps(document).encode())
+
+    def also_known_as(self, job: str) -> None:
+        """``job`` names this process's job too (a world's name for it)."""
+        if (self.job is None or job != self.job[0]) and job not in self.aliases:
+            self.aliases = (*self.aliases, job)
 
     def close(self) -> None:
         self._stop.set()

@@ -221,6 +221,8 @@ class Session:
             runtime.live.append(self)
             if runtime.sessions == 1:
                 _open_live_view(runtime)
+            if _LIVE and self._world is not None:
+                _name_job(_LIVE[0], self._world)
 
     def _build_world(self) -> None:
         """The world named by ``world=`` or ``pmca_base_world``, built now and
@@ -488,7 +490,9 @@ class Session:
     def pvar_session(self) -> PVarSession:
         """A new pvar session: ``ps.handle(name, obj=None)`` gives start/stop/read handles."""
         self._require_active()
-        return PVarSession(REGISTRY)
+        from ._pvar_declare import declare_listed
+
+        return PVarSession(REGISTRY, declare=declare_listed)
 
     def event_types(self) -> list[EventType]:
         """Every event type declared in this process (name, fields, level), by name."""
@@ -518,7 +522,7 @@ def _open_live_view(runtime: Runtime) -> None:
     setting = str(runtime.params.value("pmca_base_live_view"))
     if _LIVE or setting == "off":
         return
-    from ._job import wanted
+    from ..world._job import wanted
 
     if not wanted(setting, os.environ):
         return
@@ -528,6 +532,21 @@ def _open_live_view(runtime: Runtime) -> None:
         _LIVE.append(LiveView(os.environ))
     except (OSError, PmcaError) as exc:  # a tool's window never stops the program
         warnings.warn(f"pmca live view not opened: {exc}", RuntimeWarning, stacklevel=3)
+
+
+def _name_job(live: LiveView, world: World) -> None:
+    """Let the live view answer to the name the world prints for the job.
+
+    The world prints the live view's name for the job first (under Hydra
+    ``pmi-<proxy pid>``, from the environment), then the launcher's own
+    where it differs (``kvs kvs_...`` for PMI-1, a PMI-2 or PMIx job id):
+    ``pmca stats --job`` takes either.
+    """
+    for attribute in ("jobid", "kvsname"):  # PMIx and PMI-2 worlds, PMI-1 worlds
+        name = getattr(world, attribute, None)
+        if isinstance(name, str) and name:
+            live.also_known_as(name)
+            return
 
 
 def _close_live_view() -> None:

@@ -17,6 +17,7 @@ import pytest
 from ..runtime import RUNTIME
 from ..session import Session
 from ._namespaces import requirements
+from ._slurm import SlurmCluster, slurm_requirements
 from ._testbed import Testbed
 
 LOAD_MODE_VARIABLE = "PMCA_MCA_mca_base_component_dso"
@@ -107,3 +108,30 @@ def pmca_testbed() -> Iterator[Callable[..., Testbed]]:
     finally:
         for testbed in built:
             testbed.close()
+
+
+@pytest.fixture
+def pmca_slurm(
+    pmca_testbed: Callable[..., Testbed],
+) -> Iterator[Callable[..., SlurmCluster]]:
+    """Build Slurm clusters over new testbeds (:class:`pmca.testing.Testbed` arguments).
+
+    The test is skipped, saying why, where no cluster can run: not root, or
+    Slurm missing and not installable (Debian's ``slurm-wlm``, ``munge`` and
+    ``libpmix-dev`` are installed with ``apt-get`` the first time).
+    """
+    why = slurm_requirements()
+    if why is not None:
+        pytest.skip(why)
+    built: list[SlurmCluster] = []
+
+    def make(*args: Any, **kwargs: Any) -> SlurmCluster:
+        cluster = SlurmCluster(pmca_testbed(*args, **kwargs)).start()
+        built.append(cluster)
+        return cluster
+
+    try:
+        yield make
+    finally:
+        for cluster in built:
+            cluster.close()

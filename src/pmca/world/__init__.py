@@ -17,6 +17,7 @@ from .._lazy import lazy_attributes
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
 if TYPE_CHECKING:
     from ._interface import (
+        DEFAULT_TIMEOUT,
         LauncherError,
         LauncherWorld,
         Locality,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from ._single import SingleWorld, single
 
 __all__ = [
+    "DEFAULT_TIMEOUT",
     "LauncherError",
     "LauncherWorld",
     "Locality",
@@ -57,6 +59,7 @@ __all__ = [
 ]
 
 _TARGETS = {
+    "DEFAULT_TIMEOUT": "._interface:DEFAULT_TIMEOUT",
     "World": "._interface:World",
     "WorldError": "._interface:WorldError",
     "WorldTimeout": "._interface:WorldTimeout",

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol, runtime_checkable
+import math
+import numbers
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 from .._public import public
 from ..mca._errors import PmcaError
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from typing_extensions import Self
+
+#: Seconds a world collective waits at most when neither the call nor the
+#: world names a bound: ``pmca_base_modex_timeout``'s default (a session
+#: gives the worlds it builds that parameter's value).
+DEFAULT_TIMEOUT = 60.0
 
 
 @public
@@ -46,14 +58,57 @@ class World(Protocol):
     def allgather(self, data: bytes, *, timeout: float | None = None) -> list[bytes]:
         """Every rank's ``data``, indexed by rank.
 
-        With ``timeout`` (seconds), raises :class:`WorldTimeout` naming the
-        ranks whose data had not arrived by then, instead of waiting forever.
+        Raises :class:`WorldTimeout` naming the ranks whose data had not
+        arrived after ``timeout`` seconds (pmca's worlds: ``None`` is the
+        world's own bound, :data:`DEFAULT_TIMEOUT` unless it was built with
+        another), instead of waiting forever.
         """
         ...
 
     def barrier(self, *, timeout: float | None = None) -> None:
         """Return once every rank has entered; :class:`WorldTimeout` after ``timeout``."""
         ...
+
+
+class Closing:
+    """What pmca's worlds share: a bound for their collectives, and closing.
+
+    A world is a context manager: ``with pmca.world.from_launcher() as w:``
+    closes it at the end of the block. ``timeout`` is the bound a collective
+    called without one waits (seconds).
+    """
+
+    __slots__ = ()
+
+    timeout: float
+
+    def close(self) -> None:
+        """Release what the world holds (idempotent); it is unusable afterwards."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _bound(self, timeout: float | None, what: str) -> float:
+        """The seconds ``what`` (a collective) waits: ``timeout``, else the world's."""
+        return self.timeout if timeout is None else checked_timeout(timeout, what)
+
+
+def checked_timeout(timeout: object, what: str) -> float:
+    """``timeout`` as seconds (more than 0, finite), or an error naming ``what``."""
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise TypeError(f"{what}: timeout {timeout!r} is a {type(timeout).__name__}, not seconds")
+    seconds = float(timeout)
+    if not 0.0 < seconds < math.inf:  # NaN fails both comparisons
+        raise ValueError(f"{what}: timeout {timeout!r} is not a finite number of seconds > 0")
+    return seconds
 
 
 @public

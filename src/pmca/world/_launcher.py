@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from .._public import public
 from ..mca._logging import framework_logger
-from ._interface import LauncherError, World
+from ._interface import DEFAULT_TIMEOUT, LauncherError, World
 
 #: ``pmca_base_world`` values.
 WORLD_KINDS = ("single", "launcher", "pmix", "pmi")
@@ -49,7 +49,9 @@ def build(
 ) -> World:
     """The world of ``kind`` (one of :data:`WORLD_KINDS`), as ``pmca_base_world`` names it.
 
-    ``pmi_version`` (``pmca_base_pmi_version``) picks PMI-2 or PMI-1 for a PMI world.
+    ``pmi_version`` (``pmca_base_pmi_version``) picks PMI-2 or PMI-1 for a PMI world;
+    ``timeout`` (default :data:`DEFAULT_TIMEOUT`) bounds each launcher answer and is the
+    world's bound for a collective called without one.
     """
     log = framework_logger("world", _INFO if verbose >= 1 else 0, destination)
     if kind == "launcher":
@@ -60,7 +62,15 @@ def build(
     if kind == "pmix":
         from ._pmix import from_pmix
 
-        world: World = from_pmix()
+        pmix = from_pmix(timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
+        if pmix.refused_events:
+            log.info(
+                "the PMIx server refused failure events",
+                refused=pmix.refused_events,
+                lost="a failure of these kinds reaches pmca only when a btl notices it "
+                "(a closed connection, tcp keepalive), not at once from the launcher",
+            )
+        world: World = pmix
     elif kind == "pmi":
         from ._pmi import from_pmi
 
@@ -81,11 +91,15 @@ def from_launcher(
 ) -> World:
     """The world this process's launcher offers: PMIx, else PMI, else a single process.
 
-    Every rank of the job must call it. ``timeout`` bounds each PMI answer;
+    Every rank of the job must call it. ``timeout`` (seconds, default
+    :data:`~pmca.world.DEFAULT_TIMEOUT`, 60) bounds each PMI answer and is
+    the world's bound for a collective called without one;
     ``verbose`` (0-100) at 1 or more logs which world was chosen and why
     (and for PMI, which version); ``pmi_version`` is ``"auto"`` (PMI-2 where
     the server offers it, else PMI-1), ``"1"`` or ``"2"``.
-    A PMIx or PMI world should be closed (``world.close()``) when done; a
-    session that built it itself (``Session(world="launcher")``) does.
+    The world is a context manager (``with pmca.world.from_launcher() as
+    w:`` closes it); a session that built it itself
+    (``Session(world="launcher")``) closes it at finalize, and one never
+    closed is closed at the interpreter's exit, before mpi4py finalizes MPI.
     """
     return build("launcher", timeout=timeout, verbose=verbose, pmi_version=pmi_version)

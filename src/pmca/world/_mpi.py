@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from .._public import public
-from ._interface import WorldError, WorldTimeout
+from ._interface import DEFAULT_TIMEOUT, Closing, WorldError, WorldTimeout, checked_timeout
 
 _TAG = 0x504D  # "PM": private to the duplicated communicator anyway
 
@@ -27,10 +27,17 @@ def _library_name(mpi: Any) -> str:
 
 
 @public
-class MpiWorld:
-    """``rank``/``size``/``allgather``/``barrier`` over an mpi4py communicator."""
+class MpiWorld(Closing):
+    """``rank``/``size``/``allgather``/``barrier`` over an mpi4py communicator.
 
-    def __init__(self, comm: Any) -> None:
+    Collectives wait at most ``timeout`` seconds unless given their own
+    bound. :meth:`close` frees the duplicated communicator; a world never
+    closed leaves it to ``MPI_Finalize``, which mpi4py calls after every
+    ``atexit`` function of the interpreter.
+    """
+
+    def __init__(self, comm: Any, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.timeout = checked_timeout(timeout, "pmca.world.from_mpi")
         try:
             from mpi4py import MPI
         except ImportError as exc:  # pragma: no cover - depends on the extra
@@ -49,6 +56,7 @@ class MpiWorld:
         self.description = f"mpi4py {name} ({_library_name(MPI)})"
 
     def allgather(self, data: bytes, *, timeout: float | None = None) -> list[bytes]:
+        timeout = self._bound(timeout, "MpiWorld allgather")
         mpi = self._mpi
         comm = self._comm
         payload = bytes(data)
@@ -60,7 +68,7 @@ class MpiWorld:
         gathered: list[bytes | None] = [None] * self.size
         gathered[self.rank] = payload
         missing = [peer for peer in range(self.size) if peer != self.rank]
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = time.monotonic() + timeout
         status = mpi.Status()
         pause = 0.0
         while missing:
@@ -74,13 +82,13 @@ class MpiWorld:
                     progressed = True
             if not missing:
                 break
-            if deadline is not None and time.monotonic() > deadline:
+            if time.monotonic() > deadline:
                 for request in sends:
                     request.Cancel()
                 raise WorldTimeout(
                     f"{self.description}: rank {self.rank} got nothing from "
                     f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} "
-                    f"within {timeout:g} s (pmca_base_modex_timeout)",
+                    f"within {timeout:g} s",
                     missing=missing,
                 )
             pause = 0.0 if progressed else min(0.001, pause + 0.00005)
@@ -89,34 +97,38 @@ class MpiWorld:
         self._finish_sends(sends, deadline)
         return [item if item is not None else b"" for item in gathered]
 
-    def _finish_sends(self, sends: list[Any], deadline: float | None) -> None:
+    def _finish_sends(self, sends: list[Any], deadline: float) -> None:
         while not self._mpi.Request.Testall(sends):
-            if deadline is not None and time.monotonic() > deadline:
+            if time.monotonic() > deadline:
                 raise WorldTimeout(
                     f"{self.description}: rank {self.rank}'s modex data was not delivered "
-                    "before the timeout (pmca_base_modex_timeout)",
+                    "before the timeout",
                     missing=[],
                 )
             time.sleep(0.0001)
 
     def barrier(self, *, timeout: float | None = None) -> None:
-        self.allgather(b"", timeout=timeout)
+        self.allgather(b"", timeout=self._bound(timeout, "MpiWorld barrier"))
 
-    def free(self) -> None:
+    def close(self) -> None:
         """Free the duplicated communicator (optional; MPI_Finalize frees it too)."""
         comm, self._comm = self._comm, self._mpi.COMM_NULL
-        if comm != self._mpi.COMM_NULL:
+        if comm != self._mpi.COMM_NULL and not self._mpi.Is_finalized():
             comm.Free()
+
+    #: The name this world's close had first.
+    free = close
 
     def __repr__(self) -> str:
         return f"<MpiWorld {self.description} rank {self.rank} of {self.size}>"
 
 
 @public
-def from_mpi(comm: Any) -> MpiWorld:
+def from_mpi(comm: Any, *, timeout: float = DEFAULT_TIMEOUT) -> MpiWorld:
     """A world over ``comm`` (an mpi4py communicator, usually ``MPI.COMM_WORLD``).
 
     Collective: every rank of ``comm`` must call it (it duplicates ``comm``
-    so that pmca's messages never match the application's).
+    so that pmca's messages never match the application's). ``timeout``:
+    the seconds a collective waits when called without a bound of its own.
     """
-    return MpiWorld(comm)
+    return MpiWorld(comm, timeout=timeout)

@@ -22,8 +22,9 @@ from __future__ import annotations
 import os
 
 from .._public import public
-from ._interface import LauncherError
-from ._pmi_base import DEFAULT_TIMEOUT, PmiConnection, PmiWorld, env_int
+from ._interface import DEFAULT_TIMEOUT, LauncherError
+from ._job import job_words
+from ._pmi_base import PmiConnection, PmiWorld, env_int
 
 #: ``pmca_base_pmi_version`` values.
 PMI_VERSIONS = ("auto", "1", "2")
@@ -79,7 +80,9 @@ class Pmi1World(PmiWorld):
         self.kvsname = self._command("get_my_kvsname", {}, "my_kvsname", timeout).get("kvsname", "")
         if not self.kvsname:
             connection.fail("get_my_kvsname named no key-value space")
-        self.description = f"PMI-1 (kvs {self.kvsname}, rank {rank} of {size})"
+        #: The job's name as the live view and ``pmca stats --job`` know it.
+        self.job, words = job_words(self.kvsname, "kvs")
+        self.description = f"PMI-1 ({words}, rank {rank} of {size})"
         self._ready(timeout)
 
     def _command(

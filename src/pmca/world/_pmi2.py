@@ -1,7 +1,9 @@
 """A world from PMI-2, spoken over the launcher's file descriptor (``PMI_FD``).
 
 PMI-2 messages are ``cmd=NAME;key=value;...;`` preceded by their length as
-6 decimal characters (right-aligned); a ``;`` inside a key or value is
+6 decimal characters, padded with spaces: MPICH aligns them right, Slurm
+left (``b'114   cmd=fullinit-response;...'``), so both are read and the
+right-aligned form is written; a ``;`` inside a key or value is
 written ``;;``. The conversation opens with PMI-1's ``init`` line asking for
 version 2 (:func:`._pmi.from_pmi`), then ``fullinit`` tells the server who
 this process is. MPICH's Hydra serves PMI-2 on the same descriptor as
@@ -24,6 +26,7 @@ import re
 
 from .._public import public
 from ._interface import LauncherError
+from ._job import job_words
 from ._pmi_base import PmiConnection, PmiWorld
 
 #: PMI-2's bounds on a key and on a value (``PMI2_MAX_KEYLEN``/``PMI2_MAX_VALLEN``).
@@ -53,7 +56,7 @@ def message_end(pending: bytes) -> int | None:
     """The length of the first whole message in ``pending``, or ``None`` if incomplete."""
     if len(pending) < HEADER:
         return None
-    digits = pending[:HEADER].lstrip(b" ")
+    digits = pending[:HEADER].strip(b" ")
     if not digits.isdigit():
         raise ValueError(f"no length header: {pending[:40]!r}")
     end = HEADER + int(digits)
@@ -106,7 +109,9 @@ class Pmi2World(PmiWorld):
         self.jobid = self._command("job-getid", {}, timeout).get("jobid", "")
         if not self.jobid:
             connection.fail("job-getid named no job")
-        self.description = f"PMI-2 (job {self.jobid}, rank {rank} of {size})"
+        #: The job's name as the live view and ``pmca stats --job`` know it.
+        self.job, words = job_words(self.jobid, "PMI-2 job id")
+        self.description = f"PMI-2 ({words}, rank {rank} of {size})"
         universe = self._job_attribute("universeSize", timeout)
         self.universe_size = int(universe) if universe and universe.isdigit() else None
         self._ready(timeout)

@@ -9,10 +9,14 @@ other rank's entry, read ``PMI_process_mapping``, send ``finalize`` at exit.
 
 Values are base64 without padding, split over as many keys as they need
 (at most :data:`MAX_PARTS`); the number of parts leads the first value.
-Every read waits at most ``timeout`` seconds (``pmca_base_modex_timeout``):
-a launcher that never answers, closes the descriptor, or answers something
-that is not PMI gives a :class:`LauncherError` naming the protocol and the
-command, never a hang. After such an error the conversation is out of step,
+Every write and read waits at most ``timeout`` seconds
+(``pmca_base_modex_timeout``): a launcher that never answers, stops reading,
+closes the descriptor, or answers something that is not PMI gives a
+:class:`LauncherError` naming the protocol and the command, never a hang.
+The descriptor stays blocking (an MPI library in the process shares it):
+writes take only what the socket holds now (``MSG_DONTWAIT``), or for a
+descriptor that is not a socket at most ``PIPE_BUF`` bytes once it is
+writable. After such an error the conversation is out of step,
 so the world refuses further use.
 """
 
@@ -22,19 +26,18 @@ import atexit
 import base64
 import os
 import select
+import socket
 import sys
 import time
 from collections.abc import Callable
 from typing import NoReturn
 
 from .._public import public
-from ._interface import LauncherError, Locality, PeerNotice, WorldTimeout
+from ._interface import Closing, LauncherError, Locality, PeerNotice, WorldTimeout
 
 #: Keys per rank and exchange, at most: with 1024-character values that is
 #: some 750 KiB per entry, far above any pmca modex entry.
 MAX_PARTS = 1000
-#: Seconds a single command waits when the caller gave no timeout.
-DEFAULT_TIMEOUT = 60.0
 #: Bytes of an answer read without finding its end before it is called garbage.
 MAX_ANSWER = 1 << 20
 _PREFIX = "pmca"
@@ -111,7 +114,7 @@ class PmiConnection:
             try:
                 _, writable, _ = select.select([], [self.fd], [], remaining)
                 if writable:
-                    data = data[os.write(self.fd, data) :]
+                    data = data[write_some(self.fd, data) :]
             except OSError as exc:
                 self.fail(f"cannot send {command!r} on PMI_FD={self.fd}: {exc}")
 
@@ -182,12 +185,28 @@ class PmiConnection:
         return reply
 
 
+def write_some(fd: int, data: bytes) -> int:
+    """Write what ``fd`` takes without blocking (it was found writable); bytes written."""
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError:  # not a socket: a pipe takes PIPE_BUF bytes once writable
+        return os.write(fd, data[: select.PIPE_BUF])
+    try:
+        return sock.send(data, socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return 0
+    finally:
+        sock.detach()  # the descriptor stays the launcher's
+
+
 @public
-class PmiWorld:
+class PmiWorld(Closing):
     """``rank``/``size``/``allgather``/``barrier`` over the launcher's PMI (1 or 2).
 
     The protocol's own commands come from the subclass: :meth:`_put`,
-    :meth:`_fence`, :meth:`_get_value`, :meth:`_job_attribute`.
+    :meth:`_fence`, :meth:`_get_value`, :meth:`_job_attribute`. A
+    collective called without a timeout waits at most the world's
+    ``timeout``: the one it was built with (``from_pmi(timeout=...)``).
     """
 
     #: ``"PMI-1"`` or ``"PMI-2"``.
@@ -217,7 +236,9 @@ class PmiWorld:
             )
 
     def _ready(self, timeout: float) -> None:
-        """End of a subclass's ``__init__``: placement read, ``finalize`` at exit."""
+        """End of a subclass's ``__init__``: placement read, ``finalize`` at exit;
+        ``timeout`` (what every command of the set-up waited) bounds collectives."""
+        self.timeout = timeout
         self._locality = self._read_locality(timeout)
         fd = self._conn.fd
         if fd not in _finalizing:
@@ -257,7 +278,7 @@ class PmiWorld:
         return values
 
     def allgather(self, data: bytes, *, timeout: float | None = None) -> list[bytes]:
-        limit = DEFAULT_TIMEOUT if timeout is None else timeout
+        limit = self._bound(timeout, f"{self.protocol} allgather")
         # Keys are never reused: the key-value space outlives this world, and
         # a later world of this process must not read this one's entries.
         fd = self._conn.fd
@@ -291,7 +312,7 @@ class PmiWorld:
             ) from None
 
     def barrier(self, *, timeout: float | None = None) -> None:
-        self._fence(DEFAULT_TIMEOUT if timeout is None else timeout)
+        self._fence(self._bound(timeout, f"{self.protocol} barrier"))
 
     def locality(self) -> Locality | None:
         return self._locality
@@ -327,6 +348,8 @@ class PmiWorld:
 
 
 _finalizing: set[int] = set()
+#: Seconds the ``finalize`` at exit waits for the launcher to take it and answer.
+_FINALIZE_WAIT = 5.0
 #: Modex exchanges made so far on each launcher descriptor, by every world.
 _exchanges: dict[int, int] = {}
 
@@ -360,9 +383,14 @@ def _finalize_at_exit(fd: int, identity: tuple[int, int] | None, message: bytes)
     """
     if _mpi_owns_pmi() or identity is None or _identity(fd) != identity:
         return
+    deadline = time.monotonic() + _FINALIZE_WAIT
     try:
-        os.write(fd, message)
-        readable, _, _ = select.select([fd], [], [], 5.0)
+        while message:
+            _, writable, _ = select.select([], [fd], [], max(0.0, deadline - time.monotonic()))
+            if not writable:
+                return  # the launcher reads nothing: exit without waiting on it
+            message = message[write_some(fd, message) :]
+        readable, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
         if readable:
             os.read(fd, 4096)  # the acknowledgement
     except OSError:

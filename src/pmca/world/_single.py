@@ -6,16 +6,18 @@ from attrs import define
 
 from .._public import public
 from .._records import Record
+from ._interface import DEFAULT_TIMEOUT, Closing
 
 
 @public
 @define(eq=False, repr=False)
-class SingleWorld(Record):
-    """Rank 0 of 1: the modex is this process's own data."""
+class SingleWorld(Record, Closing):
+    """Rank 0 of 1: the modex is this process's own data (its collectives never wait)."""
 
     rank: int = 0
     size: int = 1
     description: str = "single process"
+    timeout: float = DEFAULT_TIMEOUT
 
     def allgather(self, data: bytes, *, timeout: float | None = None) -> list[bytes]:
         return [bytes(data)]

@@ -20,6 +20,8 @@ parser.add_argument("--expect", required=True, help="pmix or pmi")
 parser.add_argument("--result", required=True)
 parser.add_argument("--btl", default="self,sm,tcp")
 parser.add_argument("--pmi-version", default="auto", help="as pmca_base_pmi_version")
+parser.add_argument("--sizes", default="0,1,4097,1048576", help="hosts: bytes between every pair")
+parser.add_argument("--survivors", default="report", help="killed-hosts: report or wait")
 args = parser.parse_args()
 
 SIZES = [0, 1, 7, 4095, 4096, 65_537, 1 << 20, (4 << 20) + 3, 64 << 20]
@@ -104,7 +106,7 @@ elif args.case == "killed":
                 died = float(next(line for line in f if line.startswith("DIES")).split()[1])
             notice = str(exc)
             since_death = time.monotonic() - died
-            assert exc.rank == 1 and "launcher reports rank 1" in notice, notice
+            assert exc.rank == 1 and "launcher reports rank 1 on host " in notice, notice
             report(
                 True,
                 me,
@@ -202,7 +204,7 @@ elif args.case == "hosts":
         p = s.p2p
         for step in range(1, size):  # every pair, both ways, checksummed
             right, left = (me + step) % size, (me - step) % size
-            for index, n in enumerate([0, 1, 4097, 1 << 20]):
+            for index, n in enumerate(int(size) for size in args.sizes.split(",")):
                 out = bytearray(n)
                 request = p.irecv(left, index, out)
                 p.send(right, index, payload(me, right, n, size=n))
@@ -216,6 +218,34 @@ elif args.case == "hosts":
         me,
         f"on {here[0]}: {world.description} hosts {hosts} local {local} every pair checksummed",
     )
+
+elif args.case == "killed-hosts":
+    # The last rank is killed; every other learns it from whichever side
+    # notices first (its host's kernel closing the tcp connections, sm's
+    # liveness check, the launcher), named by rank and host.
+    with pmca.Session(world="launcher", mca={"btl": args.btl}) as s:
+        world = check_world(s)
+        me, victim = world.rank, world.size - 1
+        hosts = [h.decode() for h in world.allgather(socket.gethostname().encode())]
+        if me == victim:
+            with open(args.result, "a") as f:
+                f.write(f"DIES {time.time():.6f}\n")
+            os.kill(os.getpid(), signal.SIGKILL)
+        if args.survivors == "wait":  # srun -K: the step ends before anyone reports
+            time.sleep(60)
+        try:
+            s.p2p.recv(victim, 1, bytearray(10), timeout=30)
+        except pmca.btl.PeerFailed as exc:
+            with open(args.result) as f:
+                died = float(next(line for line in f if line.startswith("DIES")).split()[1])
+            notice = str(exc)
+            assert exc.rank == victim and f"rank {victim}" in notice, notice
+            assert f"host {hosts[victim]}" in notice, (hosts[victim], notice)
+            where = "same host" if hosts[victim] == hosts[me] else "other host"
+            report(True, me, f"({where}) peer error {time.time() - died:.3f}s after: {notice}")
+        else:
+            report(False, me, "no error although the last rank was killed")
+    os._exit(0)
 
 else:
     raise SystemExit(f"unknown case {args.case}")

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pmca
-from pmca.session._job import job_identity
+from pmca.world._job import job_identity
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--dir", required=True)
@@ -27,7 +27,9 @@ rank = identity[1]
 with pmca.Session(frameworks=["btl"]) as s:  # pmca_base_live_view auto: on under a launcher
     s.p2p.send(0, 1, b"x" * 10)
     s.p2p.recv(0, 1, bytearray(10))
-    (meeting / f"rank{rank}").write_text(json.dumps({"pid": os.getpid(), "job": identity[0]}))
+    slurm = [os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURM_STEP_ID")]
+    mine = {"pid": os.getpid(), "job": identity[0], "slurm": slurm}
+    (meeting / f"rank{rank}").write_text(json.dumps(mine))
     deadline = time.monotonic() + 120
     if rank == 0:
         while time.monotonic() < deadline:

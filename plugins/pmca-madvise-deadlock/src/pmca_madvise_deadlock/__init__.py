@@ -30,7 +30,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -54,11 +53,24 @@ def library_path() -> Path:
 
 
 def mimalloc_path() -> Path | None:
-    """libmimalloc.so from the ``cmeel-mimalloc`` distribution, if installed."""
-    for entry in sys.path:
-        candidate = Path(entry) / "cmeel.prefix" / "lib" / "libmimalloc.so"
-        if candidate.exists():
-            return candidate
+    """libmimalloc.so among the files the ``cmeel-mimalloc`` distribution installed, if any.
+
+    Found through the distribution's own file list, not ``cmeel``: that
+    package's ``.pth`` file would run (and import ``pathlib``) at every
+    interpreter start of the environment, so the project installs
+    ``cmeel-mimalloc`` without it (``pip install --no-deps``).
+    """
+    from importlib import metadata
+
+    try:
+        files = metadata.files("cmeel-mimalloc") or []
+    except metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if file.name == "libmimalloc.so" and file.parent.name == "lib":
+            candidate = Path(str(file.locate()))
+            if candidate.exists():
+                return candidate
     return None
 
 

@@ -65,14 +65,21 @@ class ModuleBase:
     #: modules do, at their own call sites); when False, ``send`` and
     #: ``sendi`` are wrapped: one more call and a dict lookup per message.
     counts_own_sends: ClassVar[bool] = False
+    #: The class whose ``send``/``sendi`` is the module's outermost (the last one
+    #: defined along its classes): only that one's wrapper counts a message.
+    send_counted_by: ClassVar[type | None] = None
+    sendi_counted_by: ClassVar[type | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if not cls.counts_own_sends:
-            if "sendi" in cls.__dict__:
-                cls.sendi = counting_sendi(cls.__dict__["sendi"])  # type: ignore[attr-defined]
-            if "send" in cls.__dict__:
-                cls.send = counting_send(cls.__dict__["send"])  # type: ignore[attr-defined]
+        if "sendi" in cls.__dict__:
+            cls.sendi_counted_by = cls
+            if not cls.counts_own_sends:
+                cls.sendi = counting_sendi(cls, cls.__dict__["sendi"])  # type: ignore[attr-defined]
+        if "send" in cls.__dict__:
+            cls.send_counted_by = cls
+            if not cls.counts_own_sends:
+                cls.send = counting_send(cls, cls.__dict__["send"])  # type: ignore[attr-defined]
         if "add_procs" in cls.__dict__:
             cls.add_procs = noting_peers(cls.__dict__["add_procs"])  # type: ignore[attr-defined]
         if "finalize" in cls.__dict__:
@@ -168,7 +175,7 @@ class ModuleBase:
     def peer_lost(self, endpoint: Endpoint, error: BaseException) -> None:
         """Tell the error callbacks that ``endpoint`` is gone."""
         self.log.info("peer lost", rank=endpoint.rank, error=str(error))
-        self.peer_traffic(endpoint.rank)[FAILURES] += 1
+        self.peer_traffic(endpoint.rank)[FAILURES] += 1  # the call comes before the addition
         for callback in list(self._error_callbacks):
             callback(endpoint, error)
 

@@ -18,13 +18,15 @@ sends (:attr:`~pmca.btl.base.ModuleBase.counts_own_sends`) gets its
 ``send``/``sendi`` wrapped by ``ModuleBase``: one more call and a dict
 lookup per message.
 
-No counter takes a lock or an atomic of its own. Under the lock a
-module's path already holds the counts are exact: p2p holds the bml's
-around every btl call, and sm takes its own in ``send``/``sendi``/progress
-(its C counters are added to under it). Sends made on one tcp, ofi or self
-module from several threads *without* a lock of the caller's are
-approximate: two threads' read-modify-write of one peer's slot may lose an
-increment (those modules' queues need the caller's lock anyway).
+No counter takes a lock or an atomic of its own, and none needs one: every
+count is one in-place addition to a list item of a value computed before
+it (``slot[BYTES_SENT] += size``, never ``+= len(data)`` or ``+= sum(...)``).
+The interpreter switches threads only at a call, a function's start or a
+backward jump (CPython 3.10 to 3.13, with its GIL), so no other thread runs
+between such an addition's read and its write, and counts stay exact when
+several threads send on one module without a lock of their own. (With a
+call on the right, a thread switch there lost a third of the bytes two
+threads counted.) sm counts in C under its own lock.
 
 Reading a pvar sums a module's :meth:`~pmca.btl.base.ModuleBase.counter`
 over the live modules of the component (each bound per peer: ``obj`` is the
@@ -179,9 +181,10 @@ def peer_slot(counters: dict[int, list[int]], rank: int) -> list[int]:
 
 
 def count_sent(counters: dict[int, list[int]], rank: int, parts: Sequence[Any]) -> None:
+    size = sum(_nbytes(p) for p in parts)  # first: no call inside the additions below
     slot = peer_slot(counters, rank)
     slot[MESSAGES_SENT] += 1
-    slot[BYTES_SENT] += sum(_nbytes(p) for p in parts)
+    slot[BYTES_SENT] += size
 
 
 def count_received(counters: dict[int, list[int]], rank: int, nbytes: int) -> None:
@@ -196,28 +199,33 @@ def count_rdma(counters: dict[int, list[int]], rank: int, nbytes: int) -> None:
     slot[RDMA_BYTES] += nbytes
 
 
-def counting_sendi(sendi: Callable[..., bool]) -> Callable[..., bool]:
-    """``sendi`` that counts the messages it accepted (modules that do not count their own)."""
+def counting_sendi(cls: type, sendi: Callable[..., bool]) -> Callable[..., bool]:
+    """``cls.sendi`` that counts the messages it accepted (modules that do not count
+    their own). Only the module's outermost ``sendi`` counts: one that a subclass's
+    calls (``super().sendi``) does not count the message again."""
 
     @functools.wraps(sendi)
     def sendi_counted(self: Counted, endpoint: Any, tag: int, parts: Sequence[Any]) -> bool:
         if sendi(self, endpoint, tag, parts):
-            count_sent(self.traffic, endpoint.rank, parts)
+            if type(self).sendi_counted_by is cls:  # type: ignore[attr-defined]
+                count_sent(self.traffic, endpoint.rank, parts)
             return True
         return False
 
     return sendi_counted
 
 
-def counting_send(send: Callable[..., None]) -> Callable[..., None]:
-    """``send`` that counts the messages it took (modules that do not count their own)."""
+def counting_send(cls: type, send: Callable[..., None]) -> Callable[..., None]:
+    """``cls.send`` that counts the messages it took (modules that do not count their
+    own); only the module's outermost ``send`` counts (see :func:`counting_sendi`)."""
 
     @functools.wraps(send)
     def send_counted(
         self: Counted, endpoint: Any, tag: int, parts: Sequence[Any], *args: Any, **kw: Any
     ) -> None:
         send(self, endpoint, tag, parts, *args, **kw)
-        count_sent(self.traffic, endpoint.rank, parts)
+        if type(self).send_counted_by is cls:  # type: ignore[attr-defined]
+            count_sent(self.traffic, endpoint.rank, parts)
 
     return send_counted
 

@@ -134,8 +134,10 @@ class Bml:
         #: The pidfds of live peers on this host (kept: a spinning wait polls them).
         self._live_pidfds: list[int] = []
         self._failure_listeners: list[Any] = []
-        #: Ranks that finalized and said so (the message layer's LEAVE): their
-        #: connections closing afterwards is expected, not a failure to shout about.
+        #: Ranks that finalized and said so (the message layer's LEAVE), or that
+        #: acknowledged this rank's LEAVE: their connections closing (or their
+        #: processes ending) afterwards is expected, logged at debug level, not
+        #: a failure to shout about.
         self.departed: set[int] = set()
 
     def _bind_polled(self) -> None:
@@ -313,10 +315,12 @@ class Bml:
         notices = getattr(self.world, "peer_notices", None)
         if notices is not None:
             for notice in notices():
+                host = _modex.host_name(self.peers[notice.rank].host)
                 self.fail(
                     notice.rank,
                     PeerFailed(
-                        f"the launcher reports rank {notice.rank} failed ({notice.reason}, "
+                        f"the launcher reports rank {notice.rank} on host {host} failed "
+                        f"({notice.reason}, "
                         f"through {self.world.description})",
                         rank=notice.rank,
                     ),
@@ -336,7 +340,11 @@ class Bml:
                 peer = fds[fd]
                 self.fail(
                     peer.rank,
-                    PeerFailed(f"process {peer.pid} (rank {peer.rank}) exited", rank=peer.rank),
+                    PeerFailed(
+                        f"process {peer.pid} (rank {peer.rank} on host "
+                        f"{_modex.host_name(peer.host)}) exited",
+                        rank=peer.rank,
+                    ),
                 )
 
     def wait_fds(self) -> list[int] | None:
@@ -420,8 +428,11 @@ def _launcher_placement(
 
     A peer the launcher puts on this host gets this process's host id (so
     shared memory is tried; its pid namespace is still checked), any other
-    the launcher's host name, which no host id equals: the modex's own host
-    ids are a guess (a host name and boot id), the launcher knows.
+    its own host name followed by the launcher's name for its host, which no
+    host id equals: the modex's own host ids are a guess (a host name and
+    boot id), the launcher knows. Messages name a host by the part before
+    the first ``/`` (:func:`~pmca.btl.base.host_name`): the name the rank
+    gave itself, whichever rank reports it.
     """
     locality_of = getattr(world, "locality", None)
     locality = locality_of() if locality_of is not None else None
@@ -431,7 +442,9 @@ def _launcher_placement(
     placed = [
         evolve(
             entry,
-            host=mine if entry.rank in locality.local else f"launcher:{locality.hosts[entry.rank]}",
+            host=mine
+            if entry.rank in locality.local
+            else f"{_modex.host_name(entry.host)}/launcher:{locality.hosts[entry.rank]}",
         )
         for entry in entries
     ]

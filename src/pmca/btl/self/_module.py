@@ -77,9 +77,10 @@ class SelfModule(ModuleBase):
     def sendi(self, endpoint: Endpoint, tag: int, parts: Sequence[Buffer]) -> bool:
         data = b"".join(parts)
         self._queue.append((self._check(endpoint), tag, data, None))
+        size = len(data)  # not inside the addition: no thread switch there (btl.base._pvars)
         counts = self._counts
         counts[MESSAGES_SENT] += 1
-        counts[BYTES_SENT] += len(data)
+        counts[BYTES_SENT] += size
         return True
 
     def send(
@@ -92,9 +93,10 @@ class SelfModule(ModuleBase):
         target = self._check(endpoint)
         data = b"".join(parts)
         self._queue.append((target, tag, data, callback))
+        size = len(data)  # not inside the addition: no thread switch there (btl.base._pvars)
         counts = self._counts
         counts[MESSAGES_SENT] += 1
-        counts[BYTES_SENT] += len(data)
+        counts[BYTES_SENT] += size
 
     def register_mem(self, endpoint: Endpoint | None, base: int, size: int) -> MemoryHandle:
         return self._registrations.register(base, size, pack_remote)
@@ -172,9 +174,10 @@ class SelfModule(ModuleBase):
             done += 1
         while self._queue:
             endpoint, tag, data, callback = self._queue.popleft()
+            size = len(data)
             counts = self._counts
             counts[MESSAGES_RECEIVED] += 1
-            counts[BYTES_RECEIVED] += len(data)
+            counts[BYTES_RECEIVED] += size
             self.hand_over(endpoint, tag, memoryview(data))
             if callback is not None:
                 callback(None)

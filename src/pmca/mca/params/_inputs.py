@@ -133,10 +133,10 @@ class Inputs:
         try:
             return parse_param_file(path)
         except ParamFileError as exc:
-            if exc.lineno is None and explicit:
-                named = f"named by {named_by.full_name} from {named_by.origin}"
-                raise ParamFileError(path, None, f"{exc.problem} ({named})") from None
-            raise
+            # Which parameter named the file, and where that value came from:
+            # the file may be one the user never chose (a default, a variable).
+            named = f"named by {named_by.full_name} from {named_by.origin}"
+            raise ParamFileError(exc.path, exc.lineno, f"{exc.problem} ({named})") from None
 
     def _warn_core_in_files(self, params: Sequence[Param]) -> None:
         for param in params:

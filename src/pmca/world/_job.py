@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-__all__ = ["hydra_proxy", "job_identity", "wanted"]
+__all__ = ["hydra_proxy", "job_identity", "job_words", "wanted"]
 
 
 def job_identity(env: Mapping[str, str]) -> tuple[str, int] | None:
@@ -18,6 +18,20 @@ def job_identity(env: Mapping[str, str]) -> tuple[str, int] | None:
     if "PMI_RANK" in env:  # Hydra: the ranks of a host share their proxy
         return f"pmi-{hydra_proxy() or os.getppid()}", int(env["PMI_RANK"])
     return None
+
+
+def job_words(own: str, kind: str, env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The job's one name, and the words a launcher world's description gives it.
+
+    The one name is the one pmca's tools use: the live view's socket is
+    named after it and ``pmca stats --job`` finds it from a rank's
+    environment (:func:`job_identity`). A launcher's own name for the job
+    (``own``: Hydra's kvs name, a PMI-2 or PMIx job id) follows it as
+    ``kind own`` where the two differ; the live view answers to both.
+    """
+    identity = job_identity(os.environ if env is None else env)
+    job = identity[0] if identity else own
+    return job, (f"job {job}" if job == own else f"job {job}, {kind} {own}")
 
 
 #: Hydra's per-host proxy, as the kernel names it (``comm``: 15 characters at most).

@@ -1,0 +1,68 @@
+"""A blocking receive's one-call path (a btl's lane) keeps MPI's matching order.
+
+A blocking ``recv`` of a specific source and tag polls the btl's lane itself
+and so takes the next message of that stream straight off the btl's queue;
+it must not when a receive posted earlier, a wildcard one included, accepts
+that message: MPI gives a message to the earliest-posted receive that
+matches it. Each case here has the messages waiting in the btl's queue
+(nothing progressed them) when the wildcard receive is posted, so only the
+blocking receive's own check keeps it from taking the first one.
+
+The self btl has no lane: its order is tested in one process (test_matching).
+A tcp lane lands nothing in place (a receive into a buffer larger than its
+payload limit goes the general way), so there cases 3 to 6 hold either way.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ._pairs import BTLS
+from ._pairs import pair as _pair
+
+_WILDCARD_FIRST = """
+from pmca.p2p import ANY_SOURCE, ANY_TAG, wait_all
+EAGER, RENDEZVOUS = 16, 100_000
+# (tag, wildcard, message size, buffer size): a buffer larger than the lane's
+# payload limit makes the lane land the message in place (its other call).
+CASES = [
+    (1, "source", EAGER, EAGER),
+    (2, "tag", EAGER, EAGER),
+    (3, "source", EAGER, RENDEZVOUS),
+    (4, "tag", EAGER, RENDEZVOUS),
+    (5, "source", RENDEZVOUS, RENDEZVOUS),
+    (6, "tag", RENDEZVOUS, RENDEZVOUS),
+]
+MCA["btl_tcp_eager_limit"] = "32k"  # the larger size is a rendezvous on every btl
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    for tag, wildcard, size, capacity in CASES:
+        if RANK == 0:
+            sends = [s.p2p.isend(1, tag, mark * size) for mark in (b"1", b"2")]
+            WORLD.barrier(timeout=60)
+            wait_all(sends, timeout=60)
+        else:
+            WORLD.barrier(timeout=60)  # both are in the btl's queue, none progressed
+            first, second = bytearray(capacity), bytearray(capacity)
+            source, accepted = (ANY_SOURCE, tag) if wildcard == "source" else (0, ANY_TAG)
+            wild = s.p2p.irecv(source, accepted, first)
+            got = s.p2p.recv(0, tag, second, timeout=60)
+            wild.wait(timeout=60)
+            out(**{f"case{tag}": [first[:1].decode(), second[:1].decode(), got]})
+        WORLD.barrier(timeout=60)
+"""
+
+
+@pytest.mark.parametrize("btl", BTLS)
+def test_a_wildcard_posted_first_takes_the_message_before_a_blocking_recv(
+    pmca_env, tmp_path, btl
+) -> None:
+    """``irecv(ANY_SOURCE or ANY_TAG)`` then ``recv(0, tag)``: the wildcard gets message 1.
+
+    With the lane's check for posted wildcard receives removed, the blocking
+    receive took message 1 and the wildcard message 2.
+    """
+    sender, receiver = _pair(tmp_path, _WILDCARD_FIRST, btl, timeout=120)
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+    sizes = {1: 16, 2: 16, 3: 16, 4: 16, 5: 100_000, 6: 100_000}
+    taken = {tag: receiver.get(f"case{tag}") for tag in sizes}
+    assert taken == {tag: ["1", "2", size] for tag, size in sizes.items()}, receiver
