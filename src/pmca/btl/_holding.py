@@ -41,7 +41,8 @@ class Holding(Protocol):
 
     def awaits(self, rank: int) -> bool:
         """Whether the message layer waits for anything from ``rank`` now: a posted
-        receive a message from it could match (``ANY_SOURCE`` included), a probe, a
+        receive a message from it could match (``ANY_SOURCE`` included), a probe (or
+        an ``iprobe`` that found nothing, until one more message from it is kept), a
         rendezvous answer, or the LEAVE of finalize."""
         ...
 
