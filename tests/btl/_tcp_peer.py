@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import socket
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pmca
@@ -32,3 +35,43 @@ def hello_from(source: str, port: int, nonce: bytes, rank: int = 1) -> socket.so
     sock.connect(("127.0.0.1", port))
     sock.sendall(wire.HELLO.pack(wire.HELLO_MAGIC, rank, nonce))
     return sock
+
+
+@contextmanager
+def connected_peers(
+    mca: dict[str, Any], peers: int
+) -> Iterator[tuple[Any, list[Any], list[socket.socket]]]:
+    """This process's tcp module, its endpoints for pretend ranks 1 to ``peers``, and
+    their sockets (see :func:`pretend_peer`).
+
+    The module reports lost peers to ``tcp.lost`` (ranks) and their errors to
+    ``tcp.errors``, not to the session's bml, whose world is this process alone.
+    """
+    with pmca.Session(mca=mca, frameworks=["btl"]) as s:
+        tcp, procs, nonce = pretend_peer(s, peers=peers)
+        tcp._error_callbacks.clear()
+        tcp.lost = []
+        tcp.errors = []
+
+        def lost(endpoint: Any, error: BaseException) -> None:
+            tcp.lost.append(endpoint.rank)
+            tcp.errors.append(error)
+
+        tcp.register_error(lost)
+        sockets = [hello_from("127.0.0.1", tcp.port, nonce, rank) for rank in range(1, peers + 1)]
+        endpoints = tcp.add_procs(procs)[1:]
+        assert all(endpoint is not None for endpoint in endpoints)
+        try:
+            yield tcp, endpoints, sockets
+        finally:
+            tcp.del_procs([e for e in endpoints if e is not None])
+            for sock in sockets:
+                sock.close()
+
+
+def progress_until(tcp: Any, condition: Callable[[], object], seconds: float = 30.0) -> None:
+    """Progress ``tcp`` until ``condition()`` holds, for ``seconds`` at most."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        tcp.progress()
+        time.sleep(0.001)

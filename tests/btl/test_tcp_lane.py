@@ -48,6 +48,9 @@ class _Rail:
     def connection_lost(self, connection: Any, failure: BaseException) -> None:
         self.lost.append(failure)
 
+    def landed(self, connection: Any) -> None:
+        """No flow control here (nothing holds what arrives)."""
+
 
 class _Pair:
     def __init__(self) -> None:

@@ -9,7 +9,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pmca.btl.tcp._connection import _IOV_MAX, Connection, Outgoing, _first_bytes
+from pmca.btl.tcp._connection import Connection
+from pmca.btl.tcp._records import Outgoing
+from pmca.btl.tcp._writes import _IOV_MAX, _first_bytes
 
 
 class _Noted:

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from typing import Any
 
-import pmca
 from pmca.btl import PeerFailed
 from pmca.btl.tcp import _wire as wire
 
-from ._tcp_peer import hello_from, pretend_peer
+from ._tcp_peer import connected_peers, progress_until
 
 MCA = {
     "btl": "self,tcp",
@@ -27,27 +25,9 @@ MCA = {
 SIZE = 256 << 10
 
 
-@contextmanager
-def _two_peers() -> Iterator[tuple[Any, list[Any], list[socket.socket]]]:
-    """This process's tcp module, its endpoints for pretend ranks 1 and 2, their sockets.
-
-    The module reports lost peers to ``tcp.lost`` (ranks), not to the session's
-    bml, whose world is this process alone.
-    """
-    with pmca.Session(mca=MCA, frameworks=["btl"]) as s:
-        tcp, procs, nonce = pretend_peer(s, peers=2)
-        tcp._error_callbacks.clear()
-        tcp.lost = []
-        tcp.register_error(lambda endpoint, _error: tcp.lost.append(endpoint.rank))
-        sockets = [hello_from("127.0.0.1", tcp.port, nonce, rank) for rank in (1, 2)]
-        endpoints = tcp.add_procs(procs)[1:]
-        assert all(endpoint is not None for endpoint in endpoints)
-        try:
-            yield tcp, endpoints, sockets
-        finally:
-            tcp.del_procs([e for e in endpoints if e is not None])
-            for sock in sockets:
-                sock.close()
+def _two_peers() -> Any:
+    """This process's tcp module, its endpoints for pretend ranks 1 and 2, their sockets."""
+    return connected_peers(MCA, peers=2)
 
 
 def _get_request(tcp: Any, peer: socket.socket) -> int:
@@ -69,13 +49,6 @@ def _data(request: int, body: bytes) -> bytes:
     return wire.FRAME.pack(wire.GET_DATA, 0, len(body), request) + body
 
 
-def _progress_until(tcp: Any, condition: Any, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:
-        tcp.progress()
-        time.sleep(0.001)
-
-
 def _ask_rank_1(tcp: Any, endpoint: Any, ends: list[BaseException | None]) -> bytearray:
     target = bytearray(SIZE)
     handle = wire.HANDLE.pack(b"\0" * 8, 7, 0x1000, SIZE)
@@ -91,12 +64,12 @@ def test_losing_one_peer_fails_no_get_from_another(pmca_env) -> None:
         target = _ask_rank_1(tcp, endpoints[0], ends)
         request = _get_request(tcp, rank1)
         rank2.close()
-        _progress_until(tcp, lambda: tcp.lost)
+        progress_until(tcp, lambda: tcp.lost)
         assert tcp.lost == [2], "rank 2's closed connection was never noticed"
         assert ends == [], f"rank 2's loss ended rank 1's get: {ends}"
         payload = bytes(range(256)) * (SIZE // 256)
         rank1.sendall(_data(request, payload))
-        _progress_until(tcp, lambda: bool(ends))
+        progress_until(tcp, lambda: bool(ends))
         assert ends == [None] and bytes(target) == payload
 
 
@@ -108,13 +81,13 @@ def test_a_peer_cannot_answer_another_peers_get(pmca_env) -> None:
         target = _ask_rank_1(tcp, endpoints[0], ends)
         request = _get_request(tcp, rank1)
         rank2.sendall(_data(request, b"\xff" * SIZE))
-        _progress_until(tcp, lambda: tcp.lost or ends)
+        progress_until(tcp, lambda: tcp.lost or ends)
         assert ends == [], f"rank 2 answered rank 1's get: {ends}"
         assert tcp.lost == [2], "rank 2's forged answer was taken"
         assert bytes(target) == bytes(SIZE)
         payload = bytes(range(256)) * (SIZE // 256)
         rank1.sendall(_data(request, payload))
-        _progress_until(tcp, lambda: bool(ends))
+        progress_until(tcp, lambda: bool(ends))
         assert ends == [None] and bytes(target) == payload
 
 
@@ -124,7 +97,7 @@ def test_a_get_refused_for_a_lost_peer_keeps_no_hold_on_the_buffer(pmca_env) -> 
     (a view of it was kept until finalize)."""
     with _two_peers() as (tcp, endpoints, (_rank1, rank2)):
         rank2.close()
-        _progress_until(tcp, lambda: tcp.lost)
+        progress_until(tcp, lambda: tcp.lost)
         assert tcp.lost == [2]
         target = bytearray(SIZE)
         ends: list[BaseException | None] = []

@@ -46,6 +46,9 @@ class _Owner:
     def connection_lost(self, connection: Any, failure: BaseException) -> None:
         raise AssertionError(f"connection lost: {failure}")
 
+    def landed(self, connection: Any) -> None:
+        """No flow control here (nothing holds what arrives)."""
+
 
 def _waiting(sock: socket.socket) -> int:
     """Bytes in ``sock``'s receive queue (SIOCINQ)."""

@@ -8,6 +8,7 @@ has the helpers components build on.
 from __future__ import annotations
 
 from ._framework import FRAMEWORK
+from ._holding import EVERY_PEER, Holding
 from ._interface import (
     API_VERSION,
     MAX_PACKED_HANDLE,
@@ -37,6 +38,7 @@ from ._interface import (
 
 __all__ = [
     "API_VERSION",
+    "EVERY_PEER",
     "FRAMEWORK",
     "MAX_PACKED_HANDLE",
     "PLACEMENT_HEAD",
@@ -51,6 +53,7 @@ __all__ = [
     "Endpoint",
     "ErrorCallback",
     "Flags",
+    "Holding",
     "Limits",
     "MemoryHandle",
     "ModexError",

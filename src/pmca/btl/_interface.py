@@ -300,6 +300,10 @@ class BtlModule(Protocol):
     connection, and the peer discards the cut frame (it counts as dropped).
     A module without the operation keeps sending what it queued.
 
+    Two more bound what a receiver keeps of a peer's unexpected messages:
+    ``watch_holding(holding)`` and ``holding_eased(rank)`` (see
+    :class:`pmca.btl.Holding`); btl ``tcp`` has them.
+
     Back-pressure: a send completes (``sendi`` answers ``True``, or the
     ``send`` callback runs) once the module owns the bytes, and the module
     then delivers them or reports the peer's failure. A module keeps what it

@@ -31,6 +31,7 @@ from . import _protocol as proto
 from ._blocking import LANE_SPIN, Blocking
 from ._buffers import address_of, as_bytes
 from ._checks import check_rank, check_tag
+from ._holding import HeldMessages
 from ._leaving import Leaving
 from ._matching import ANY_SOURCE, TAG_UB, Posted, Unexpected
 from ._placing import Placing
@@ -52,7 +53,7 @@ _MATCHING = frozenset((proto.EAGER, proto.RGET, proto.RNDV))
 
 
 @public
-class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
+class P2p(Placing, Blocking, Probing, Rendezvous, Leaving, HeldMessages):
     """``send``/``recv``/``isend``/``irecv``, probes and cancels of one session (``s.p2p``).
 
     Every operation on the queues holds the bml's lock, so any thread may
@@ -99,6 +100,7 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
                 module.unregister_recv(am_tag)
             raise
         bml.on_failure(self._peer_failed)
+        self._init_holding(size, self._registered)
         self._lanes = open_lanes(bml, am_tag)
         self._rget_lanes = rendezvous_lanes(bml, self._lanes)
         self._set_lane_spin(LANE_SPIN)
@@ -195,12 +197,14 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
                 incoming = unexpected.take(source, tag) if unexpected.streams else None
             if incoming is not None:
                 self._match(request, incoming)
+                self._taken(incoming.source, incoming.payload)  # this receive done: no wait
             elif peer is not None and peer.failed is not None:
                 self._finish(request, 0, self._failure(peer))
             elif source in self.gone:
                 self._finish(request, 0, self._gone_error(source))
             else:
                 self._posted.add(request)
+                self.eased(source)  # what it waits for may be behind input a btl stopped
         return request
 
     def cancel_receive(self, request: Request) -> bool:
@@ -324,6 +328,7 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
             if self._closed:
                 return
             self._closed = True  # no new operations: the LEAVEs follow under this lock
+            self.eased(ANY_SOURCE)  # finalize reads every peer
         try:
             drain = timeout if finalize_timeout is None else finalize_timeout
             self.leave(after_error=after_error, drain=drain, barrier=timeout)
@@ -507,6 +512,7 @@ class P2p(Placing, Blocking, Probing, Rendezvous, Leaving):
             self._match(request, incoming)
             return
         self._unexpected.add(incoming)
+        self._kept(source, incoming.payload)
         self.unexpected_total += 1
         waiting = len(self._unexpected)
         if waiting > self.unexpected_peak:

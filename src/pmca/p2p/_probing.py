@@ -85,6 +85,10 @@ class Probing:
     _ensure_open: Callable[[], None]
     _track: Callable[[Request], None]
     _match: Callable[[Request, Any], None]
+    _taken: Callable[[int, Any], None]
+    _probe_started: Callable[[int], None]
+    _probe_ended: Callable[[int], None]
+    _probe_missed: Callable[[int], None]
     wait_for: Callable[[Callable[[], bool] | None, float | None], None]
 
     def iprobe(self, source: int, tag: int) -> Status | None:
@@ -94,6 +98,8 @@ class Probing:
         with self._bml.lock:
             self._bml.progress()
             incoming = self._look(source, tag, take=False)
+            if incoming is None:
+                self._probe_missed(source)  # the next progress may read what it looks for
         return None if incoming is None else _status(incoming)
 
     def probe(self, source: int, tag: int, timeout: float | None = None) -> Status:
@@ -114,6 +120,8 @@ class Probing:
         with self._bml.lock:
             self._bml.progress()
             incoming = self._look(source, tag, take=True)
+            if incoming is None:
+                self._probe_missed(source)  # the next progress may read what it looks for
         return None if incoming is None else Message(self, incoming, _status(incoming))
 
     def mprobe(self, source: int, tag: int, timeout: float | None = None) -> Message:
@@ -138,6 +146,8 @@ class Probing:
         self._ensure_open()
         unexpected = self._unexpected
         incoming = unexpected.take(source, tag) if take else unexpected.first(source, tag)
+        if incoming is not None and take:
+            self._taken(incoming.source, incoming.payload)
         if incoming is None and source != ANY_SOURCE:
             peer = self._peers[source]
             if source in self.gone:
@@ -157,6 +167,8 @@ class Probing:
                 found.append(incoming)
             return bool(found)
 
+        with lock:
+            self._probe_started(source)
         try:
             self.wait_for(there, timeout)
         except TimeoutError:
@@ -164,6 +176,9 @@ class Probing:
             raise TimeoutError(
                 f"p2p {what} for rank {source} tag {tag} found no message within {timeout:g} s"
             ) from None
+        finally:
+            with lock:
+                self._probe_ended(source)
         return found[0]
 
 

@@ -84,6 +84,7 @@ class Rendezvous:
     _unanswered: Callable[[Request], PeerFinalized]
     _read_started: Callable[[int], None]
     _read_finished: Callable[[int, bytes], bool]
+    eased: Callable[[int], None]
 
     def _awaiting_answer(self, request: Request, send_id: int | None = None) -> int:
         """Register the rendezvous send ``request`` until its receiver answers (FIN, or
@@ -97,6 +98,7 @@ class Rendezvous:
         self._sends[send_id] = request
         request.cleanup.append(functools.partial(self._sends.pop, send_id, None))
         rank = request.peer
+        self.eased(rank)  # its answer may be behind input a btl stopped
         if rank in self.gone:
             self._finish(request, 0, self._unanswered(request))
         elif self._peers[rank].failed is not None:

@@ -39,6 +39,10 @@ DEFAULTS = Limits(
 #: a thousand tiny ones, per peer on top of what the kernel buffers.
 SEND_QUEUE_LIMIT = 1 << 20
 
+#: btl_tcp_recv_queue_limit's default (its help says why): four messages of
+#: the default eager limit per peer.
+RECV_QUEUE_LIMIT = 16 << 20
+
 
 def _items(value: object) -> list[str]:
     return [item.strip() for item in str(value or "").split(",") if item.strip()]
@@ -144,6 +148,25 @@ class TcpComponent(Component):
             **within(0, MAX_INT32, "bytes"),
         )
         params.register(
+            "recv_queue_limit",
+            type="size",
+            default=RECV_QUEUE_LIMIT,
+            level=5,
+            help="Bytes of one peer's messages that may wait in this process with no receive "
+            "for them (unexpected messages; each counts its size plus 512 bytes) before "
+            "btl/tcp stops reading that peer's socket: the kernel's buffers fill, then the "
+            "sender's btl_tcp_send_queue_limit holds its sends back, and nothing is dropped. "
+            "Reading starts again once receives take the peer's messages down to half of "
+            "this, or as soon as this process waits for something from the peer (a receive "
+            "posted, a probe, a rendezvous answer, finalize): what it waits for may be behind "
+            "them, so the bound is passed while it waits. A message being received completes "
+            "first: one message (btl_tcp_eager_limit) may go above it. The default, 16 MiB, "
+            "is four messages of the default eager limit, over 10 ms of a 10 Gbit/s link; at "
+            "two ranks per core on a node with 4 GiB per core (2 GiB per rank), 32 peers "
+            "flooding one rank at once fill 512 MiB of it, a quarter. 0: no bound",
+            **within(64 * 1024, 1 << 40, "bytes", or_zero=True),
+        )
+        params.register(
             "hello_timeout",
             type=float,
             default=1.0,
@@ -226,6 +249,7 @@ class TcpComponent(Component):
             keepalive=keepalive if keepalive[0] else None,
             leave_pinned=leave_pinned,
             send_queue_limit=int(params["send_queue_limit"]),
+            recv_queue_limit=int(params["recv_queue_limit"]),
             hello=HelloRules(float(params["hello_timeout"]), int(params["half_open_max"])),
         )
         limits = read_limits(params, DEFAULTS)

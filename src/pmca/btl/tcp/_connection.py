@@ -30,12 +30,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from attrs import define
-
-from ..._records import Record
-from .._interface import PLACEMENT_HEAD, BtlError, Completion, PeerFailed, QueuedSend
+from .._interface import PLACEMENT_HEAD, BtlError, PeerFailed, QueuedSend
 from ..base._pvars import SLOTS, STREAMS_PLACED, STREAMS_STAGED
 from . import _wire as wire
+from ._records import Outgoing, Sink
+from ._writes import _first_bytes
 from ._zerocopy import MSG_ZEROCOPY, ZeroCopy
 
 if TYPE_CHECKING:
@@ -64,12 +63,13 @@ class ConnectionOwner(Protocol):
 
     def put_target(
         self, connection: Connection, head: bytes, length: int
-    ) -> tuple[memoryview, Callable[[], None]]: ...
+    ) -> tuple[memoryview | None, Callable[[], None]]: ...
 
     def connection_lost(self, connection: Connection, failure: PeerFailed) -> None: ...
 
+    def landed(self, connection: Connection) -> None: ...
 
-_IOV_MAX = 512
+
 #: Unready polls of a paced bulk read before reading whatever is there anyway
 #: (a guard against a kernel that never reports the low-water mark reached).
 _PACING_PATIENCE = 256
@@ -83,38 +83,13 @@ _BUFFER_SIZE = 1 << 20
 #: body that follows a header there too, to be copied a second time into
 #: its destination; capped, at most this much of it is.
 _READ_AHEAD = STREAM_MIN + wire.FRAME.size
+#: Bytes of a refused put's data received at once, to be dropped.
+_DISCARD_PIECE = 256 * 1024
 #: What one copied message costs beyond its bytes, counted against the queue
 #: limit (its queue entry, views and frame header: about 880 bytes measured
 #: with tracemalloc on CPython 3.11): a flood of tiny sends is bounded in
 #: memory too, not only in payload.
 QUEUED_COST = 1024
-
-
-@define(eq=False, repr=False)
-class Outgoing(Record):
-    buffers: list[memoryview]
-    callback: Completion | None
-    zerocopy: bool = False
-    #: An active message's tag (-1: another kind of frame), size and a buffer
-    #: that starts with it, for :meth:`Connection.queued_sends`.
-    tag: int = -1
-    size: int = 0
-    head: memoryview | bytes = b""
-    #: What the connection's own copy of it counts against the queue limit.
-    owned: int = 0
-    #: Whether the socket took a part of it (then it cannot be taken back).
-    started: bool = False
-
-
-@define(eq=False, repr=False)
-class Sink(Record):
-    """Where a bulk body goes: ``target[done:]`` still to fill."""
-
-    target: memoryview
-    done: int
-    finished: Callable[[], None]
-    #: Told why, when the connection ends before ``target`` is full.
-    abandoned: Completion | None = None
 
 
 class Connection:
@@ -159,11 +134,18 @@ class Connection:
         #: Whether the last :meth:`read` took everything the socket had.
         self.drained = False
         self._sink: Sink | None = None
+        #: Where a refused put's data goes, piece by piece (made at the first).
+        self._scratch: memoryview | None = None
         #: Set while frames are parsed: a dispatch that raised left it set, and
         #: the frames after that one wait in the buffer with no input to tell
         #: a poll (progress parses them; a wait does not sleep on this socket).
         self.frames_waiting = False
         self.closed: BaseException | None = None
+        #: Not read while set (``_flow``): the receiver holds enough of this peer's
+        #: messages; already-read active messages wait in the buffer too.
+        self.paused = False
+        #: Times reading stopped so.
+        self.pauses = 0
         #: Set when :meth:`drop_queued` cut a frame: nothing more is written.
         self.writes_ended = False
         self.zerocopy = ZeroCopy(sock, wanted=zerocopy, adaptive=zerocopy_adaptive)
@@ -338,7 +320,7 @@ class Connection:
                 handled += self._parse()
                 if self.in_bulk():
                     continue
-            if drained:
+            if drained or self.paused:
                 return handled
             count = self.read()
             if count <= 0:
@@ -383,7 +365,9 @@ class Connection:
         kind: int
         length: int
         kind, _tag, length, _aux = wire.FRAME.unpack_from(self.view, self.start)
-        return kind != wire.AM or length > STREAM_MIN or available >= wire.FRAME.size + length
+        if kind != wire.AM:
+            return True
+        return not self.paused and (length > STREAM_MIN or available >= wire.FRAME.size + length)
 
     def in_bulk(self) -> bool:
         """Whether a bulk body is being received straight into its destination."""
@@ -450,6 +434,8 @@ class Connection:
         header_size = wire.FRAME.size
         while handled < most and self.end - self.start >= header_size and self._sink is None:
             kind, tag, length, aux = wire.FRAME.unpack_from(view, self.start)
+            if kind == wire.AM and self.paused:
+                break  # the receiver holds enough of this peer's (see ``_flow``)
             body_at = self.start + header_size
             if kind in (wire.GET_DATA, wire.PUT):
                 self.start = body_at
@@ -492,6 +478,14 @@ class Connection:
         """Route a bulk body: copy what is buffered, then receive the rest in place."""
         if kind == wire.PUT:
             need = wire.PUT_HEAD.size
+            if length < need:
+                self.lost(
+                    ValueError(
+                        f"{self.rank_name} sent a malformed put frame: {length} bytes, "
+                        f"shorter than its {need}-byte head"
+                    )
+                )
+                return
             if self.end - self.start < need:
                 # Rare: the put head is split; wait for it with a small sink.
                 head = bytearray(need)
@@ -519,7 +513,12 @@ class Connection:
             self.traffic[STREAMS_PLACED] += 1
             self.start += placement.skip
             finished = placement.finished
-            self._sink = Sink(placement.target, 0, lambda: finished(None), finished)
+
+            def landed() -> None:
+                finished(None)
+                self.module.landed(self)  # it may have joined what the receiver holds
+
+            self._sink = Sink(placement.target, 0, landed, finished)
         else:
             self.module.streams_staged += 1
             self.traffic[STREAMS_STAGED] += 1
@@ -533,7 +532,26 @@ class Connection:
 
     def _put_body(self, head: bytes, length: int) -> None:
         target, finished = self.module.put_target(self, head, length)
+        if target is None:
+            self._discard(length, finished)
+            return
         self._sink = Sink(target, 0, finished)
+        self._copy_buffered()
+
+    def _discard(self, length: int, then: Callable[[], None]) -> None:
+        """Receive ``length`` bytes nobody takes (a refused put's data) a piece at a
+        time into one scratch buffer, never all at once (up to 4 GiB); then ``then()``."""
+        piece = min(length, _DISCARD_PIECE)
+        if self._scratch is None or self._scratch.nbytes < piece:
+            self._scratch = memoryview(bytearray(_DISCARD_PIECE))
+
+        def filled() -> None:
+            if length > piece:
+                self._discard(length - piece, then)
+            else:
+                then()
+
+        self._sink = Sink(self._scratch[:piece], 0, filled)
         self._copy_buffered()
 
     def _copy_buffered(self) -> None:
@@ -576,25 +594,3 @@ class Connection:
             if why is None:
                 why = BtlError(f"btl tcp: connection to {self.rank_name} closed mid-message")
             sink.abandoned(why)
-
-
-def _first_bytes(buffers: list[memoryview], limit: int) -> list[memoryview]:
-    """The leading buffers (at most ``_IOV_MAX``) cut to ``limit`` bytes in all (0: no cut).
-
-    A remainder under a quarter of ``limit`` goes along rather than costing a
-    system call (and a wake-up of the reader) of its own.
-    """
-    head = buffers[:_IOV_MAX]
-    if not limit:
-        return head
-    slack = limit >> 2
-    taken: list[memoryview] = []
-    for buffer in head:
-        if buffer.nbytes > limit + slack:
-            taken.append(buffer[:limit])
-            break
-        taken.append(buffer)
-        limit -= buffer.nbytes
-        if limit <= 0:
-            break
-    return taken

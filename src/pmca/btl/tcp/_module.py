@@ -36,7 +36,8 @@ from .._interface import (
 from ..base import ModuleBase, NoPinBackend, Registrations, host_name
 from ..base._pvars import BYTES_RECEIVED, BYTES_SENT, MESSAGES_RECEIVED, MESSAGES_SENT
 from . import _wire as wire
-from ._connection import _IOV_MAX, QUEUED_COST, STREAM_MIN, Connection, Outgoing
+from ._connection import QUEUED_COST, STREAM_MIN, Connection
+from ._flow import FlowControl
 from ._group import RailGroup
 from ._handshake import connect, keep_alive
 from ._interfaces import Interface
@@ -44,14 +45,21 @@ from ._lane import TcpLane
 from ._listener import HelloRules, accept, listen
 from ._polling import Polling
 from ._rails import Pairing
+from ._records import Outgoing
 from ._transfers import Transfers
 from ._wakeup import Wakeup
+from ._writes import _IOV_MAX
 from ._zerocopy import ZeroCopyStats
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
+    from .._holding import Holding
 
+
+#: Seconds a deregistration waits for the kernel's zero-copy completions before
+#: a log line says it still waits (it never stops waiting; see ``_settle_zerocopy``).
+SETTLE_PATIENCE = 5.0
 _FRAME_PACK = wire.FRAME.pack
 _FRAME_SIZE = wire.FRAME.size
 
@@ -73,6 +81,9 @@ class TcpSettings(FrozenValue):
     keepalive: tuple[int, ...] | None = None
     #: ``btl_tcp_send_queue_limit``: what copied sends may hold per peer.
     send_queue_limit: int = 0
+    #: ``btl_tcp_recv_queue_limit``: what the receiver may hold of a peer's
+    #: unexpected messages before its socket is not read (0: no bound).
+    recv_queue_limit: int = 0
     #: How the listener treats connections until their hello arrives.
     hello: HelloRules = field(factory=HelloRules)
 
@@ -114,6 +125,22 @@ class TcpModule(ModuleBase):
         #: Per peer rank: the host name its modex entry gave (for error messages).
         self._hosts: dict[int, str] = {}
         self._wakeup = Wakeup()
+        self._flow = FlowControl(settings.recv_queue_limit, self._polling, self._transfers, log)
+        #: The message layer's held bytes per peer, once it is watched with a limit.
+        self._held: list[int] | None = None
+
+    # -- flow control (see ``_flow``) -----------------------------------------
+
+    def watch_holding(self, holding: Holding) -> None:
+        """Bound what ``holding`` keeps per peer by ``btl_tcp_recv_queue_limit``."""
+        if self.settings.recv_queue_limit:
+            self._flow.holding = holding
+            self._held = cast("list[int]", holding.held)
+
+    def holding_eased(self, rank: int) -> None:
+        """Read a peer's socket again if it was stopped and may be read now."""
+        if self._flow.paused:
+            self._flow.eased(rank)
 
     # -- modex and connections ---------------------------------------------
 
@@ -318,17 +345,37 @@ class TcpModule(ModuleBase):
         self._registrations.deregister(handle)
 
     def _settle_zerocopy(self) -> None:
-        """Wait until the kernel no longer reads zero-copy pages (bounded)."""
-        deadline = time.monotonic() + 5.0
-        for connection in self._connections.values():
-            while (
-                connection.closed is None
-                and connection.zerocopy.pending
-                and time.monotonic() < deadline
-            ):
+        """Wait until the kernel no longer reads zero-copy pages.
+
+        Until each connection's completion notices all came, or it closed or
+        failed (its buffers are then kept for good, see ``_zerocopy``): pages
+        deregistered earlier may be reused while the kernel still sends them,
+        and the peer would get other bytes. A peer that stops reading keeps
+        them pinned; past :data:`SETTLE_PATIENCE` a log line says so, and a
+        peer whose host stopped acknowledging fails as progress would fail it.
+        """
+        began = time.monotonic()
+        said = False
+        for connection in list(self._connections.values()):
+            # Only errors and hang-ups: input waiting must not wake this wait (no read here).
+            notices = select.poll()
+            notices.register(connection.fd, 0)
+            while connection.closed is None and connection.zerocopy.pending:
                 connection.reap_zerocopy()
-                if connection.zerocopy.pending:
-                    select.select([connection.fd], [], [], 0.001)
+                if not connection.zerocopy.pending:
+                    break
+                for _fd, events in notices.poll(10):  # a completion shows as POLLERR
+                    if events & (select.POLLHUP | select.POLLNVAL):
+                        connection.lost(ConnectionResetError("the socket hung up"))
+                self._polling.check_failed(connection)
+                if not said and time.monotonic() - began > SETTLE_PATIENCE:
+                    said = True
+                    self.log.warning(
+                        "deregistration waits for the kernel to finish zero-copy sends",
+                        rank=connection.rank,
+                        pending=connection.zerocopy.pending,
+                        seconds=round(time.monotonic() - began, 1),
+                    )
 
     def get(
         self,
@@ -384,12 +431,21 @@ class TcpModule(ModuleBase):
             counts[MESSAGES_RECEIVED] += 1
             counts[BYTES_RECEIVED] += body.nbytes
             self.hand_over(self._endpoints[connection.rank], tag, body)
+            held = self._held  # (landed() inline: every message passes here)
+            if held is not None and held[connection.rank] > self._flow.limit:
+                self._flow.arrived(connection)
         elif kind == wire.GET_REQ:
             self._transfers.serve_get(connection, aux, body)
         elif kind in (wire.GET_ERROR, wire.PUT_ERROR):
             self._transfers.refused(connection, kind, aux, bytes(body).decode(errors="replace"))
         elif kind == wire.PUT_ACK:
             self._transfers.acknowledged(connection, aux)
+
+    def landed(self, connection: Connection) -> None:
+        """A large active message from ``connection`` was received where it was placed."""
+        held = self._held
+        if held is not None and held[connection.rank] > self._flow.limit:
+            self._flow.arrived(connection)
 
     def place(
         self, connection: Connection, tag: int, head: memoryview, length: int
@@ -404,11 +460,12 @@ class TcpModule(ModuleBase):
 
     def put_target(
         self, connection: Connection, head: bytes, length: int
-    ) -> tuple[memoryview, Callable[[], None]]:
+    ) -> tuple[memoryview | None, Callable[[], None]]:
         return self._transfers.put_target(connection, head, length)
 
     def connection_lost(self, connection: Connection, failure: PeerFailed) -> None:
         self._polling.remove(connection)
+        self._flow.forget(connection)
         endpoint = self._endpoints.get(connection.rank)
         if endpoint is not None:
             self.peer_lost(endpoint, failure)
@@ -478,6 +535,7 @@ class TcpModule(ModuleBase):
     def _retire(self, connection: Connection) -> None:
         """Close ``connection`` and keep its zero-copy figures."""
         self._polling.remove(connection)
+        self._flow.forget(connection)
         self._closed_zerocopy.add(connection.zerocopy.stats)
         connection.close()
 

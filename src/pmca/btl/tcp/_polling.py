@@ -19,7 +19,9 @@ The silence check (see ``_silence``) runs at most every
 from __future__ import annotations
 
 import errno
+import os
 import select
+import socket
 import time
 from typing import TYPE_CHECKING
 
@@ -54,15 +56,32 @@ class Polling:
         self._poll.register(connection.fd, select.POLLIN)
         self._by_fd[connection.fd] = connection
         self.connections = (*self.connections, connection)
-        self._fds = [c.fd for c in self.connections]
+        self._note_fds()
 
     def remove(self, connection: Connection) -> None:
         """Stop polling ``connection`` (closed or lost; its descriptor may be reused)."""
         if self._by_fd.get(connection.fd) is connection:
             del self._by_fd[connection.fd]
-            self._poll.unregister(connection.fd)
+            if not connection.paused:
+                self._poll.unregister(connection.fd)
         self.connections = tuple(c for c in self.connections if c is not connection)
-        self._fds = [c.fd for c in self.connections]
+        self._note_fds()
+
+    def pause(self, connection: Connection) -> None:
+        """Stop polling ``connection`` for input (``_flow``; already marked paused)."""
+        if self._by_fd.get(connection.fd) is connection:
+            self._poll.unregister(connection.fd)
+        self._note_fds()
+
+    def resume(self, connection: Connection) -> None:
+        """Poll ``connection`` for input again (no longer marked paused)."""
+        if self._by_fd.get(connection.fd) is connection:
+            self._poll.register(connection.fd, select.POLLIN)
+        self._note_fds()
+
+    def _note_fds(self) -> None:
+        # a paused socket stays readable: polled, every wait would wake at once
+        self._fds = [c.fd for c in self.connections if not c.paused]
 
     def progress(self) -> int:
         """Read what arrived, write what waits, reap zero-copy notices; return work done."""
@@ -102,6 +121,19 @@ class Polling:
             if connection.zerocopy.pending:
                 connection.reap_zerocopy()
         return done
+
+    def check_failed(self, connection: Connection) -> None:
+        """Fail ``connection`` if its socket reports an error, or (when due) its peer
+        host stopped acknowledging: for waits that do not progress (no read)."""
+        try:
+            error = connection.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        except OSError as exc:
+            connection.lost(exc)
+            return
+        if error:
+            connection.lost(OSError(error, os.strerror(error)))
+        elif self._bound is not None and _monotonic() >= self._silence_due:
+            self._check_silence()
 
     def _check_silence(self) -> None:
         """Fail connections whose peer host stopped acknowledging data (see ``_silence``)."""

@@ -24,7 +24,8 @@ from .._interface import BtlError, Completion, PeerFailed
 from ..base import Registrations
 from ..base._remote import memory_at
 from . import _wire as wire
-from ._connection import Connection, Outgoing
+from ._connection import Connection
+from ._records import Outgoing
 
 __all__ = ["Transfers"]
 
@@ -168,7 +169,7 @@ class Transfers:
                 rank=connection.rank,
             )
             connection.lost(raise_later)
-            return memoryview(bytearray(length)), lambda: None
+            return memoryview(b""), lambda: None  # lost: nothing more is read
         target = pending.target[pending.received : pending.received + length]
         pending.received += length
 
@@ -184,22 +185,30 @@ class Transfers:
 
     def put_target(
         self, connection: Connection, head: bytes, length: int
-    ) -> tuple[memoryview, Callable[[], None]]:
-        """Where a peer's put of ``length`` bytes goes, and the answer once it is in."""
+    ) -> tuple[memoryview | None, Callable[[], None]]:
+        """Where a peer's put of ``length`` bytes goes (``None``: refused, its data
+        is dropped), and the answer once it is in."""
         key, address, request = wire.PUT_HEAD.unpack(head)
+        target: memoryview | None
         try:
             self.registrations.check(key, address, length)
             target = memory_at(address, length) if length else memoryview(bytearray(0))
             reply = wire.FRAME.pack(wire.PUT_ACK, 0, 0, request)
         except BtlError as exc:
             message = str(exc).encode()
-            target = memoryview(bytearray(length))  # drain the refused data
+            target = None
             reply = wire.FRAME.pack(wire.PUT_ERROR, 0, len(message), request) + message
 
         def finished() -> None:
             connection.push(Outgoing([memoryview(reply)], None))
 
         return target, finished
+
+    def awaits(self, rank: int) -> bool:
+        """Whether a get or put asked of ``rank`` waits for its data or answer."""
+        return any(p.rank == rank for p in self._gets.values()) or any(
+            p.rank == rank for p in self._puts.values()
+        )
 
     # -- ends --------------------------------------------------------------------
 

@@ -23,6 +23,8 @@ class Watched(Protocol):
     """What :class:`Wakeup` reads of a connection."""
 
     fd: int
+    #: Not read now (flow control): armed for room to write only.
+    paused: bool
 
     @property
     def queue(self) -> object: ...
@@ -42,7 +44,9 @@ class Wakeup:
             self._epoll = select.epoll()
         epoll = self._epoll
         wanted = {
-            c: (c.fd, select.EPOLLIN | (select.EPOLLOUT if c.queue else 0)) for c in connections
+            c: (c.fd, (0 if c.paused else select.EPOLLIN) | (select.EPOLLOUT if c.queue else 0))
+            for c in connections
+            if c.queue or not c.paused
         }
         for connection, (fd, _) in self._armed.items():
             if connection not in wanted:
