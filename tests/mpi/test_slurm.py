@@ -133,3 +133,5 @@ def test_stats_job_names_the_slurm_step(slurm, mpi, pmca_env, tmp_path) -> None:
     # --mpi=pmi2: pmca's own slurm-JOB.STEP; --mpi=pmix: Slurm's namespace slurm.pmix.JOB.STEP.
     expected = f"slurm-{job}.{step}" if mpi == "pmi2" else f"slurm.pmix.{job}.{step}"
     assert {p["job"] for p in processes} == {expected}, processes
+    # ... and the world each task built printed that id as its job.
+    assert all(f"(job {expected}," in r["world"] for r in started), started

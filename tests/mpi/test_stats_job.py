@@ -35,3 +35,5 @@ def test_stats_job_from_inside_the_job_shows_every_rank(launcher: Launcher, tmp_
     assert sorted(p["rank"] for p in processes) == list(range(ranks))
     assert sorted(p["pid"] for p in processes) == sorted(r["pid"] for r in started)
     assert {p["job"] for p in processes} == {started[0]["job"]}
+    # One job id: the world prints the one the live view bears and --job found.
+    assert all(f"(job {r['job']}," in r["world"] for r in started), started

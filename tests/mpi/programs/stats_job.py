@@ -1,5 +1,6 @@
-"""Each rank opens a session (its live view on under the launcher); rank 0 then runs
-``pmca stats --job`` from the launcher's environment it inherited, and writes what it read.
+"""Each rank builds the launcher's world and keeps what it prints, opens a session (its
+live view on under the launcher); rank 0 then runs ``pmca stats --job`` from the
+launcher's environment it inherited, and writes what it read.
 
 No mpi4py: the ranks meet through files in a directory the test gives.
 """
@@ -23,12 +24,14 @@ meeting = Path(args.dir)
 identity = job_identity(os.environ)
 assert identity is not None, "no launcher environment"
 rank = identity[1]
+with pmca.world.from_launcher() as world:  # what the world prints for the job
+    printed = world.description
 
 with pmca.Session(frameworks=["btl"]) as s:  # pmca_base_live_view auto: on under a launcher
     s.p2p.send(0, 1, b"x" * 10)
     s.p2p.recv(0, 1, bytearray(10))
     slurm = [os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURM_STEP_ID")]
-    mine = {"pid": os.getpid(), "job": identity[0], "slurm": slurm}
+    mine = {"pid": os.getpid(), "job": identity[0], "slurm": slurm, "world": printed}
     (meeting / f"rank{rank}").write_text(json.dumps(mine))
     deadline = time.monotonic() + 120
     if rank == 0:
