@@ -459,6 +459,7 @@ def parser() -> Any:
     result.add_argument(
         "--profile", action="store_true", help="profile each size's ping-pong on both pmca ranks"
     )
+    result.add_argument("--no-mpich", action="store_true", help="no MPICH comparison")
     return result
 
 
