@@ -34,6 +34,7 @@ __all__ = [
     "GOAL_RATIO",
     "GOAL_SM_SMALL_RATIO",
     "PEERS",
+    "PMCA",
     "POLLING",
     "SIZES",
     "Peer",
@@ -73,41 +74,32 @@ ROOT = BENCH_DIR.parent
 
 @dataclass(frozen=True)
 class Peer:
-    """One peer's best configuration for a transport, and pmca's for the same one."""
+    """One peer's best configuration for a transport (pmca's for it: :data:`PMCA`)."""
 
     label: str
     transport: str  # "tcp" or "sm": pmca's btl, and the floor
     mpi: str  # "Open MPI" or "MPICH"
     mca: Mapping[str, str] = field(default_factory=dict)  # the launcher's --mca
     env: Mapping[str, str] = field(default_factory=dict)  # the job's environment
-    pmca: Mapping[str, str] = field(default_factory=dict)
 
+
+#: pmca's configuration per transport: tcp on loopback, as every peer's tcp is pinned.
+PMCA = {"tcp": {"btl": "self,tcp", "btl_tcp_if_include": "lo"}, "sm": {"btl": "self,sm"}}
+_OB1_TCP_LO = {"pml": "ob1", "btl": "self,tcp", "btl_tcp_if_include": "lo"}
+#: MPICH's network path between local ranks: no shared memory, UCX on tcp, on
+#: the interface pmca uses.  MPICH polls by default (no yield knob).
+_MPICH_NETWORK = {"MPIR_CVAR_NOLOCAL": "1", "UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "lo"}
 
 PEERS = {
-    "tcp (Open MPI)": Peer(
-        "Open MPI ob1 tcp on lo",
-        "tcp",
-        "Open MPI",
-        mca={"pml": "ob1", "btl": "self,tcp", "btl_tcp_if_include": "lo"},
-        pmca={"btl": "self,tcp", "btl_tcp_if_include": "lo"},
-    ),
+    "tcp (Open MPI)": Peer("Open MPI ob1 tcp on lo", "tcp", "Open MPI", mca=_OB1_TCP_LO),
     "sm (Open MPI)": Peer(
         "Open MPI ob1 sm, single copy smsc/cma",
         "sm",
         "Open MPI",
         mca={"pml": "ob1", "btl": "self,sm", "smsc": "cma"},
-        pmca={"btl": "self,sm"},
     ),
-    # MPICH's network path between local ranks: no shared memory, UCX on tcp,
-    # on the interface pmca uses.  It polls by default (no yield knob).
-    "tcp (MPICH)": Peer(
-        "MPICH ucx tcp on lo (MPIR_CVAR_NOLOCAL=1)",
-        "tcp",
-        "MPICH",
-        env={"MPIR_CVAR_NOLOCAL": "1", "UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "lo"},
-        pmca={"btl": "self,tcp", "btl_tcp_if_include": "lo"},
-    ),
-    "sm (MPICH)": Peer("MPICH default (shared memory)", "sm", "MPICH", pmca={"btl": "self,sm"}),
+    "tcp (MPICH)": Peer("MPICH ucx tcp on lo (NOLOCAL)", "tcp", "MPICH", env=_MPICH_NETWORK),
+    "sm (MPICH)": Peer("MPICH default (shared memory)", "sm", "MPICH"),
 }
 
 
@@ -273,7 +265,7 @@ def compare(
         polling = POLLING[mode]
         mca = {**peer.mca, **(polling["ompi"] if peer.mpi == "Open MPI" else {})}
         args = {
-            "pmca": {**peer.pmca, **polling["pmca"]},
+            "pmca": {**PMCA[peer.transport], **polling["pmca"]},
             "sizes": sizes,
             "buffers": ["numpy", "bytearray"],
             "rounds": 2 if quick else 8,

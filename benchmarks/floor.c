@@ -181,6 +181,15 @@ static void pingpong(struct link *l, int rank, long budget, int count, char **si
     }
 }
 
+/* The child exits here; the parent says whether it exited well. */
+static int finish(pid_t child) {
+    if (child == 0)
+        _exit(0);
+    int status;
+    waitpid(child, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 static int tcp_floor(long budget, int count, char **sizes) {
     int listener = socket(AF_INET, SOCK_STREAM, 0), one = 1;
     struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -199,11 +208,7 @@ static int tcp_floor(long budget, int count, char **sizes) {
     struct link l = {.fd = fd};
     pingpong(&l, child == 0, budget, count, sizes);
     close(fd);
-    if (child == 0)
-        _exit(0);
-    int status;
-    waitpid(child, &status, 0);
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+    return finish(child);
 }
 
 static int shm_floor(long budget, int count, char **sizes) {
@@ -216,11 +221,7 @@ static int shm_floor(long budget, int count, char **sizes) {
         die("fork");
     struct link l = {.fd = -1, .out = &rings[child == 0], .in = &rings[child != 0]};
     pingpong(&l, child == 0, budget, count, sizes);
-    if (child == 0)
-        _exit(0);
-    int status;
-    waitpid(child, &status, 0);
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+    return finish(child);
 }
 
 static int memcpy_floor(long budget, int count, char **sizes) {
