@@ -34,13 +34,13 @@ __all__ = [
     "GOAL_RATIO",
     "GOAL_SM_SMALL_RATIO",
     "PEERS",
-    "PMCA",
     "POLLING",
     "SIZES",
     "Peer",
     "compare",
     "floors",
     "mpich_python",
+    "pmca_config",
     "role",
 ]
 
@@ -74,21 +74,32 @@ ROOT = BENCH_DIR.parent
 
 @dataclass(frozen=True)
 class Peer:
-    """One peer's best configuration for a transport (pmca's for it: :data:`PMCA`)."""
+    """One peer's best configuration for a transport (pmca's for it: :func:`pmca_config`)."""
 
     label: str
     transport: str  # "tcp" or "sm": pmca's btl, and the floor
     mpi: str  # "Open MPI" or "MPICH"
     mca: Mapping[str, str] = field(default_factory=dict)  # the launcher's --mca
     env: Mapping[str, str] = field(default_factory=dict)  # the job's environment
+    interface: str = "lo"  # where its tcp goes, and so pmca's
 
 
-#: pmca's configuration per transport: tcp on loopback, as every peer's tcp is pinned.
-PMCA = {"tcp": {"btl": "self,tcp", "btl_tcp_if_include": "lo"}, "sm": {"btl": "self,sm"}}
+def _network_interface() -> str:
+    """The first network interface that is up, loopback aside (``eth0`` here): UCX's
+    tcp cannot use ``lo`` between two ranks (the wheel's UCX finds no route), so
+    MPICH's network path and pmca's tcp meet there instead."""
+    for entry in sorted(Path("/sys/class/net").glob("*")):
+        state = entry / "operstate"
+        if entry.name != "lo" and state.exists() and state.read_text().strip() == "up":
+            return entry.name
+    return "lo"
+
+
 _OB1_TCP_LO = {"pml": "ob1", "btl": "self,tcp", "btl_tcp_if_include": "lo"}
+_NETWORK = _network_interface()
 #: MPICH's network path between local ranks: no shared memory, UCX on tcp, on
-#: the interface pmca uses.  MPICH polls by default (no yield knob).
-_MPICH_NETWORK = {"MPIR_CVAR_NOLOCAL": "1", "UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "lo"}
+#: the interface pmca then uses.  MPICH polls by default (no yield knob).
+_MPICH_NETWORK = {"MPIR_CVAR_NOLOCAL": "1", "UCX_TLS": "tcp,self", "UCX_NET_DEVICES": _NETWORK}
 
 PEERS = {
     "tcp (Open MPI)": Peer("Open MPI ob1 tcp on lo", "tcp", "Open MPI", mca=_OB1_TCP_LO),
@@ -98,9 +109,22 @@ PEERS = {
         "Open MPI",
         mca={"pml": "ob1", "btl": "self,sm", "smsc": "cma"},
     ),
-    "tcp (MPICH)": Peer("MPICH ucx tcp on lo (NOLOCAL)", "tcp", "MPICH", env=_MPICH_NETWORK),
+    "tcp (MPICH)": Peer(
+        f"MPICH ucx tcp on {_NETWORK} (NOLOCAL)",
+        "tcp",
+        "MPICH",
+        env=_MPICH_NETWORK,
+        interface=_NETWORK,
+    ),
     "sm (MPICH)": Peer("MPICH default (shared memory)", "sm", "MPICH"),
 }
+
+
+def pmca_config(peer: Peer) -> dict[str, str]:
+    """pmca's btls against ``peer``: its tcp on the peer's interface."""
+    if peer.transport == "tcp":
+        return {"btl": "self,tcp", "btl_tcp_if_include": peer.interface}
+    return {"btl": "self,sm"}
 
 
 # -- inside the job ------------------------------------------------------------------
@@ -265,7 +289,7 @@ def compare(
         polling = POLLING[mode]
         mca = {**peer.mca, **(polling["ompi"] if peer.mpi == "Open MPI" else {})}
         args = {
-            "pmca": {**PMCA[peer.transport], **polling["pmca"]},
+            "pmca": {**pmca_config(peer), **polling["pmca"]},
             "sizes": sizes,
             "buffers": ["numpy", "bytearray"],
             "rounds": 2 if quick else 8,
@@ -314,7 +338,9 @@ def _print_table(
     )
 
     def us(seconds: float | None) -> str:
-        return "-" if seconds is None else f"{seconds * 1e6:.2f}"
+        if seconds is None:
+            return "-"
+        return f"{seconds * 1e6:.3f}" if seconds < 1e-5 else f"{seconds * 1e6:.1f}"
 
     for key, sides in table.items():
         size = int(key)
