@@ -1,18 +1,13 @@
 """Shared-memory ping-pong: pmca's btl/sm against mpi4py, same job, each peer at its best.
 
-The judged comparison (``_yardstick.py``, as in ``bench_btl.py``): one
-``-n 2`` job, pmca (``btl = self,sm``) and mpi4py alternating in the same
-two processes, ABBA, paired per round, 8 B to 64 MiB, numpy arrays then
-bytearrays, every sample checksummed; against Open MPI ob1 ``btl self,sm``
-with its single copy (``smsc cma``), both busy-polling, then both yielding;
-and against MPICH's default (shared memory) path. Beside each row: a C
-ping-pong over a shared-memory ring between two processes and one core's
-memcpy (``floor.c``). Goal: pmca <= 1.10x mpi4py's half round trip at every
-size (8 B: <= 1.3x), numpy buffers, busy polling; no wrong byte.
+Judged (``_yardstick.py``, as ``bench_btl.py`` does for tcp): pmca
+(``btl = self,sm``) against mpi4py on Open MPI ob1 ``btl self,sm`` with its
+single copy (``smsc cma``) and on MPICH's default path, in one job, 8 B to
+64 MiB, the floor (a C shared-memory ring, one core's memcpy) beside each
+row. Goal: <= 1.10x mpi4py (8 B: <= 1.3x), numpy buffers, busy polling.
 
 The old baseline follows, reported and not judged: separate ``mpirun -n 2
---mca pml ob1 --mca btl self,sm`` jobs, mpi4py ``Send``/``Recv`` against
-``s.p2p.send``/``recv`` of bytearrays.
+--mca pml ob1 --mca btl self,sm`` jobs, mpi4py against pmca on bytearrays.
 Jobs alternate in ABBA order; each reports the median half round trip of
 8-byte messages (latency) and, for 1 KiB ... 64 MiB, the bandwidth of a
 ping-pong (bytes / half round trip).  The pmca job also measures the same
