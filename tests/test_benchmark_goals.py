@@ -212,3 +212,36 @@ def test_a_reported_ratio_of_jobs_is_paired_not_a_ratio_of_medians(goals: Module
     assert goals.run_ratio(subject, baseline, cost) == 1.0
     # A round one side did not run is left out, not paired with another round's job.
     assert goals.run_ratio(subject[:2], baseline, cost) == pytest.approx((0.5 + 2.5) / 2)
+
+
+def test_same_job_every_size_is_judged_and_one_slow_size_misses(goals: ModuleType) -> None:
+    # Side medians at 64 KiB: 13 / 10 = 1.3 (would miss); pairs 1.0, 1.05, 1.6 -> 1.05.
+    table = {
+        "8": {"pmca": [1.2, 1.2, 1.2], "mpi4py": [1.0, 1.0, 1.0]},
+        "65536": {"pmca": [10.0, 13.0, 16.0], "mpi4py": [10.0, 12.38, 10.0]},
+        "67108864": {"pmca": [2.0, 2.0, 2.0], "mpi4py": [1.0, 1.0, 1.0]},
+    }
+    ratios, judged = goals.same_job_goals("sm", table, limit=1.10, small=(8, 1.3))
+    verdicts = {goal.name: goal for goal in judged}
+    assert len(judged) == 3
+    assert verdicts["sm 8 B, pmca / mpi4py"].met  # 1.2 within 8 B's own limit of 1.3
+    assert verdicts["sm 8 B, pmca / mpi4py"].limit == 1.3
+    mid = verdicts["sm 65536 B, pmca / mpi4py"]
+    assert mid.met and mid.value == pytest.approx(13.0 / 12.38)
+    big = verdicts["sm 67108864 B, pmca / mpi4py"]
+    assert big.verdict == "MISS" and big.value == 2.0 and big.limit == 1.10
+    assert ratios["sm 67108864 B (pmca / mpi4py)"] == 2.0
+    # Without its own limit, 8 B is held to the common one and misses.
+    _, strict = goals.same_job_goals("tcp", table, limit=1.10)
+    assert strict[0].verdict == "MISS"
+
+
+def test_same_job_without_samples_misses(goals: ModuleType) -> None:
+    _, judged = goals.same_job_goals("tcp", {"8": {"pmca": [], "mpi4py": []}}, limit=1.10)
+    assert judged[0].verdict == "MISS"
+
+
+def test_a_sample_with_a_wrong_byte_misses(goals: ModuleType) -> None:
+    assert goals.wrong_bytes_goal("tcp", {"pmca": 1, "mpi4py": 0}).verdict == "MISS"
+    assert goals.wrong_bytes_goal("tcp", {"pmca": 0, "mpi4py": 2}).verdict == "MISS"
+    assert goals.wrong_bytes_goal("tcp", {"pmca": 0, "mpi4py": 0}).met
