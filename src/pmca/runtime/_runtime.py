@@ -305,7 +305,11 @@ class Runtime:
             if self.unusable is not None:
                 raise SessionError(self.unusable)
             if self.sessions == 0:
-                self._build(space if space is not None else self.read_params(mca))
+                try:
+                    self._build(space if space is not None else self.read_params(mca))
+                except BaseException:  # a second Ctrl-C, say: nothing of the build stays
+                    self._space = self._catalog = None
+                    raise
             else:
                 self._check_compatible(mca)
             self.sessions += 1
@@ -314,11 +318,18 @@ class Runtime:
         """Count a session out; the last one tears everything down."""
         with self.lock:
             self.sessions -= 1
-            # Once per finalize, over what closed since the last one.
-            self._check_departed()
             if self.sessions > 0:
+                self._check_departed()  # once per finalize, over what closed since the last
                 return
-            failures = self.core_domain.run()
+            # The space goes even when an interrupt (a second Ctrl-C) cuts this short.
+            try:
+                self._check_departed()
+                failures = self.core_domain.run()
+            finally:
+                try:
+                    self._teardown()
+                finally:
+                    self._space = self._catalog = None
             self.cleanup_failures.extend(failures)
             self._check_departed()
             for failure in failures:
@@ -340,17 +351,15 @@ class Runtime:
         self.history = []
         self.close_failures = []
         self.cleanup_failures = []
-        self.core_domain.append(self._teardown, "tear down the parameter space")
 
     def _teardown(self) -> None:
+        """Close what the sessions left open (after the core domain's cleanups)."""
         leftover = list(self.frameworks)
         for name in reversed(leftover):
             state = self.frameworks.get(name)
             if state is not None:
                 state.refcount = 1
                 self.close_framework(name)
-        self._space = None
-        self._catalog = None
 
     def _check_compatible(self, mca: Mapping[str, Any]) -> None:
         space = self.params
