@@ -295,8 +295,9 @@ class Runtime:
         register_core_params(space)
         return space
 
-    def attach(self, mca: Mapping[str, Any], space: ParamSpace | None = None) -> None:
-        """Count a session in; the first one builds the parameter space.
+    def attach(self, session: Any, mca: Mapping[str, Any], space: ParamSpace | None = None) -> None:
+        """Count ``session`` in (and mark it attached); the first one builds the
+        parameter space.
 
         ``space`` is the one :meth:`read_params` built for this session;
         the first session adopts it.
@@ -313,10 +314,18 @@ class Runtime:
             else:
                 self._check_compatible(mca)
             self.sessions += 1
+            session._attached = True  # with the count: see detach()
 
-    def detach(self) -> None:
-        """Count a session out; the last one tears everything down."""
+    def detach(self, session: Any) -> None:
+        """Count ``session`` out; the last one tears everything down.
+
+        ``session._attached`` is cleared in the same step as the count, with no
+        call in between, so that an interrupt never leaves them disagreeing.
+        """
         with self.lock:
+            if not session._attached:
+                return
+            session._attached = False
             self.sessions -= 1
             if self.sessions > 0:
                 self._check_departed()  # once per finalize, over what closed since the last

@@ -265,13 +265,13 @@ class ParamSpace:
             self._resolve(param)  # may raise: then nothing is registered
             # Every key first: the stores below call no Python code, so an
             # interrupt (a second Ctrl-C) finds the parameter in every index or none.
-            group, owner = param.group, (param.framework, param.component)
+            group, owned_by = param.group, (param.framework, param.component)
             names = [full_name, *(synonym.name for synonym in definition.synonyms)]
             self._retired.pop(full_name, None)
             param._registered = True
             self._params[full_name] = param
             self._by_group.setdefault(group, {})[full_name] = param
-            self._by_owner.setdefault(owner, {})[full_name] = param
+            self._by_owner.setdefault(owned_by, {})[full_name] = param
             self._names.update(dict.fromkeys(names, param))
             return param
 
