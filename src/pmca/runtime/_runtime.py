@@ -295,8 +295,9 @@ class Runtime:
         register_core_params(space)
         return space
 
-    def attach(self, mca: Mapping[str, Any], space: ParamSpace | None = None) -> None:
-        """Count a session in; the first one builds the parameter space.
+    def attach(self, session: Any, mca: Mapping[str, Any], space: ParamSpace | None = None) -> None:
+        """Count ``session`` in (and mark it attached); the first one builds the
+        parameter space.
 
         ``space`` is the one :meth:`read_params` built for this session;
         the first session adopts it.
@@ -305,20 +306,39 @@ class Runtime:
             if self.unusable is not None:
                 raise SessionError(self.unusable)
             if self.sessions == 0:
-                self._build(space if space is not None else self.read_params(mca))
+                try:
+                    self._build(space if space is not None else self.read_params(mca))
+                except BaseException:  # a second Ctrl-C, say: nothing of the build stays
+                    self._space = self._catalog = None
+                    raise
             else:
                 self._check_compatible(mca)
             self.sessions += 1
+            session._attached = True  # with the count: see detach()
 
-    def detach(self) -> None:
-        """Count a session out; the last one tears everything down."""
+    def detach(self, session: Any) -> None:
+        """Count ``session`` out; the last one tears everything down.
+
+        ``session._attached`` is cleared in the same step as the count, with no
+        call in between, so that an interrupt never leaves them disagreeing.
+        """
         with self.lock:
-            self.sessions -= 1
-            # Once per finalize, over what closed since the last one.
-            self._check_departed()
-            if self.sessions > 0:
+            if not session._attached:
                 return
-            failures = self.core_domain.run()
+            session._attached = False
+            self.sessions -= 1
+            if self.sessions > 0:
+                self._check_departed()  # once per finalize, over what closed since the last
+                return
+            # The space goes even when an interrupt (a second Ctrl-C) cuts this short.
+            try:
+                self._check_departed()
+                failures = self.core_domain.run()
+            finally:
+                try:
+                    self._teardown()
+                finally:
+                    self._space = self._catalog = None
             self.cleanup_failures.extend(failures)
             self._check_departed()
             for failure in failures:
@@ -340,17 +360,15 @@ class Runtime:
         self.history = []
         self.close_failures = []
         self.cleanup_failures = []
-        self.core_domain.append(self._teardown, "tear down the parameter space")
 
     def _teardown(self) -> None:
+        """Close what the sessions left open (after the core domain's cleanups)."""
         leftover = list(self.frameworks)
         for name in reversed(leftover):
             state = self.frameworks.get(name)
             if state is not None:
                 state.refcount = 1
                 self.close_framework(name)
-        self._space = None
-        self._catalog = None
 
     def _check_compatible(self, mca: Mapping[str, Any]) -> None:
         space = self.params

@@ -200,8 +200,7 @@ class Session:
             if self._state is not _State.NEW:
                 self._refuse_init()
             try:
-                runtime.attach(self._mca, space)
-                self._attached = True
+                runtime.attach(self, self._mca, space)
                 self._build_world()
                 names = self._requested
                 if names is None:
@@ -299,10 +298,13 @@ class Session:
             except BaseException as exc:
                 errors.append(exc)
         errors.extend(failure.error for failure in self.domain.run())
-        if self._attached:
-            self._attached = False
+        # Twice at most: an interrupt (a second Ctrl-C) can cut the first
+        # detach short before it counted this session out.
+        for _ in range(2):
+            if not self._attached:
+                break
             try:
-                runtime.detach()
+                runtime.detach(self)
             except BaseException as exc:
                 errors.append(exc)
         if self in runtime.live:

@@ -263,14 +263,16 @@ class ParamSpace:
                 param = Param(full_name, definition)
             param._framework_lock = None
             self._resolve(param)  # may raise: then nothing is registered
+            # Every key first: the stores below call no Python code, so an
+            # interrupt (a second Ctrl-C) finds the parameter in every index or none.
+            group, owned_by = param.group, (param.framework, param.component)
+            names = [full_name, *(synonym.name for synonym in definition.synonyms)]
             self._retired.pop(full_name, None)
             param._registered = True
             self._params[full_name] = param
-            self._names[full_name] = param
-            self._by_group.setdefault(param.group, {})[full_name] = param
-            self._by_owner.setdefault((param.framework, param.component), {})[full_name] = param
-            for synonym in definition.synonyms:
-                self._names[synonym.name] = param
+            self._by_group.setdefault(group, {})[full_name] = param
+            self._by_owner.setdefault(owned_by, {})[full_name] = param
+            self._names.update(dict.fromkeys(names, param))
             return param
 
     def _resolve(self, param: Param) -> None:
@@ -406,13 +408,16 @@ class ParamSpace:
             return [param.full_name for param in doomed]
 
     def _remove(self, param: Param) -> None:
-        del self._params[param.full_name]
-        _unindex(self._by_group, param.group, param.full_name)
-        _unindex(self._by_owner, (param.framework, param.component), param.full_name)
-        for name in (param.full_name, *(s.name for s in param.synonyms)):
-            self._names.pop(name, None)
+        # Tolerant of a parameter already (partly) gone: a close interrupted
+        # half-way and retried removes what is left, and finishes.
+        name = param.full_name
+        self._params.pop(name, None)
+        _unindex(self._by_group, param.group, name)
+        _unindex(self._by_owner, (param.framework, param.component), name)
+        for alias in (name, *(s.name for s in param.synonyms)):
+            self._names.pop(alias, None)
         param._registered = False
-        self._retired[param.full_name] = param
+        self._retired[name] = param
 
     # -- queries ------------------------------------------------------------------
 
@@ -546,10 +551,12 @@ _K = TypeVar("_K")
 
 
 def _unindex(index: dict[_K, dict[str, Param]], key: _K, name: str) -> None:
-    members = index[key]
-    del members[name]
+    members = index.get(key)
+    if members is None:
+        return
+    members.pop(name, None)
     if not members:
-        del index[key]
+        index.pop(key, None)
 
 
 def _in_group(group: str, framework: str, component: str | None) -> bool:
