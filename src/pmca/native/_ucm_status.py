@@ -10,12 +10,9 @@ import attrs
 
 from .._public import public
 from .._records import FrozenValue
+from ._ucm import NOTHING_TO_LOAD
 
-__all__ = ["NOTHING_TO_LOAD", "UcmStatus"]
-
-#: What :meth:`UcmSource.unreachable_reason <pmca.native.UcmSource.unreachable_reason>`
-#: and :meth:`UcmStatus.describe` say when UCX is neither loaded nor found to load.
-NOTHING_TO_LOAD = "not loaded, and no libucs found to load"
+__all__ = ["UcmStatus"]
 
 
 @public
