@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from .._public import public
 
+#: What :meth:`UcmSource.unreachable_reason <pmca.native.UcmSource.unreachable_reason>`
+#: and :meth:`UcmStatus.describe <pmca.native.UcmStatus.describe>` say when UCX is
+#: neither loaded nor found to load (here: the first needs no record built).
+NOTHING_TO_LOAD = "not loaded, and no libucs found to load"
+
 
 @public
 class NativeUnavailable(RuntimeError):

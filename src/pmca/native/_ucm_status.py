@@ -10,7 +10,7 @@ import attrs
 
 from .._public import public
 from .._records import FrozenValue
-from ._ucm import NOTHING_TO_LOAD
+from ._errors import NOTHING_TO_LOAD
 
 __all__ = ["UcmStatus"]
 
