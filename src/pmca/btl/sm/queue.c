@@ -125,6 +125,8 @@ int pmca_sm_fifo_ready(const struct sm_ctx *ctx)
     return atomic_load_explicit(&cell->sequence, memory_order_acquire) == position + 1;
 }
 
+static void wake(struct sm_ctx *ctx, struct sm_peer *peer);
+
 /* Our own segment holds what no producer can have written: say which
  * field (ctx->fault), stay broken (-EUCLEAN from now on) and say so in our
  * closing word (senders get -ECONNRESET, see pmca_sm_peer_closing). */
@@ -133,6 +135,11 @@ static int self_corrupt(struct sm_ctx *ctx, const char *field, uint64_t found, u
     ctx->corrupt = 1;
     /* tell the peers, who may be waiting for an answer we will never read */
     atomic_store_explicit(&ctx->self->closing, SM_BROKEN, memory_order_release);
+    /* and wake those already asleep: they look at our closing word only
+     * before they sleep, so one waiting for us would wait out its timeout */
+    for (uint32_t id = 0; ctx->peers && id < ctx->slots; id++)
+        if (id != ctx->id && ctx->peers[id].segment)
+            wake(ctx, &ctx->peers[id]);
     snprintf(ctx->fault, sizeof ctx->fault, "%s is %llu where %llu was expected", field,
              (unsigned long long)found, (unsigned long long)expected);
     return -EUCLEAN;
