@@ -127,7 +127,9 @@ def _functions(path: Path, names: list[str]) -> list[tuple[int, int]]:
     visit(ast.parse(path.read_text()), "")
     missing = [name for name in names if name not in found]
     if missing:
-        raise SystemExit(f"mutate: {path.relative_to(ROOT)} has no function {', '.join(missing)} (modules.toml)")
+        raise SystemExit(
+            f"mutate: {path.relative_to(ROOT)} has no function {', '.join(missing)} (modules.toml)"
+        )
     return [found[name] for name in names]
 
 
@@ -209,22 +211,45 @@ def report(names: list[str], modules: dict[str, Any]) -> int:
             continue
         source = (ROOT / modules[name]["path"]).read_text().splitlines()
         with use_db(str(database), WorkDB.Mode.open) as db:
-            done = [(item, result) for item, result in db.completed_work_items if result.worker_outcome != WorkerOutcome.SKIPPED]
-            total = db.num_work_items - sum(1 for _, r in db.results if r.worker_outcome == WorkerOutcome.SKIPPED)
+            done = [
+                (item, result)
+                for item, result in db.completed_work_items
+                if result.worker_outcome != WorkerOutcome.SKIPPED
+            ]
+            total = db.num_work_items - sum(
+                1 for _, r in db.results if r.worker_outcome == WorkerOutcome.SKIPPED
+            )
         killed = [r for _, r in done if r.test_outcome == TestOutcome.KILLED]
-        timeouts = [item for item, r in done if r.test_outcome == TestOutcome.KILLED and r.output == "timeout"]
+        timeouts = [
+            item
+            for item, r in done
+            if r.test_outcome == TestOutcome.KILLED and r.output == "timeout"
+        ]
         survivors = [(item, r) for item, r in done if r.test_outcome != TestOutcome.KILLED]
-        minutes = (RESULTS / f"{name}.minutes").read_text().strip() if (RESULTS / f"{name}.minutes").exists() else "?"
+        minutes = (
+            (RESULTS / f"{name}.minutes").read_text().strip()
+            if (RESULTS / f"{name}.minutes").exists()
+            else "?"
+        )
         score = 100 * len(killed) / len(done) if done else 0.0
-        lines.append(f"{name}: {len(killed)}/{len(done)} killed ({score:.0f}%), {total - len(done)} not run, {minutes} min")
+        lines.append(
+            f"{name}: {len(killed)}/{len(done)} killed ({score:.0f}%),"
+            f" {total - len(done)} not run, {minutes} min"
+        )
         for item in timeouts:
             spec = item.mutations[0]
-            lines.append(f"  timeout (counted killed): {spec.operator_name} line {spec.start_pos[0]}")
+            lines.append(
+                f"  timeout (counted killed): {spec.operator_name} line {spec.start_pos[0]}"
+            )
         for item, result in survivors:
             spec = item.mutations[0]
             text = source[spec.start_pos[0] - 1].strip()
             why = equivalents.get((name, spec.operator_name, text))
-            state = f"equivalent: {why}" if why else "SURVIVED (needs a test or an entry in mutate/equivalent.md)"
+            state = (
+                f"equivalent: {why}"
+                if why
+                else "SURVIVED (needs a test or an entry in mutate/equivalent.md)"
+            )
             if result.test_outcome == TestOutcome.INCOMPETENT:
                 state = "INCOMPETENT (the test command could not run)"
             unexplained += why is None
@@ -247,7 +272,10 @@ def main(argv: list[str]) -> int:
     names = [arg for arg in argv if arg != "--report"] or list(modules)
     unknown = [name for name in names if name not in modules]
     if unknown:
-        raise SystemExit(f"mutate: no module {', '.join(unknown)} in {CONFIG.relative_to(ROOT)} (known: {', '.join(modules)})")
+        raise SystemExit(
+            f"mutate: no module {', '.join(unknown)} in {CONFIG.relative_to(ROOT)}"
+            f" (known: {', '.join(modules)})"
+        )
     if not only_report:
         for name in names:
             run_module(name, modules[name], config["settings"])
