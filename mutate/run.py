@@ -21,6 +21,7 @@ import importlib.util
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -277,6 +278,9 @@ def main(argv: list[str]) -> int:
             f" (known: {', '.join(modules)})"
         )
     if not only_report:
+        # Stopped with SIGTERM (or Ctrl-C), the mutated source file and the
+        # installed copy are put back on the way out, like at the end.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         for name in names:
             run_module(name, modules[name], config["settings"])
     return report(names, modules)
