@@ -134,6 +134,31 @@ def _functions(path: Path, names: list[str]) -> list[tuple[int, int]]:
     return [found[name] for name in names]
 
 
+Position = tuple[int, int]
+
+
+def _annotations(path: Path) -> list[tuple[Position, Position]]:
+    """Where the type annotations are: never evaluated here (``from __future__
+    import annotations``), so a mutant in one (``int | None`` to ``int & None``)
+    is not run at all."""
+    spans = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        found: list[ast.expr | None] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.append(node.returns)
+        elif isinstance(node, (ast.arg, ast.AnnAssign)):
+            found.append(node.annotation)
+        for annotation in found:
+            if annotation is not None and annotation.end_lineno is not None:
+                end = (annotation.end_lineno, annotation.end_col_offset or 0)
+                spans.append(((annotation.lineno, annotation.col_offset), end))
+    return spans
+
+
+def _annotated(spans: list[tuple[Position, Position]], position: Position) -> bool:
+    return any(start <= tuple(position) < end for start, end in spans)
+
+
 def _equivalents() -> dict[tuple[str, str, str], str]:
     """(module, operator, source line) -> why, from the table in equivalent.md."""
     table: dict[tuple[str, str, str], str] = {}
@@ -178,6 +203,7 @@ def run_module(name: str, module: dict[str, Any], settings: dict[str, Any]) -> N
         }
     )
     ranges = _functions(source, module["functions"]) if "functions" in module else None
+    annotations = _annotations(source)
     os.chdir(ROOT)
     with use_db(str(database), WorkDB.Mode.create) as db:
         init([Path(module["path"])], db, {})
@@ -185,7 +211,8 @@ def run_module(name: str, module: dict[str, Any], settings: dict[str, Any]) -> N
         for item in list(db.work_items):
             spec = item.mutations[0]
             inside = ranges is None or any(lo <= spec.start_pos[0] <= hi for lo, hi in ranges)
-            if spec.operator_name not in wanted or not inside:
+            annotated = _annotated(annotations, spec.start_pos)
+            if spec.operator_name not in wanted or not inside or annotated:
                 db.set_result(item.job_id, skipped)
         pending = db.num_work_items - db.num_results
         print(f"mutate: {name}: {pending} mutants, timeout {timeout:.0f}s each", flush=True)
@@ -210,16 +237,21 @@ def report(names: list[str], modules: dict[str, Any]) -> int:
         if not database.exists():
             lines.append(f"{name}: not run")
             continue
-        source = (ROOT / modules[name]["path"]).read_text().splitlines()
+        path = ROOT / modules[name]["path"]
+        source, annotations = path.read_text().splitlines(), _annotations(path)
         with use_db(str(database), WorkDB.Mode.open) as db:
-            done = [
-                (item, result)
-                for item, result in db.completed_work_items
-                if result.worker_outcome != WorkerOutcome.SKIPPED
+            results = dict(db.results)
+            counted = [
+                item
+                for item in db.work_items
+                if not _annotated(annotations, item.mutations[0].start_pos)
+                and (
+                    item.job_id not in results
+                    or results[item.job_id].worker_outcome != WorkerOutcome.SKIPPED
+                )
             ]
-            total = db.num_work_items - sum(
-                1 for _, r in db.results if r.worker_outcome == WorkerOutcome.SKIPPED
-            )
+        done = [(item, results[item.job_id]) for item in counted if item.job_id in results]
+        total = len(counted)
         killed = [r for _, r in done if r.test_outcome == TestOutcome.KILLED]
         timeouts = [
             item
