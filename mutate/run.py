@@ -159,6 +159,14 @@ def _annotated(spans: list[tuple[Position, Position]], position: Position) -> bo
     return any(start <= tuple(position) < end for start, end in spans)
 
 
+def _original_line(diff: str | None) -> str | None:
+    """The first line the mutant changed, as it read before (from its diff)."""
+    for line in (diff or "").splitlines():
+        if line.startswith("-") and not line.startswith("---"):
+            return line[1:].strip()
+    return None
+
+
 def _equivalents() -> dict[tuple[str, str, str], str]:
     """(module, operator, source line) -> why, from the table in equivalent.md."""
     table: dict[tuple[str, str, str], str] = {}
@@ -276,7 +284,7 @@ def report(names: list[str], modules: dict[str, Any]) -> int:
             )
         for item, result in survivors:
             spec = item.mutations[0]
-            text = source[spec.start_pos[0] - 1].strip()
+            text = _original_line(result.diff) or source[spec.start_pos[0] - 1].strip()
             why = equivalents.get((name, spec.operator_name, text))
             state = (
                 f"equivalent: {why}"
