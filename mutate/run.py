@@ -8,6 +8,7 @@ done, whatever happened.
 
     python mutate/run.py [MODULE...]      run, then print the summary
     python mutate/run.py --report         print the summary of the last runs
+    python mutate/run.py --survivors [MODULE...]  run only the last survivors again
     python mutate/run.py test PATH -- ARGS  (cosmic-ray's test command)
 
 A survivor is either a missing test or listed in mutate/equivalent.md with why
@@ -22,6 +23,7 @@ import os
 import shlex
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -177,8 +179,14 @@ def _equivalents() -> dict[tuple[str, str, str], str]:
     return table
 
 
-def run_module(name: str, module: dict[str, Any], settings: dict[str, Any]) -> None:
-    """Mutate one module and record every outcome in .mutate/NAME.sqlite."""
+def run_module(
+    name: str, module: dict[str, Any], settings: dict[str, Any], *, again: bool = False
+) -> None:
+    """Mutate one module and record every outcome in .mutate/NAME.sqlite.
+
+    ``again``: only the survivors of the last run are run again (after a test
+    was added for them); the other outcomes are kept.
+    """
     import cosmic_ray.plugins
     from cosmic_ray.commands import execute, init
     from cosmic_ray.config import ConfigDict
@@ -200,7 +208,13 @@ def run_module(name: str, module: dict[str, Any], settings: dict[str, Any]) -> N
     timeout = max(float(module.get("timeout", 30)), 4 * (time.monotonic() - started))
     RESULTS.mkdir(exist_ok=True)
     database = RESULTS / f"{name}.sqlite"
-    database.unlink(missing_ok=True)
+    if again:
+        if not database.exists():
+            raise SystemExit(f"mutate: {name}: no earlier run to take the survivors of")
+        with sqlite3.connect(database) as survivors:
+            survivors.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'")
+    else:
+        database.unlink(missing_ok=True)
     wanted = set(settings["operators"])
     config = ConfigDict(
         {
@@ -214,9 +228,10 @@ def run_module(name: str, module: dict[str, Any], settings: dict[str, Any]) -> N
     annotations = _annotations(source)
     os.chdir(ROOT)
     with use_db(str(database), WorkDB.Mode.create) as db:
-        init([Path(module["path"])], db, {})
+        if not again:
+            init([Path(module["path"])], db, {})
         skipped = WorkResult(worker_outcome=WorkerOutcome.SKIPPED)
-        for item in list(db.work_items):
+        for item in [] if again else list(db.work_items):
             spec = item.mutations[0]
             inside = ranges is None or any(lo <= spec.start_pos[0] <= hi for lo, hi in ranges)
             annotated = _annotated(annotations, spec.start_pos)
@@ -229,8 +244,9 @@ def run_module(name: str, module: dict[str, Any], settings: dict[str, Any]) -> N
         finally:
             target.write_bytes(pristine)
             _forget_bytecode(target)
-    minutes = (time.monotonic() - started) / 60
-    (RESULTS / f"{name}.minutes").write_text(f"{minutes:.1f}\n")
+    if not again:  # the time of a whole run
+        minutes = (time.monotonic() - started) / 60
+        (RESULTS / f"{name}.minutes").write_text(f"{minutes:.1f}\n")
 
 
 def report(names: list[str], modules: dict[str, Any]) -> int:
@@ -309,8 +325,8 @@ def main(argv: list[str]) -> int:
         return run_test(argv[1:])
     config = _toml(CONFIG)
     modules: dict[str, Any] = config["modules"]
-    only_report = "--report" in argv
-    names = [arg for arg in argv if arg != "--report"] or list(modules)
+    only_report, again = "--report" in argv, "--survivors" in argv
+    names = [arg for arg in argv if arg not in ("--report", "--survivors")] or list(modules)
     unknown = [name for name in names if name not in modules]
     if unknown:
         raise SystemExit(
@@ -322,7 +338,7 @@ def main(argv: list[str]) -> int:
         # installed copy are put back on the way out, like at the end.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         for name in names:
-            run_module(name, modules[name], config["settings"])
+            run_module(name, modules[name], config["settings"], again=again)
     return report(names, modules)
 
 
