@@ -10,8 +10,10 @@ the plain (not copied) case could not come from the kernel here.
 
 from __future__ import annotations
 
+import gc
 import socket
 import struct
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -69,3 +71,29 @@ def test_a_socket_without_zero_copy_is_never_asked_for_it() -> None:
     first, second = socket.socketpair()  # AF_UNIX: SO_ZEROCOPY is not supported
     with first, second:
         assert not ZeroCopy(first, wanted=True, adaptive=False).enabled
+
+
+def test_zero_copy_is_asked_for_only_when_wanted_and_until_the_kernel_refuses(
+    tcp_socket,
+) -> None:
+    assert not ZeroCopy(tcp_socket, wanted=False, adaptive=False).enabled
+    zerocopy = ZeroCopy(tcp_socket, wanted=True, adaptive=False)
+    assert zerocopy.enabled
+    zerocopy.out_of_memory()  # ENOBUFS: plain sends from now on
+    assert not zerocopy.enabled
+
+
+class _Buffer(bytearray):
+    """A bytearray that can be watched with a weak reference."""
+
+
+def test_buffers_in_flight_when_the_socket_closes_are_never_released(tcp_socket) -> None:
+    buffer = _Buffer(b"in flight")
+    watch = weakref.ref(buffer)
+    zerocopy = ZeroCopy(tcp_socket, wanted=True, adaptive=False)
+    zerocopy.sent([memoryview(buffer)])
+    zerocopy.release()  # no notice came: the kernel may still read it
+    assert zerocopy.pending == 0
+    del buffer, zerocopy
+    gc.collect()
+    assert watch() is not None, "a buffer the kernel may read was given back"
