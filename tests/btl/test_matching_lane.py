@@ -125,3 +125,46 @@ def test_a_blocking_recv_never_overtakes_its_own_streams_earlier_message(
     assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
     taken = {tag: receiver.get(f"case{tag}") for tag in (1, 2, 3, 4)}
     assert taken == {tag: ["1", "2"] for tag in (1, 2, 3, 4)}, receiver
+
+
+_REFUSED_THOUGH_IT_WAITS = """
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 0:
+        s.p2p.send(1, 7, b"waiting")
+        WORLD.barrier(timeout=60)
+        WORLD.barrier(timeout=60)
+    else:
+        WORLD.barrier(timeout=60)  # the message waits in the btl's queue
+        refused = []
+        for buf, timeout in ((bytearray(16), -1.0), (bytes(16), 60)):
+            try:
+                s.p2p.recv(0, 7, buf, timeout=timeout)
+                refused.append("taken")
+            except (TypeError, ValueError) as exc:
+                refused.append(str(exc))
+        got = bytearray(16)
+        try:  # already here: a wait means a refused call took it
+            size = s.p2p.recv(0, 7, got, timeout=10)
+            out(refused=refused, got=got[:size].decode())
+        except TimeoutError:
+            out(refused=refused, got=None)
+        WORLD.barrier(timeout=60)
+"""
+
+
+@pytest.mark.parametrize("btl", BTLS)
+def test_bad_arguments_are_refused_though_the_lane_holds_the_message(
+    pmca_env, tmp_path, btl
+) -> None:
+    """A negative timeout or a read-only buffer is refused, and the message stays.
+
+    Checked before the lane is polled: with the timeout check skipped when a
+    timeout is given, or a read-only ``bytes`` used as the landing place, the
+    lane took the message (or failed on the copy) instead.
+    """
+    _, receiver = _pair(tmp_path, _REFUSED_THOUGH_IT_WAITS, btl, timeout=120)
+    assert receiver["returncode"] == 0, receiver
+    timeout, read_only = receiver["refused"]
+    assert "timeout -1.0 is not a finite number of seconds" in timeout, receiver
+    assert "the receive buffer is read-only (bytes)" in read_only, receiver
+    assert receiver["got"] == "waiting", receiver
