@@ -161,16 +161,16 @@ def _annotated(spans: list[tuple[Position, Position]], position: Position) -> bo
     return any(start <= tuple(position) < end for start, end in spans)
 
 
-def _original_line(diff: str | None) -> str | None:
-    """The first line the mutant changed, as it read before (from its diff)."""
+def _changed_line(diff: str | None, mark: str) -> str | None:
+    """The first line the mutant changed, as it read before (``-``) or after (``+``)."""
     for line in (diff or "").splitlines():
-        if line.startswith("-") and not line.startswith("---"):
+        if line.startswith(mark) and not line.startswith(mark * 3):
             return line[1:].strip()
     return None
 
 
 def _equivalents() -> dict[tuple[str, str, str], str]:
-    """(module, operator, source line) -> why, from the table in equivalent.md."""
+    """(module, operator, mutated line) -> why, from the table in equivalent.md."""
     table: dict[tuple[str, str, str], str] = {}
     for line in EQUIVALENTS.read_text().splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
@@ -300,8 +300,8 @@ def report(names: list[str], modules: dict[str, Any]) -> int:
             )
         for item, result in survivors:
             spec = item.mutations[0]
-            text = _original_line(result.diff) or source[spec.start_pos[0] - 1].strip()
-            why = equivalents.get((name, spec.operator_name, text))
+            text = _changed_line(result.diff, "-") or source[spec.start_pos[0] - 1].strip()
+            why = equivalents.get((name, spec.operator_name, _changed_line(result.diff, "+") or ""))
             state = (
                 f"equivalent: {why}"
                 if why
