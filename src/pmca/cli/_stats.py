@@ -14,6 +14,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -141,10 +142,8 @@ def _job_sockets(job: str) -> dict[int, list[Path]]:
             )
         job = identity[0]
     sockets: dict[int, list[Path]] = {}
-    for path in sorted(live_directory(os.environ).glob(f"{job}.*.sock")):
-        pid = socket_pid(path.name)
-        # a socket whose process is gone was left by a rank killed before finalize
-        if pid is not None and pid != os.getpid() and process_exists(pid):
+    for named, _, pid, path in live_processes((live_directory(os.environ),)):
+        if named == job:
             sockets.setdefault(pid, []).append(path)
     if not sockets:
         sockets = _sockets_known_as(job)
@@ -213,15 +212,20 @@ def table(documents: list[dict[str, Any]], show_all: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def live_processes() -> list[tuple[str | None, int | None, int, Path]]:
+def live_processes(
+    directories: Iterable[Path] | None = None,
+) -> list[tuple[str | None, int | None, int, Path]]:
     """``(job, rank, pid, socket)`` of every live view of this user on this host, by job.
 
-    Read from the sockets' names (``<job>.<rank>.<pid>.sock`` or ``<pid>.sock``):
-    nothing is connected to; a socket whose process is gone is left out.
+    Read from the sockets' names (``<job>.<rank>.<pid>.sock`` or ``<pid>.sock``)
+    in ``directories`` (default: the live view's under this environment and
+    without it): nothing is connected to; a socket whose process is gone (left
+    by a process killed before its finalize) is left out.
     """
     found = []
-    uid = os.getuid()
-    for directory in sorted({live_directory(os.environ), live_directory({}, uid)}):
+    if directories is None:
+        directories = {live_directory(os.environ), live_directory({}, os.getuid())}
+    for directory in sorted(directories):
         for path in directory.glob("*.sock"):
             pid = socket_pid(path.name)
             if pid is None or pid == os.getpid() or not process_exists(pid):
