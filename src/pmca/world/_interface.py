@@ -105,7 +105,10 @@ def checked_timeout(timeout: object, what: str) -> float:
     """``timeout`` as seconds (more than 0, finite), or an error naming ``what``."""
     if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
         raise TypeError(f"{what}: timeout {timeout!r} is a {type(timeout).__name__}, not seconds")
-    seconds = float(timeout)
+    try:
+        seconds = float(timeout)
+    except OverflowError:  # an int beyond any float, refused as p2p's timeouts refuse it
+        seconds = math.inf
     if not 0.0 < seconds < math.inf:  # NaN fails both comparisons
         raise ValueError(f"{what}: timeout {timeout!r} is not a finite number of seconds > 0")
     return seconds
