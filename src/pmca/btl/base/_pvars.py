@@ -47,6 +47,7 @@ from typing import Any, Protocol
 from ...mca._pvars import REGISTRY, Binding, Producers, PVarClass, PVarFlag, PVarGroup
 
 __all__ = [
+    "BULK_NATIVE",
     "BYTES_RECEIVED",
     "BYTES_SENT",
     "FAILURES",
@@ -78,8 +79,9 @@ __all__ = [
 MESSAGES_SENT, BYTES_SENT, MESSAGES_RECEIVED, BYTES_RECEIVED = 0, 1, 2, 3
 RDMA_OPERATIONS, RDMA_BYTES, FAILURES, STREAMS_PLACED, STREAMS_STAGED = 4, 5, 6, 7, 8
 LANE_SENT, LANE_RECEIVED = 9, 10
+BULK_NATIVE = 11
 #: Length of a peer's list of counters.
-SLOTS = 11
+SLOTS = 12
 
 
 class Counted(Protocol):
@@ -140,6 +142,7 @@ INDEX = {
     "streams_staged": STREAMS_STAGED,
     "lane_messages_sent": LANE_SENT,
     "lane_messages_received": LANE_RECEIVED,
+    "bulk_bytes_native": BULK_NATIVE,
 }
 
 

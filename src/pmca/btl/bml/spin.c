@@ -11,8 +11,10 @@
  * asking the kernel again.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -32,7 +34,7 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-EXPORT unsigned pmca_bml_spin_abi(void) { return 2; }
+EXPORT unsigned pmca_bml_spin_abi(void) { return 3; }
 
 /* Descriptors whose readiness the answer names one by one (bits 0..61). */
 #define PMCA_SPIN_NAMED 62
@@ -93,4 +95,48 @@ EXPORT int64_t pmca_bml_spin(const int *fds, uint32_t nfds, int64_t nanoseconds,
     if (polled != stack)
         free(polled);
     return status;
+}
+
+/* Read a bulk body from socket fd straight into into[0..length), as the
+ * sender's writes bring it: each recv takes whatever has arrived, and while
+ * nothing has, the socket is asked again (yielding the processor between
+ * asks when give_way) until idle_ns pass with no new byte, or most_ns in
+ * all.  One call, without the GIL, replaces a Python round (progress, a
+ * recv_into, the exception of an empty socket) per piece of the body.
+ * The bytes read (0: none came in time); when none were read, -ECONNRESET
+ * for a peer that closed and -errno for a failed recv (with bytes read, the
+ * next call meets the end or the error again). */
+EXPORT int64_t pmca_bml_fill(int fd, void *into, uint64_t length, int64_t idle_ns,
+                             int64_t most_ns, int give_way)
+{
+    uint64_t done = 0;
+    int64_t began = 0, heard = 0;
+    for (unsigned round = 1; done < length; round++) {
+        ssize_t got = recv(fd, (char *)into + done, length - done, MSG_DONTWAIT);
+        if (got > 0) {
+            done += (uint64_t)got;
+            heard = 0; /* the idle time counts again from the next empty ask */
+            continue;
+        }
+        if (got == 0)
+            return done ? (int64_t)done : -ECONNRESET;
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return done ? (int64_t)done : -errno;
+        if (idle_ns <= 0)
+            break;
+        if (give_way)
+            sched_yield();
+        else if (heard != 0 && round % PMCA_SPIN_CLOCK_EVERY != 0)
+            continue;
+        int64_t now = now_ns();
+        if (began == 0)
+            began = now;
+        if (heard == 0)
+            heard = now;
+        else if (now - heard >= idle_ns || now - began >= most_ns)
+            break;
+    }
+    return (int64_t)done;
 }

@@ -60,6 +60,12 @@ STREAM_COUNTERS: tuple[Counter, ...] = (
         "messages",
         "Large messages from the peer received into a buffer of their own, then delivered",
     ),
+    (
+        "bulk_bytes_native",
+        "bytes",
+        "Bytes of large bodies from the peer (large messages, get and put data) read into "
+        "their destination by the native reader, a call per piece without the GIL",
+    ),
 )
 
 

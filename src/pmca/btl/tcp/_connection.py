@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import select
 import socket
 from collections import deque
@@ -31,7 +32,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from .._interface import PLACEMENT_HEAD, BtlError, PeerFailed, QueuedSend
-from ..base._pvars import SLOTS, STREAMS_PLACED, STREAMS_STAGED
+from ..base._pvars import BULK_NATIVE, SLOTS, STREAMS_PLACED, STREAMS_STAGED
+from ..bml._spin import SLICE, spinner
 from . import _wire as wire
 from ._records import Outgoing, Sink
 from ._writes import _first_bytes
@@ -83,6 +85,9 @@ _BUFFER_SIZE = 1 << 20
 #: body that follows a header there too, to be copied a second time into
 #: its destination; capped, at most this much of it is.
 _READ_AHEAD = STREAM_MIN + wire.FRAME.size
+#: Longest native read of a bulk body in one go while data keeps coming: what
+#: the other connections of the rail may wait for progress meanwhile.
+_FILL_MOST = 4 * SLICE
 #: Bytes of a refused put's data received at once, to be dropped.
 _DISCARD_PIECE = 256 * 1024
 #: What one copied message costs beyond its bytes, counted against the queue
@@ -158,6 +163,13 @@ class Connection:
         self._poller.register(self.fd, select.POLLIN)
         self._low_water = 1
         self._unready = 0
+        #: The native reader of bulk bodies (None: they are read from Python),
+        #: and how long it waits for more of one while nothing comes (a lane's
+        #: spin, see :meth:`TcpLane.set_spin`; 0: it reads what is there),
+        #: yielding the processor meanwhile when ``fill_yield``.
+        self._filler = spinner()
+        self.fill_idle = 0.0
+        self.fill_yield = False
 
     @property
     def rank_name(self) -> str:
@@ -376,6 +388,8 @@ class Connection:
     def _fill_sink(self) -> bool:
         sink = self._sink
         assert sink is not None
+        if self._filler is not None and not self.read_chunk:
+            return self._fill_natively(sink)
         while sink.done < sink.target.nbytes:
             if self.read_chunk and not self._paced_ready(sink.target.nbytes - sink.done):
                 return False
@@ -387,13 +401,40 @@ class Connection:
                 self.lost(exc)
                 return False
             if count == 0:
-                self.lost(
-                    ConnectionResetError(f"{self.rank_name} closed the connection mid-transfer")
-                )
+                self._closed_mid_transfer()
                 return False
             sink.done += count
         self._sink_filled(sink)
         return True
+
+    def _fill_natively(self, sink: Sink) -> bool:
+        """One native read of the rest of ``sink`` as it arrives (see :meth:`Spinner.fill`):
+        whether it is full. A body still coming after it goes on at the next progress."""
+        filler = self._filler
+        assert filler is not None
+        count = filler.fill(
+            self.fd,
+            sink.address(),
+            sink.target.nbytes - sink.done,
+            self.fill_idle,
+            _FILL_MOST,
+            self.fill_yield,
+        )
+        if count > 0:
+            sink.done += count
+            self.traffic[BULK_NATIVE] += count
+            if sink.done < sink.target.nbytes:
+                return False
+            self._sink_filled(sink)
+            return True
+        if count == -errno.ECONNRESET:
+            self._closed_mid_transfer()
+        elif count < 0:
+            self.lost(OSError(-count, os.strerror(-count)))
+        return False
+
+    def _closed_mid_transfer(self) -> None:
+        self.lost(ConnectionResetError(f"{self.rank_name} closed the connection mid-transfer"))
 
     def _sink_filled(self, sink: Sink) -> None:
         self._sink = None

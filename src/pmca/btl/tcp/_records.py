@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 
 from attrs import define
@@ -35,6 +36,14 @@ class Sink(Record):
     finished: Callable[[], None]
     #: Told why, when the connection ends before ``target`` is full.
     abandoned: Completion | None = None
+    #: ``target``'s first byte, pinned while the native reader fills it (None: not yet).
+    pin: ctypes.c_char | None = None
+
+    def address(self) -> int:
+        """The address of ``target[done]`` (``target`` pinned from the first call)."""
+        if self.pin is None:
+            self.pin = ctypes.c_char.from_buffer(self.target)
+        return ctypes.addressof(self.pin) + self.done
 
 
 __all__ = ["Outgoing", "Sink"]
