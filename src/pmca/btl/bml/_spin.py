@@ -95,9 +95,7 @@ class Spinner:
         The bytes read (0: none in time); when none were: ``-ECONNRESET`` for a
         peer that closed, ``-errno`` for a failed read.
         """
-        return int(
-            self._fill(fd, address, length, int(idle * 1e9), int(most * 1e9), int(give_way))
-        )
+        return int(self._fill(fd, address, length, int(idle * 1e9), int(most * 1e9), int(give_way)))
 
     def another(self) -> Spinner:
         """A spinner of the same library with descriptors of its own: a caller
