@@ -13,6 +13,7 @@ EXPECTED = {
     "btl_tcp_rdma_bytes": ("counter", "bytes", "peer"),
     "btl_tcp_streams_placed": ("counter", "messages", "peer"),
     "btl_tcp_streams_staged": ("counter", "messages", "peer"),
+    "btl_tcp_bulk_bytes_native": ("counter", "bytes", "peer"),
     "btl_sm_lane_messages_sent": ("counter", "messages", "peer"),
     "btl_sm_lane_messages_received": ("counter", "messages", "peer"),
     "btl_tcp_lane_messages_sent": ("counter", "messages", "peer"),
