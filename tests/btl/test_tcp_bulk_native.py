@@ -4,10 +4,11 @@ Two real processes over loopback tcp: every buffer kind a blocking ``recv``
 takes, from every kind of source buffer, at the sizes where the path
 changes (the largest message parsed out of the connection's buffer, the
 first one streamed into place, the largest eager one, the first rendezvous),
-lands byte for byte, and the receiver's ``btl_tcp_bulk_bytes_native`` counts
+lands byte for byte, and the receiver's ``btl_tcp_native_bytes_received`` counts
 at least every byte beyond one read-ahead of each streamed body: those were
 read straight into the user's buffer by the native reader, not staged and
-copied. A connection whose peer closes mid-body is lost with that said.
+copied. A connection whose peer closes mid-body is lost with that said, and
+a large body the socket cannot take at once goes out by the native writer.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from pmca.btl import Placement
-from pmca.btl.base._pvars import BULK_NATIVE
+from pmca.btl.base._pvars import NATIVE_RECEIVED, NATIVE_SENT
 from pmca.btl.tcp import DEFAULTS
 from pmca.btl.tcp import _wire as wire
 from pmca.btl.tcp._connection import _READ_AHEAD, STREAM_MIN, Connection
+from pmca.btl.tcp._records import Outgoing
 from pmca.p2p import _protocol as proto
 
 from ._pairs import pair
@@ -84,7 +86,8 @@ with pmca.Session(mca=MCA, world=WORLD) as s:
     p, peer = s.p2p, 1 - RANK
     ps = s.pvar_session()
     counts = {name: ps.handle(f"btl_tcp_{name}", obj=peer)
-              for name in ("bulk_bytes_native", "streams_placed", "streams_staged")}
+              for name in ("native_bytes_received", "native_bytes_sent",
+                           "streams_placed", "streams_staged")}
     cases = [(size, kind, SOURCES[n % len(SOURCES)])
              for n, (size, kind) in enumerate((s, k) for s in SIZES for k in RECEIVERS)]
     wrong = []
@@ -131,8 +134,10 @@ def test_large_bodies_land_in_every_buffer_kind_read_natively(tmp_path: Path) ->
     assert (received["streams_placed"], received["streams_staged"]) == (received["streamed"], 0)
     # and every byte of it beyond what one read-ahead may stage came by the native reader
     # (and so did the rendezvous' get data)
-    native, bulk = received["bulk_bytes_native"], received["bulk_bytes"]
+    native, bulk = received["native_bytes_received"], received["bulk_bytes"]
     assert bulk - received["staged_at_most"] <= native <= bulk, received
+    # what the sender wrote natively is part of those bodies (how much: the socket says)
+    assert 0 <= results[0]["native_bytes_sent"] <= bulk, results[0]
     for result in results:
         assert len(result["refused"]) == 2, result
         assert all("not C-contiguous" in message for message in result["refused"]), result
@@ -166,7 +171,7 @@ def _connected(owner: _Owner) -> tuple[socket.socket, Connection]:
     receiver, _ = listener.accept()
     listener.close()
     connection = Connection(owner, 1, receiver, zerocopy=False)  # type: ignore[arg-type]
-    connection.fill_idle = 0.5  # a bound only: each read ends when the piece is in
+    connection.bulk_idle = 0.5  # a bound only: each read ends when the piece is in
     return sender, connection
 
 
@@ -198,7 +203,7 @@ def test_a_body_written_in_pieces_is_read_natively_into_place() -> None:
         sender.close()
     assert owner.finished == [None] and owner.lost == []
     assert owner.target == body
-    assert size - _READ_AHEAD <= connection.traffic[BULK_NATIVE] <= size
+    assert size - _READ_AHEAD <= connection.traffic[NATIVE_RECEIVED] <= size
 
 
 def test_a_peer_closing_mid_body_loses_the_connection_saying_so() -> None:
@@ -214,5 +219,49 @@ def test_a_peer_closing_mid_body_loses_the_connection_saying_so() -> None:
     finally:
         connection.close()
     assert "closed the connection mid-transfer" in str(owner.lost[0])
-    assert connection.traffic[BULK_NATIVE] > 0
+    assert connection.traffic[NATIVE_RECEIVED] > 0
     assert owner.finished != [None]
+
+
+def test_a_large_body_the_socket_cannot_take_at_once_is_written_natively() -> None:
+    """A 4 MiB frame queued on a socket with small buffers and a slow reader: the
+    rest of its body after the first write goes out by the native writer, from the
+    queued buffer itself, and arrives byte for byte."""
+    size = 4 << 20
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+    writer_end = socket.create_connection(listener.getsockname())
+    reader, _ = listener.accept()
+    listener.close()
+    writer_end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 10)
+    connection = Connection(_Owner(0), 1, writer_end, zerocopy=False)  # type: ignore[arg-type]
+    connection.bulk_idle = 0.5  # a bound only: each write ends when the reader stops
+    body = bytearray(bytes(range(251)) * (size // 251 + 1))[:size]
+    head = wire.FRAME.pack(wire.AM, 7, size, 0)
+    got = bytearray()
+
+    def read() -> None:
+        while len(got) < len(head) + size:
+            piece = reader.recv(1 << 16)
+            if not piece:
+                return
+            got.extend(piece)
+            time.sleep(0.0005)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    done: list[BaseException | None] = []
+    try:
+        connection.push(Outgoing([memoryview(head), memoryview(body)], done.append))
+        deadline = time.monotonic() + 60
+        while connection.queue:
+            assert time.monotonic() < deadline, "the body did not go out"
+            connection.flush()
+        thread.join(60)
+    finally:
+        connection.close()
+        reader.close()
+    assert done == [None]
+    assert bytes(got) == head + body
+    first = size + len(head) - connection.traffic[NATIVE_SENT]
+    assert 0 < first < size // 2, first  # the first write took a part, the writer the rest

@@ -47,7 +47,6 @@ from typing import Any, Protocol
 from ...mca._pvars import REGISTRY, Binding, Producers, PVarClass, PVarFlag, PVarGroup
 
 __all__ = [
-    "BULK_NATIVE",
     "BYTES_RECEIVED",
     "BYTES_SENT",
     "FAILURES",
@@ -57,6 +56,8 @@ __all__ = [
     "LANE_SENT",
     "MESSAGES_RECEIVED",
     "MESSAGES_SENT",
+    "NATIVE_RECEIVED",
+    "NATIVE_SENT",
     "RDMA_BYTES",
     "RDMA_OPERATIONS",
     "SLOTS",
@@ -79,9 +80,9 @@ __all__ = [
 MESSAGES_SENT, BYTES_SENT, MESSAGES_RECEIVED, BYTES_RECEIVED = 0, 1, 2, 3
 RDMA_OPERATIONS, RDMA_BYTES, FAILURES, STREAMS_PLACED, STREAMS_STAGED = 4, 5, 6, 7, 8
 LANE_SENT, LANE_RECEIVED = 9, 10
-BULK_NATIVE = 11
+NATIVE_RECEIVED, NATIVE_SENT = 11, 12
 #: Length of a peer's list of counters.
-SLOTS = 12
+SLOTS = 13
 
 
 class Counted(Protocol):
@@ -142,7 +143,8 @@ INDEX = {
     "streams_staged": STREAMS_STAGED,
     "lane_messages_sent": LANE_SENT,
     "lane_messages_received": LANE_RECEIVED,
-    "bulk_bytes_native": BULK_NATIVE,
+    "native_bytes_received": NATIVE_RECEIVED,
+    "native_bytes_sent": NATIVE_SENT,
 }
 
 

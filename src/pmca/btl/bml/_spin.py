@@ -13,9 +13,9 @@ wants it back only when input came or the slice ended. The spin says which
 descriptors it found ready (:meth:`Spinner.ready`): the progress call that
 follows reads those connections without polling them again.
 
-The same library reads a bulk body from a socket into its destination as
-the sender's writes bring it (:meth:`Spinner.fill`): one call without the
-GIL per piece of a large message instead of a Python round per read.
+The same library moves a bulk body between a socket and memory as the peer
+makes way (:meth:`Spinner.stream`): one call without the GIL per piece of a
+large message instead of a Python round per read or write.
 """
 
 from __future__ import annotations
@@ -51,16 +51,17 @@ class Spinner:
         )
         self._lib = lib
         self._spin = prototype(("pmca_bml_spin", lib))
-        filling = ctypes.CFUNCTYPE(
+        streaming = ctypes.CFUNCTYPE(
             ctypes.c_int64,
             ctypes.c_int,
             ctypes.c_void_p,
             ctypes.c_uint64,
+            ctypes.c_int,
             ctypes.c_int64,
             ctypes.c_int64,
             ctypes.c_int,
         )
-        self._fill = filling(("pmca_bml_fill", lib))
+        self._stream = streaming(("pmca_bml_stream", lib))
         #: The last descriptors polled and their C array, swapped as one tuple:
         #: waits on several threads may share this spinner.
         self._last: tuple[tuple[int, ...], ctypes.Array[ctypes.c_int]] = ((), (ctypes.c_int * 0)())
@@ -85,17 +86,29 @@ class Spinner:
             return [key[mask.bit_length() - 1]]
         return [fd for index, fd in enumerate(key) if mask >> index & 1]
 
-    def fill(
-        self, fd: int, address: int, length: int, idle: float, most: float, give_way: bool
+    def stream(
+        self,
+        fd: int,
+        address: int,
+        length: int,
+        write: bool,
+        idle: float,
+        most: float,
+        give_way: bool,
     ) -> int:
-        """Read socket ``fd`` into the ``length`` bytes at ``address`` as data comes,
-        until they are full, ``idle`` seconds pass with nothing new or ``most`` in
-        all (yielding the processor between empty reads when ``give_way``).
+        """Read socket ``fd`` into the ``length`` bytes at ``address`` as data comes
+        (or write them to it, ``write``, as room comes), until they are all moved,
+        ``idle`` seconds pass with nothing moved or ``most`` in all (yielding the
+        processor between empty tries when ``give_way``).
 
-        The bytes read (0: none in time); when none were: ``-ECONNRESET`` for a
-        peer that closed, ``-errno`` for a failed read.
+        The bytes moved (0: none in time); when none were: ``-ECONNRESET`` for a
+        peer that closed (reading), ``-errno`` for a failed call.
         """
-        return int(self._fill(fd, address, length, int(idle * 1e9), int(most * 1e9), int(give_way)))
+        return int(
+            self._stream(
+                fd, address, length, int(write), int(idle * 1e9), int(most * 1e9), int(give_way)
+            )
+        )
 
     def another(self) -> Spinner:
         """A spinner of the same library with descriptors of its own: a caller

@@ -97,32 +97,36 @@ EXPORT int64_t pmca_bml_spin(const int *fds, uint32_t nfds, int64_t nanoseconds,
     return status;
 }
 
-/* Read a bulk body from socket fd straight into into[0..length), as the
- * sender's writes bring it: each recv takes whatever has arrived, and while
- * nothing has, the socket is asked again (yielding the processor between
- * asks when give_way) until idle_ns pass with no new byte, or most_ns in
- * all.  One call, without the GIL, replaces a Python round (progress, a
- * recv_into, the exception of an empty socket) per piece of the body.
- * The bytes read (0: none came in time); when none were read, -ECONNRESET
- * for a peer that closed and -errno for a failed recv (with bytes read, the
- * next call meets the end or the error again). */
-EXPORT int64_t pmca_bml_fill(int fd, void *into, uint64_t length, int64_t idle_ns,
-                             int64_t most_ns, int give_way)
+/* Move a bulk body between socket fd and memory as the peer makes way:
+ * read into buffer[0..length) (write 0) as the sender's writes bring it,
+ * or write it (write 1) as the reader makes room.  Each recv or send takes
+ * what the socket can, and while it can take nothing the socket is asked
+ * again (yielding the processor between asks when give_way) until idle_ns
+ * pass with no byte moved, or most_ns in all.  One call, without the GIL,
+ * replaces a Python round (progress, a recv_into or sendmsg, the exception
+ * of a socket with nothing to give or no room) per piece of the body.
+ * The bytes moved (0: none in time); when none were, -ECONNRESET for a
+ * peer that closed (reading) and -errno for a failed call (with bytes
+ * moved, the next call meets the end or the error again). */
+EXPORT int64_t pmca_bml_stream(int fd, void *buffer, uint64_t length, int write, int64_t idle_ns,
+                               int64_t most_ns, int give_way)
 {
     uint64_t done = 0;
     int64_t began = 0, heard = 0;
     for (unsigned round = 1; done < length; round++) {
-        ssize_t got = recv(fd, (char *)into + done, length - done, MSG_DONTWAIT);
+        char *at = (char *)buffer + done;
+        ssize_t got = write ? send(fd, at, length - done, MSG_DONTWAIT | MSG_NOSIGNAL)
+                            : recv(fd, at, length - done, MSG_DONTWAIT);
         if (got > 0) {
             done += (uint64_t)got;
             heard = 0; /* the idle time counts again from the next empty ask */
             continue;
         }
-        if (got == 0)
+        if (got == 0 && !write)
             return done ? (int64_t)done : -ECONNRESET;
-        if (errno == EINTR)
+        if (got < 0 && errno == EINTR)
             continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
+        if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
             return done ? (int64_t)done : -errno;
         if (idle_ns <= 0)
             break;

@@ -61,10 +61,16 @@ STREAM_COUNTERS: tuple[Counter, ...] = (
         "Large messages from the peer received into a buffer of their own, then delivered",
     ),
     (
-        "bulk_bytes_native",
+        "native_bytes_received",
         "bytes",
         "Bytes of large bodies from the peer (large messages, get and put data) read into "
-        "their destination by the native reader, a call per piece without the GIL",
+        "their destination by one native call per piece, without the GIL",
+    ),
+    (
+        "native_bytes_sent",
+        "bytes",
+        "Bytes of large bodies to the peer written from where they lie by one native call "
+        "per piece, without the GIL",
     ),
 )
 

@@ -23,6 +23,7 @@ the default.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import select
@@ -32,7 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from .._interface import PLACEMENT_HEAD, BtlError, PeerFailed, QueuedSend
-from ..base._pvars import BULK_NATIVE, SLOTS, STREAMS_PLACED, STREAMS_STAGED
+from ..base._pvars import NATIVE_RECEIVED, NATIVE_SENT, SLOTS, STREAMS_PLACED, STREAMS_STAGED
 from ..bml._spin import SLICE, spinner
 from . import _wire as wire
 from ._records import Outgoing, Sink
@@ -85,9 +86,9 @@ _BUFFER_SIZE = 1 << 20
 #: body that follows a header there too, to be copied a second time into
 #: its destination; capped, at most this much of it is.
 _READ_AHEAD = STREAM_MIN + wire.FRAME.size
-#: Longest native read of a bulk body in one go while data keeps coming: what
+#: Longest native read or write of a bulk body in one go while it moves: what
 #: the other connections of the rail may wait for progress meanwhile.
-_FILL_MOST = 4 * SLICE
+_STREAM_MOST = 4 * SLICE
 #: Bytes of a refused put's data received at once, to be dropped.
 _DISCARD_PIECE = 256 * 1024
 #: What one copied message costs beyond its bytes, counted against the queue
@@ -163,13 +164,13 @@ class Connection:
         self._poller.register(self.fd, select.POLLIN)
         self._low_water = 1
         self._unready = 0
-        #: The native reader of bulk bodies (None: they are read from Python),
-        #: and how long it waits for more of one while nothing comes (a lane's
-        #: spin, see :meth:`TcpLane.set_spin`; 0: it reads what is there),
-        #: yielding the processor meanwhile when ``fill_yield``.
-        self._filler = spinner()
-        self.fill_idle = 0.0
-        self.fill_yield = False
+        #: What reads and writes bulk bodies natively (None: Python does), and how
+        #: long it waits for the peer to make way while nothing moves (a lane's
+        #: spin, see :meth:`TcpLane.set_spin`; 0: it moves what it can at once),
+        #: yielding the processor meanwhile when ``bulk_yield``.
+        self._streamer = spinner()
+        self.bulk_idle = 0.0
+        self.bulk_yield = False
 
     @property
     def rank_name(self) -> str:
@@ -231,21 +232,27 @@ class Connection:
             outgoing = self.queue[0]
             buffers = outgoing.buffers
             flags = MSG_ZEROCOPY if outgoing.zerocopy and self.zerocopy.enabled else 0
-            piece = _first_bytes(buffers, self.bulk_chunk)
-            try:
-                sent = (
-                    sock.send(piece[0], flags)
-                    if len(piece) == 1
-                    else sock.sendmsg(piece, (), flags)
-                )
-            except BlockingIOError:
-                return done
-            except OSError as exc:
-                if exc.errno == errno.ENOBUFS and flags:
-                    self.zerocopy.out_of_memory()
-                    continue
-                self.lost(exc)
-                return done
+            if not flags and self._drains(buffers):
+                sent = self._drain(buffers[0])
+                if sent <= 0:
+                    return done  # no room came in time, or the connection is lost
+                piece = buffers
+            else:
+                piece = _first_bytes(buffers, self.bulk_chunk)
+                try:
+                    sent = (
+                        sock.send(piece[0], flags)
+                        if len(piece) == 1
+                        else sock.sendmsg(piece, (), flags)
+                    )
+                except BlockingIOError:
+                    return done
+                except OSError as exc:
+                    if exc.errno == errno.ENOBUFS and flags:
+                        self.zerocopy.out_of_memory()
+                        continue
+                    self.lost(exc)
+                    return done
             if flags and sent:
                 # The kernel reads these bytes later, header included: hold them.
                 self.zerocopy.sent(piece)
@@ -268,6 +275,38 @@ class Connection:
                 outgoing.callback(None)
             done += 1
         return done
+
+    def _drains(self, buffers: list[memoryview]) -> bool:
+        """Whether the rest of a frame goes out natively: one large writable buffer
+        (a read-only one has no address ctypes gives), unpaced."""
+        return (
+            self._streamer is not None
+            and len(buffers) == 1
+            and buffers[0].nbytes > STREAM_MIN
+            and not buffers[0].readonly
+            and not self.bulk_chunk
+        )
+
+    def _drain(self, buffer: memoryview) -> int:
+        """One native write of ``buffer`` as the peer makes room (see
+        :meth:`Spinner.stream`): the bytes written, or -1 when the connection is lost."""
+        streamer = self._streamer
+        assert streamer is not None
+        start = ctypes.c_char.from_buffer(buffer)
+        count = streamer.stream(
+            self.fd,
+            ctypes.addressof(start),
+            buffer.nbytes,
+            True,
+            self.bulk_idle,
+            _STREAM_MOST,
+            self.bulk_yield,
+        )
+        if count < 0:
+            self.lost(OSError(-count, os.strerror(-count)))
+            return -1
+        self.traffic[NATIVE_SENT] += count
+        return count
 
     def queued_sends(self) -> list[QueuedSend]:
         """The active messages in the queue, oldest first (see :class:`QueuedSend`)."""
@@ -388,7 +427,7 @@ class Connection:
     def _fill_sink(self) -> bool:
         sink = self._sink
         assert sink is not None
-        if self._filler is not None and not self.read_chunk:
+        if self._streamer is not None and not self.read_chunk:
             return self._fill_natively(sink)
         while sink.done < sink.target.nbytes:
             if self.read_chunk and not self._paced_ready(sink.target.nbytes - sink.done):
@@ -408,21 +447,22 @@ class Connection:
         return True
 
     def _fill_natively(self, sink: Sink) -> bool:
-        """One native read of the rest of ``sink`` as it arrives (see :meth:`Spinner.fill`):
+        """One native read of the rest of ``sink`` as it arrives (see :meth:`Spinner.stream`):
         whether it is full. A body still coming after it goes on at the next progress."""
-        filler = self._filler
-        assert filler is not None
-        count = filler.fill(
+        streamer = self._streamer
+        assert streamer is not None
+        count = streamer.stream(
             self.fd,
             sink.address(),
             sink.target.nbytes - sink.done,
-            self.fill_idle,
-            _FILL_MOST,
-            self.fill_yield,
+            False,
+            self.bulk_idle,
+            _STREAM_MOST,
+            self.bulk_yield,
         )
         if count > 0:
             sink.done += count
-            self.traffic[BULK_NATIVE] += count
+            self.traffic[NATIVE_RECEIVED] += count
             if sink.done < sink.target.nbytes:
                 return False
             self._sink_filled(sink)

@@ -245,9 +245,9 @@ class TcpLane:
         (``mpi_yield_when_idle``), as a wait's native poll does."""
         self._spin = seconds
         self._yielding = yielding
-        # a large message's body, read in place by the connection, waits as long for more
-        self._connection.fill_idle = seconds
-        self._connection.fill_yield = yielding
+        # a large body moved natively by the connection waits as long for the peer
+        self._connection.bulk_idle = seconds
+        self._connection.bulk_yield = yielding
 
     def __repr__(self) -> str:
         state = "closed" if self._connection.closed is not None else "open"
