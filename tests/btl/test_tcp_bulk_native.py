@@ -16,10 +16,10 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pmca.btl import Placement
 from pmca.btl.base._pvars import NATIVE_RECEIVED, NATIVE_SENT
 from pmca.btl.tcp import DEFAULTS
 from pmca.btl.tcp import _wire as wire
@@ -28,6 +28,7 @@ from pmca.btl.tcp._records import Outgoing
 from pmca.p2p import _protocol as proto
 
 from ._pairs import pair
+from .test_tcp_readahead import _Owner as _PlacingOwner
 
 _MATCH = proto.MATCH.size
 #: Where tcp's receive path changes: parsed from the buffer up to the first, streamed
@@ -143,26 +144,15 @@ def test_large_bodies_land_in_every_buffer_kind_read_natively(tmp_path: Path) ->
         assert all("not C-contiguous" in message for message in result["refused"]), result
 
 
-class _Owner:
-    """The module side a connection calls: places every large message in ``target``."""
-
-    limits = DEFAULTS
-    streams_placed = 0
-    streams_staged = 0
+class _Owner(_PlacingOwner):
+    """Places every large message in ``target``, and records a lost connection."""
 
     def __init__(self, size: int) -> None:
-        self.target = bytearray(size)
-        self.finished: list[BaseException | None] = []
+        super().__init__(size)
         self.lost: list[BaseException] = []
-
-    def place(self, connection: Any, tag: int, head: memoryview, length: int) -> Placement:
-        return Placement(0, memoryview(self.target), self.finished.append)
 
     def connection_lost(self, connection: Any, failure: BaseException) -> None:
         self.lost.append(failure)
-
-    def landed(self, connection: Any) -> None:
-        """No flow control here."""
 
 
 def _connected(owner: _Owner) -> tuple[socket.socket, Connection]:
@@ -173,6 +163,13 @@ def _connected(owner: _Owner) -> tuple[socket.socket, Connection]:
     connection = Connection(owner, 1, receiver, zerocopy=False)  # type: ignore[arg-type]
     connection.bulk_idle = 0.5  # a bound only: each read ends when the piece is in
     return sender, connection
+
+
+def _receive_until(connection: Connection, done: Callable[[], bool], failure: str) -> None:
+    deadline = time.monotonic() + 60
+    while not done():
+        assert time.monotonic() < deadline, failure
+        connection.receive()
 
 
 def test_a_body_written_in_pieces_is_read_natively_into_place() -> None:
@@ -193,10 +190,7 @@ def test_a_body_written_in_pieces_is_read_natively_into_place() -> None:
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
     try:
-        deadline = time.monotonic() + 60
-        while not owner.finished:
-            assert time.monotonic() < deadline, "the body did not arrive"
-            connection.receive()
+        _receive_until(connection, lambda: bool(owner.finished), "the body did not arrive")
         writer.join(30)
     finally:
         connection.close()
@@ -212,10 +206,7 @@ def test_a_peer_closing_mid_body_loses_the_connection_saying_so() -> None:
     sender.sendall(wire.FRAME.pack(wire.AM, 7, 1 << 20, 0) + bytes(200_000))
     sender.close()
     try:
-        deadline = time.monotonic() + 60
-        while not owner.lost:
-            assert time.monotonic() < deadline, "the end of the connection went unseen"
-            connection.receive()
+        _receive_until(connection, lambda: bool(owner.lost), "the end went unseen")
     finally:
         connection.close()
     assert "closed the connection mid-transfer" in str(owner.lost[0])
