@@ -114,7 +114,8 @@ with pmca.Session(mca=MCA, world=WORLD) as s:
     bulk = [size for size, _kind, _sent in cases if size > PARSED_MOST]  # streamed or got
     streamed = [size for size in bulk if size <= EAGER_MOST]
     out(wrong=wrong, cases=len(cases), streamed=len(streamed), bulk_bytes=sum(bulk),
-        staged_at_most=sum(min(size, READ_AHEAD) for size in bulk), refused=refused,
+        python_at_most=sum(min(size, READ_AHEAD + PARSED_MOST) for size in bulk),
+        refused=refused,
         **{name: handle.read() for name, handle in counts.items()})
 """
     )
@@ -133,10 +134,10 @@ def test_large_bodies_land_in_every_buffer_kind_read_natively(tmp_path: Path) ->
     assert received["wrong"] == []
     # every streamed message went into its posted buffer, none through a buffer of its own
     assert (received["streams_placed"], received["streams_staged"]) == (received["streamed"], 0)
-    # and every byte of it beyond what one read-ahead may stage came by the native reader
-    # (and so did the rendezvous' get data)
+    # and every byte of it came by the native reader but what one read-ahead may stage and
+    # a last rest under 64 KiB (cheaper read from Python); so did the rendezvous' get data
     native, bulk = received["native_bytes_received"], received["bulk_bytes"]
-    assert bulk - received["staged_at_most"] <= native <= bulk, received
+    assert bulk - received["python_at_most"] <= native <= bulk, received
     # what the sender wrote natively is part of those bodies (how much: the socket says)
     assert 0 <= results[0]["native_bytes_sent"] <= bulk, results[0]
     for result in results:
@@ -174,7 +175,8 @@ def _receive_until(connection: Connection, done: Callable[[], bool], failure: st
 
 def test_a_body_written_in_pieces_is_read_natively_into_place() -> None:
     """The sender writes the body a piece at a time with pauses: it lands whole, and
-    every byte after its header's read came through the native reader."""
+    every byte after its header's read, but a last rest under 64 KiB, came through the
+    native reader."""
     size = 3 << 20
     owner = _Owner(size)
     sender, connection = _connected(owner)
@@ -197,7 +199,7 @@ def test_a_body_written_in_pieces_is_read_natively_into_place() -> None:
         sender.close()
     assert owner.finished == [None] and owner.lost == []
     assert owner.target == body
-    assert size - _READ_AHEAD <= connection.traffic[NATIVE_RECEIVED] <= size
+    assert size - _READ_AHEAD - STREAM_MIN <= connection.traffic[NATIVE_RECEIVED] <= size
 
 
 def test_a_peer_closing_mid_body_loses_the_connection_saying_so() -> None:

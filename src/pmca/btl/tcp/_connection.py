@@ -427,7 +427,12 @@ class Connection:
     def _fill_sink(self) -> bool:
         sink = self._sink
         assert sink is not None
-        if self._streamer is not None and not self.read_chunk:
+        if (
+            self._streamer is not None
+            and not self.read_chunk
+            and sink.target.nbytes - sink.done > STREAM_MIN
+        ):
+            # a small rest (the tail of a 64 KiB message) costs less read from Python
             return self._fill_natively(sink)
         while sink.done < sink.target.nbytes:
             if self.read_chunk and not self._paced_ready(sink.target.nbytes - sink.done):
