@@ -110,7 +110,9 @@ _TARGETS = {
     "OPTIONS": "._module:OPTIONS",
     "GrdmaModule": "._module:GrdmaModule",
     "IntervalTree": "._tree:IntervalTree",
-    **{name: f"._cache:{name}" for name in ("PAGE", "GrdmaCache", "page_range")},
+    "PAGE": "._cache:PAGE",
+    "GrdmaCache": "._cache:GrdmaCache",
+    "page_range": "._cache:page_range",
 }
 if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all
     __getattr__, __dir__ = lazy_attributes(__name__, _TARGETS)
