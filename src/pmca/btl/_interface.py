@@ -42,16 +42,7 @@ from attrs import frozen
 from .._public import public
 from .._records import FrozenValue
 from ..mca._errors import PmcaError
-from ._limits import (
-    API_VERSION,
-    TAG_DOCTOR,
-    TAG_MAX,
-    TAG_P2P_FIRST,
-    TAG_P2P_LAST,
-    TAG_USER,
-    Flags,
-    Limits,
-)
+from ._limits import Flags, Limits
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -422,14 +413,8 @@ class BtlModule(Protocol):
 
 
 __all__ = [
-    "API_VERSION",
     "MAX_PACKED_HANDLE",
     "PLACEMENT_HEAD",
-    "TAG_DOCTOR",
-    "TAG_MAX",
-    "TAG_P2P_FIRST",
-    "TAG_P2P_LAST",
-    "TAG_USER",
     "BtlError",
     "BtlModule",
     "Buffer",
