@@ -56,7 +56,8 @@ class Lane(Protocol):
 
     ``send(sequence, tag_low, tag_high, data, size)`` sends ``data`` (bytes,
     at most ``payload_limit``) as the eager message ``sequence``: 0 when
-    sent, anything else when it must go the general way.
+    sent, anything else when it must go the general way; ``send_buffer`` the
+    same for a bytearray or a flat ``B`` memoryview (never copied to bytes).
     ``receive(sequence, tag_low, tag_high)`` polls briefly for that message:
     ``2 + size`` when it arrived and its payload is in ``landing``, 1 when
     another one did and must be handed on (:meth:`hand_on`), 0 when nothing
@@ -81,6 +82,7 @@ class Lane(Protocol):
     rendezvous: bool
     landing: memoryview
     send: Callable[[int, int, int, bytes, int], int]
+    send_buffer: Callable[[int, int, int, bytearray | memoryview, int], int]
     send_rget: Callable[[int, int, int, int, int, bytes, int], int]
     receive: Callable[[int, int, int], int]
     receive_into: Callable[[int, int, int, int, int], int]
@@ -155,8 +157,9 @@ class Blocking:
                 if rget is not None and self._send_rendezvous(dest, tag, buf, rget, timeout):
                     return
             else:
-                # bytes pass to the native call as they are: copy anything else once
-                data = buf if kind is bytes else bytes(buf)
+                # bytes pass to the native call as they are; anything else is copied
+                # where the lane keeps it for that (no new object per message)
+                send = lane.send if kind is bytes else lane.send_buffer
                 lock = self._bml.lock
                 lock.acquire()
                 try:
@@ -166,7 +169,7 @@ class Blocking:
                         and dest not in self.gone
                     ):
                         sequence = self._seq_out[dest]
-                        if lane.send(sequence, tag & _LOW, tag >> 32, data, len(data)) == 0:
+                        if send(sequence, tag & _LOW, tag >> 32, buf, size) == 0:
                             self._seq_out[dest] = (sequence + 1) & _LOW
                             return
                 finally:
@@ -335,7 +338,9 @@ class Blocking:
                             return Status(source, tag, size) if status else size
                         if size > capacity:
                             raise truncation(size, source, tag, capacity)
-                        into[:size] = lane.landing[:size]
+                        # a bytearray copies a memoryview assigned to it: a view of it does not
+                        view = into if type(into) is memoryview else memoryview(into)
+                        view[:size] = lane.landing[:size]
                         return Status(source, tag, size) if status else size
                     if landed != _OTHER:
                         lane.check(landed)

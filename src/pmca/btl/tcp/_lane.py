@@ -112,7 +112,14 @@ class TcpLane:
 
     # -- sending ------------------------------------------------------------
 
-    def send(self, sequence: int, tag_low: int, tag_high: int, data: bytes, size: int) -> int:
+    def send(
+        self,
+        sequence: int,
+        tag_low: int,
+        tag_high: int,
+        data: bytes | bytearray | memoryview,
+        size: int,
+    ) -> int:
         connection = self._connection
         total = _MATCH_SIZE + size
         cost = total + QUEUED_COST
@@ -128,7 +135,7 @@ class TcpLane:
         header = _pack_head(
             wire.AM, am_tag, total, 0, wire.EAGER, 0, sequence, tag_high << 32 | tag_low, size
         )
-        buffers: list[memoryview | bytes] = [header, data]
+        buffers: list[memoryview | bytes | bytearray] = [header, data]
         sent = connection.send_now(buffers)
         if sent < 0:
             return _GENERAL  # lost: the general way names the failure
@@ -139,6 +146,9 @@ class TcpLane:
         if sent < _FRAME_SIZE + total:
             connection.keep_rest(buffers, sent, am_tag, total, cost)
         return 0
+
+    #: Any buffer goes out as it is (what the socket does not take is copied then).
+    send_buffer = send
 
     # a blocking rendezvous send always goes the general way over tcp
     def send_rget(
