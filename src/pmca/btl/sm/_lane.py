@@ -85,7 +85,7 @@ class SmLane:
     :attr:`send` and :attr:`receive` are the native calls themselves, bound
     to this lane (a Python method around them would cost as much as the
     rest of the fast path): ``send(sequence, tag_low, tag_high, data, size)``
-    with ``data`` a ``bytes`` (or :attr:`staging`'s pointer) of at most
+    with ``data`` a ``bytes`` (or :attr:`staged`) of at most
     :attr:`payload_limit` bytes answers
     0 when sent, another value when the message must go the general way
     (sends queued ahead of it, no fragment or FIFO slot free, peer gone);
@@ -107,7 +107,8 @@ class SmLane:
         "receive_into",
         "send",
         "send_rget",
-        "staging",
+        "stage",
+        "staged",
     )
 
     #: A blocking rendezvous send may go through the lane (:meth:`register`).
@@ -146,22 +147,14 @@ class SmLane:
         )
         #: Where :attr:`receive` copies the awaited payload (valid until the next receive).
         self.landing = calls.landing
-        #: Where :meth:`send_buffer` copies a payload that is not bytes (at least
-        #: :attr:`payload_limit` bytes: the transport's, shared under its lock).
-        self.staging = calls.staging
+        #: Where a payload that is not bytes is copied for :attr:`send` (at least
+        #: :attr:`payload_limit` bytes: the transport's, shared under its lock), and
+        #: what :attr:`send` then takes as its ``data``.
+        self.stage: memoryview | None = calls.staging.view
+        self.staged = calls.staging.pointer
         #: The largest payload that goes in one eager message.
         self.payload_limit = min(module.limits.eager_limit - MATCH_HEADER_BYTES, len(self.landing))
         transport.on_close(self.close)
-
-    def send_buffer(
-        self, sequence: int, tag_low: int, tag_high: int, data: bytearray | memoryview, size: int
-    ) -> int:
-        """:attr:`send` for a flat byte buffer that is not bytes (a bytearray, a
-        ``B`` memoryview): copied into :attr:`staging`, which the native call
-        takes as it is, rather than into a new bytes object per message."""
-        staging = self.staging
-        staging.view[:size] = data
-        return self.send(sequence, tag_low, tag_high, staging.pointer, size)
 
     def register(self, address: int, size: int) -> tuple[int, bytes] | None:
         """Let the peer read ``size`` bytes at ``address`` (a :attr:`send_rget`'s

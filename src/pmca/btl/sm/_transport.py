@@ -512,7 +512,7 @@ class Transport:
         """lane.c's entry points for peer ``ident``'s lane for ``am_tag``, and the
         landing buffer of its receives.
 
-        The context (a prebuilt ``c_void_p``) and the landing buffer are
+        The context (a prebuilt reference to it) and the landing buffer are
         freed at :meth:`close`: whoever holds these must stop using them
         then (see :meth:`on_close`).
         """
@@ -529,7 +529,9 @@ class Transport:
         if len(self.staging.view) < size.value:
             self.staging = Staging(size.value)
         return LaneCalls(
-            ctypes.c_void_p(self._ctx),
+            # a reference to the context's first byte passes its address as it is; a
+            # c_void_p would be converted anew at every call
+            ctypes.byref(ctypes.c_char.from_address(self._ctx)),
             lane,
             fn.lane_send,
             fn.lane_send_rget,

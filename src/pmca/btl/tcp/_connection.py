@@ -192,6 +192,10 @@ class Connection:
         failed (it is lost: its requests and module were told).
         """
         self._check_writable()
+        return self.write_now(buffers)
+
+    def write_now(self, buffers: Sequence[memoryview | bytes | bytearray]) -> int:
+        """:meth:`send_now` once the connection is known open and writable."""
         try:
             return self.sock.sendmsg(buffers)
         except (BlockingIOError, InterruptedError):
