@@ -31,9 +31,11 @@ if TYPE_CHECKING:
 
 _ADDRESS = b"self/1"
 #: Fragments come in powers of two from this size on, and this many free ones of
-#: each size are kept for the next sends (the most a burst leaves behind).
+#: each size up to the largest kept are kept for the next sends (what a burst
+#: leaves behind stays bounded: at most 8 MiB).
 _SMALLEST_FRAGMENT = 256
 _KEPT_FRAGMENTS = 64
+_LARGEST_KEPT = 64 * 1024
 
 
 class _Fragments:
@@ -63,6 +65,8 @@ class _Fragments:
         return fragment, size
 
     def give_back(self, fragment: memoryview) -> None:
+        if len(fragment) > _LARGEST_KEPT:
+            return
         free = self._free.get(len(fragment))
         if free is None:
             free = self._free[len(fragment)] = []
