@@ -9,8 +9,17 @@ from pmca.testing import run_python
 #: (argparse's formatters asked it for the terminal's width), textwrap (only
 #: for wrapping on a terminal), the failure records (nothing failed),
 #: pathlib (the build facts read the libraries through ``str`` paths), json
-#: (the build record is read as a Python literal).
+#: (the build record is read as a Python literal), what only a component's
+#: query needs (info registers the components and queries none: the btl
+#: module interface, the modules memory, patcher and rcache components make).
 UNNEEDED = (
+    "pmca.btl._interface",
+    "pmca.memory.patcher._module",
+    "pmca.memory.ucm._module",
+    "pmca.patcher.overwrite._module",
+    "pmca.patcher.overwrite._table",
+    "pmca.rcache.grdma._module",
+    "pmca.rcache.grdma._tree",
     "json",
     "pathlib",
     "pmca.cli._new",

@@ -7,7 +7,7 @@ party's is an entry point in group ``pmca.btl``.
 from __future__ import annotations
 
 from ..mca._framework import Alias, ComponentRef, Framework
-from ._interface import API_VERSION
+from ._limits import API_VERSION
 
 FRAMEWORK = Framework(
     name="btl",

@@ -59,7 +59,10 @@ class Lane(Protocol):
 
     ``send(sequence, tag_low, tag_high, data, size)`` sends ``data`` (bytes,
     at most ``payload_limit``) as the eager message ``sequence``: 0 when
-    sent, anything else when it must go the general way.
+    sent, anything else when it must go the general way. A lane whose
+    ``send`` takes only bytes has a ``stage`` (``None`` otherwise): a
+    bytearray or flat ``B`` memoryview is copied there (never into a new
+    bytes) and ``staged`` passed as ``data``.
     ``receive(sequence, tag_low, tag_high)`` polls briefly for that message:
     ``2 + size`` when it arrived and its payload is in ``landing``, 1 when
     another one did and must be handed on (:meth:`hand_on`), 0 when nothing
@@ -83,7 +86,9 @@ class Lane(Protocol):
     payload_limit: int
     rendezvous: bool
     landing: memoryview
-    send: Callable[[int, int, int, bytes, int], int]
+    send: Callable[[int, int, int, Any, int], int]
+    stage: memoryview | None
+    staged: object
     send_rget: Callable[[int, int, int, int, int, bytes, int], int]
     receive: Callable[[int, int, int], int]
     receive_into: Callable[[int, int, int, int, int], int]
@@ -158,8 +163,6 @@ class Blocking:
                 if rget is not None and self._send_rendezvous(dest, tag, buf, rget, timeout):
                     return
             else:
-                # bytes pass to the native call as they are: copy anything else once
-                data = buf if kind is bytes else bytes(buf)
                 lock = self._bml.lock
                 lock.acquire()
                 try:
@@ -168,8 +171,15 @@ class Blocking:
                         and self._peers[dest].failed is None
                         and dest not in self.gone
                     ):
+                        data = buf
+                        stage = lane.stage
+                        if stage is not None and kind is not bytes:
+                            # copied where the native call takes it as it is (under the
+                            # lock: the lanes of a btl share it), not into a new bytes
+                            stage[:size] = buf
+                            data = lane.staged
                         sequence = self._seq_out[dest]
-                        if lane.send(sequence, tag & _LOW, tag >> 32, data, len(data)) == 0:
+                        if lane.send(sequence, tag & _LOW, tag >> 32, data, size) == 0:
                             self._seq_out[dest] = (sequence + 1) & _LOW
                             return
                 finally:
@@ -303,13 +313,13 @@ class Blocking:
             low, high = tag & _LOW, tag >> 32
             capacity = len(into)
             target = None
+            address = 0
             if capacity > lane.payload_limit:  # only a rendezvous fills it: land in place
                 target = memoryview(into) if type(into) is bytearray else into
-            address = address_of(target) if target is not None else 0
-            stash, posted = self._stash[source], self._posted
+                address = address_of(target)
+            stash, posted, seq_in = self._stash[source], self._posted, self._seq_in
             # the queues' own containers (changed in place): no method call per round
             unexpected, streams, wild = self._unexpected.streams, posted.streams, posted.wild
-            key = (source, tag)
             lock = self._bml.lock
             lock.acquire()
             try:
@@ -317,18 +327,18 @@ class Blocking:
                 while not (
                     self._closed
                     or source in self.gone
-                    or (unexpected and key in unexpected)
-                    or (streams and key in streams)
+                    or (unexpected and (source, tag) in unexpected)
+                    or (streams and (source, tag) in streams)
                     or (wild and posted.waiting(source, tag))
                     or stash
                 ):
-                    sequence = self._seq_in[source]
+                    sequence = seq_in[source]
                     if target is None:
                         landed = lane.receive(sequence, low, high)
                     else:
                         landed = lane.receive_into(sequence, low, high, address, capacity)
                     if landed >= _LANDED:
-                        self._seq_in[source] = (sequence + 1) & _LOW
+                        seq_in[source] = (sequence + 1) & _LOW
                         size = landed - _LANDED
                         if target is not None:
                             owed = lane.owed_fin()
@@ -338,7 +348,9 @@ class Blocking:
                             return Status(source, tag, size) if status else size
                         if size > capacity:
                             raise truncation(size, source, tag, capacity)
-                        into[:size] = lane.landing[:size]
+                        # a bytearray copies a memoryview assigned to it: a view of it does not
+                        view = into if type(into) is memoryview else memoryview(into)
+                        view[:size] = lane.landing[:size]
                         return Status(source, tag, size) if status else size
                     if landed != _OTHER:
                         lane.check(landed)

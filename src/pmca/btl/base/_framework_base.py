@@ -6,7 +6,10 @@ from ..._public import public
 from ...mca._context import FrameworkParams
 from ...mca._framework import FrameworkBase
 from ...mca.params import MAX_TIMEOUT, within
-from .._interface import BtlModule
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
+if TYPE_CHECKING:
+    from .._interface import BtlModule
 
 
 @public
@@ -47,9 +50,17 @@ class BtlBase(FrameworkBase):
             "(auto)",
         )
 
+    def opened(self) -> None:
+        # The module interface, imported with the first open rather than with the
+        # framework's registration (``pmca info`` needs none of it), and not later:
+        # finalize may run when this process has no file descriptor left.
+        from .. import _interface  # noqa: F401
+
     def modules(self) -> list[BtlModule]:
         """The selected modules, each followed by its further rails (a module per
         interface, as btl/tcp makes: ``module.rails``), so the bml stripes over them."""
+        from .._interface import BtlModule
+
         found: list[BtlModule] = []
         for module in self.framework.modules():
             if isinstance(module, BtlModule):
@@ -58,7 +69,12 @@ class BtlBase(FrameworkBase):
         return found
 
     def closing(self) -> None:
-        for loaded in list(self.framework.loaded):
+        queried = [loaded for loaded in self.framework.loaded if loaded.module is not None]
+        if not queried:  # registered only, or selection deferred and never made
+            return
+        from .._interface import BtlModule  # imported by opened(): no file to read now
+
+        for loaded in queried:
             module = loaded.module
             if not isinstance(module, BtlModule):
                 continue

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..._public import public
 from .._interface import (
-    TAG_MAX,
     BtlError,
     Completion,
     Endpoint,
@@ -18,6 +17,7 @@ from .._interface import (
     Placer,
     RecvCallback,
 )
+from .._limits import TAG_MAX
 from ._pvars import (
     FAILURES,
     INDEX,

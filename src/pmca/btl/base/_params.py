@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from ..._public import public
 from ...mca._context import ComponentParams
 from ...mca.params import ParamValueError, Source, within
-from .._interface import Flags, Limits
+from .._limits import Flags, Limits
 from ._pvars import declare
 
 #: The largest btl size or count: every native btl keeps them in 32-bit

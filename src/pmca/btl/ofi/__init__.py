@@ -28,7 +28,7 @@ import attrs
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
 from ...mca.params import a_path, within
-from .._interface import Flags, Limits
+from .._limits import Flags, Limits
 from ..base import read_limits, register_limits
 from ._providers import provider_matches
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from ..._lazy import lazy_attributes
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, Query, hookimpl
-from .._interface import Flags, Limits
+from .._limits import Flags, Limits
 from ..base import read_limits, register_limits
 
 if TYPE_CHECKING:

@@ -30,6 +30,56 @@ if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
 _ADDRESS = b"self/1"
+#: Fragments come in powers of two from this size on, and this many free ones of
+#: each size up to the largest kept are kept for the next sends (what a burst
+#: leaves behind stays bounded: at most 8 MiB).
+_SMALLEST_FRAGMENT = 256
+_KEPT_FRAGMENTS = 64
+_LARGEST_KEPT = 64 * 1024
+
+
+class _Fragments:
+    """Buffers a queued message is copied into and handed over from: a steady
+    stream of sends takes the same ones again and allocates nothing per message
+    (a receiver copies what it keeps: the data is valid only during its call)."""
+
+    __slots__ = ("_free",)
+
+    def __init__(self) -> None:
+        self._free: dict[int, list[memoryview]] = {}
+
+    def copy(self, parts: Sequence[Buffer]) -> tuple[memoryview, int]:
+        """A fragment holding ``parts`` one after another, and their size."""
+        views = [_flat(part) for part in parts]
+        size = 0
+        for view in views:
+            size += len(view)
+        capacity = max(_SMALLEST_FRAGMENT, 1 << (size - 1).bit_length())
+        free = self._free.get(capacity)
+        fragment = free.pop() if free else memoryview(bytearray(capacity))
+        at = 0
+        for view in views:
+            end = at + len(view)
+            fragment[at:end] = view
+            at = end
+        return fragment, size
+
+    def give_back(self, fragment: memoryview) -> None:
+        if len(fragment) > _LARGEST_KEPT:
+            return
+        free = self._free.get(len(fragment))
+        if free is None:
+            free = self._free[len(fragment)] = []
+        if len(free) < _KEPT_FRAGMENTS:
+            free.append(fragment)
+
+
+def _flat(part: Buffer) -> bytes | bytearray | memoryview:
+    """``part`` as bytes of format ``B`` (what a slice of a fragment takes)."""
+    if isinstance(part, (bytes, bytearray)):
+        return part
+    view = part if isinstance(part, memoryview) else memoryview(part)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
 @frozen(eq=False, repr=False)
@@ -49,7 +99,8 @@ class SelfModule(ModuleBase):
 
     def __init__(self, limits: Limits, log: FilteringBoundLogger) -> None:
         super().__init__("self", limits, log)
-        self._queue: deque[tuple[SelfEndpoint, int, bytes, Completion | None]] = deque()
+        self._queue: deque[tuple[SelfEndpoint, int, memoryview, int, Completion | None]] = deque()
+        self._fragments = _Fragments()
         self._completions: deque[Completion] = deque()
         self._registrations = Registrations("self", NoPinBackend(), cached=False, log=log)
         self._endpoint: SelfEndpoint | None = None
@@ -75,10 +126,9 @@ class SelfModule(ModuleBase):
         return self._endpoint
 
     def sendi(self, endpoint: Endpoint, tag: int, parts: Sequence[Buffer]) -> bool:
-        data = b"".join(parts)
-        self._queue.append((self._check(endpoint), tag, data, None))
-        size = len(data)  # not inside the addition: no thread switch there (btl.base._pvars)
-        counts = self._counts
+        fragment, size = self._fragments.copy(parts)
+        self._queue.append((self._check(endpoint), tag, fragment, size, None))
+        counts = self._counts  # size: not counted inside the addition (btl.base._pvars)
         counts[MESSAGES_SENT] += 1
         counts[BYTES_SENT] += size
         return True
@@ -91,10 +141,9 @@ class SelfModule(ModuleBase):
         callback: Completion | None = None,
     ) -> None:
         target = self._check(endpoint)
-        data = b"".join(parts)
-        self._queue.append((target, tag, data, callback))
-        size = len(data)  # not inside the addition: no thread switch there (btl.base._pvars)
-        counts = self._counts
+        fragment, size = self._fragments.copy(parts)
+        self._queue.append((target, tag, fragment, size, callback))
+        counts = self._counts  # size: not counted inside the addition (btl.base._pvars)
         counts[MESSAGES_SENT] += 1
         counts[BYTES_SENT] += size
 
@@ -144,8 +193,14 @@ class SelfModule(ModuleBase):
     def queued_sends(self, rank: int | None = None) -> list[QueuedSend]:
         """Messages to this process not yet delivered (the next progress delivers them)."""
         return [
-            QueuedSend(endpoint.rank, tag, len(data), data[:PLACEMENT_HEAD], callback is None)
-            for endpoint, tag, data, callback in self._queue
+            QueuedSend(
+                endpoint.rank,
+                tag,
+                size,
+                bytes(fragment[: min(size, PLACEMENT_HEAD)]),
+                callback is None,
+            )
+            for endpoint, tag, fragment, size, callback in self._queue
             if rank is None or rank == endpoint.rank
         ]
 
@@ -157,7 +212,8 @@ class SelfModule(ModuleBase):
         dropped = [entry for entry in self._queue if entry[0].rank == rank]
         self._queue.clear()
         self._queue.extend(kept)
-        for endpoint, _tag, _data, callback in dropped:
+        for endpoint, _tag, fragment, _size, callback in dropped:
+            self._fragments.give_back(fragment)
             if callback is not None:
                 callback(self.dropped(endpoint.rank))
         return found
@@ -173,12 +229,14 @@ class SelfModule(ModuleBase):
             self._completions.popleft()(None)
             done += 1
         while self._queue:
-            endpoint, tag, data, callback = self._queue.popleft()
-            size = len(data)
+            endpoint, tag, fragment, size, callback = self._queue.popleft()
             counts = self._counts
             counts[MESSAGES_RECEIVED] += 1
             counts[BYTES_RECEIVED] += size
-            self.hand_over(endpoint, tag, memoryview(data))
+            try:
+                self.hand_over(endpoint, tag, fragment[:size])
+            finally:
+                self._fragments.give_back(fragment)
             if callback is not None:
                 callback(None)
             done += 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from .._interface import Flags, Limits
+from .._limits import Flags, Limits
 
 DEFAULTS = Limits(
     exclusivity=65535,  # below self (65536), far above tcp (100)

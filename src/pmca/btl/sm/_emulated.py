@@ -20,7 +20,8 @@ from typing import Any
 from attrs import define
 
 from ..._records import Record
-from .._interface import TAG_MAX, BtlError, Completion
+from .._interface import BtlError, Completion
+from .._limits import TAG_MAX
 from ..base._remote import memory_at
 
 GET_REQUEST = TAG_MAX + 1

@@ -27,7 +27,7 @@ import errno
 import functools
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._transport import (
     MATCH_HEADER_BYTES,
@@ -85,7 +85,8 @@ class SmLane:
     :attr:`send` and :attr:`receive` are the native calls themselves, bound
     to this lane (a Python method around them would cost as much as the
     rest of the fast path): ``send(sequence, tag_low, tag_high, data, size)``
-    with ``data`` a ``bytes`` of at most :attr:`payload_limit` bytes answers
+    with ``data`` a ``bytes`` (or :attr:`staged`) of at most
+    :attr:`payload_limit` bytes answers
     0 when sent, another value when the message must go the general way
     (sends queued ahead of it, no fragment or FIFO slot free, peer gone);
     ``receive(sequence, tag_low, tag_high)`` answers :data:`NOTHING`,
@@ -106,6 +107,8 @@ class SmLane:
         "receive_into",
         "send",
         "send_rget",
+        "stage",
+        "staged",
     )
 
     #: A blocking rendezvous send may go through the lane (:meth:`register`).
@@ -118,7 +121,7 @@ class SmLane:
         calls = transport.lane_calls(rank, am_tag)
         self._delivery = _Delivery()
         context, lane, delivery = calls.context, calls.lane, ctypes.byref(self._delivery)
-        self.send: Callable[[int, int, int, bytes, int], int] = functools.partial(
+        self.send: Callable[[int, int, int, Any, int], int] = functools.partial(
             calls.send, context, lane
         )
         #: ``send_rget(sequence, tag, send_id, address, size, handle, len(handle))``:
@@ -144,6 +147,11 @@ class SmLane:
         )
         #: Where :attr:`receive` copies the awaited payload (valid until the next receive).
         self.landing = calls.landing
+        #: Where a payload that is not bytes is copied for :attr:`send` (at least
+        #: :attr:`payload_limit` bytes: the transport's, shared under its lock), and
+        #: what :attr:`send` then takes as its ``data``.
+        self.stage: memoryview | None = calls.staging.view
+        self.staged = calls.staging.pointer
         #: The largest payload that goes in one eager message.
         self.payload_limit = min(module.limits.eager_limit - MATCH_HEADER_BYTES, len(self.landing))
         transport.on_close(self.close)

@@ -235,20 +235,23 @@ def buffer_pointer(data: Any) -> tuple[Any, int]:
     return (ctypes.c_char * size).from_buffer(view), size
 
 
-#: Below this, a send copies a buffer into bytes rather than wrap its memory:
-#: cheaper than building a ctypes array over it.
-_SMALL = 4096
+#: Up to this, a send copies a buffer into the transport's staging area rather
+#: than wrap its memory: cheaper than building a ctypes array over it, and
+#: unlike a copy to bytes it allocates nothing per message.
+STAGED_MAX = 4096
 
 
-def _send_pointer(data: Any) -> tuple[Any, int]:
-    """Like :func:`buffer_pointer`, for a send (the C side copies at once)."""
-    if type(data) is bytes:
-        return data, len(data)
-    view = data if type(data) is memoryview else memoryview(data)
-    if view.nbytes <= _SMALL and view.c_contiguous:
-        small = view.tobytes()
-        return small, len(small)
-    return buffer_pointer(view)
+class Staging:
+    """A buffer a send's body is copied into before the C side copies it on (the
+    context's lock serialises its users): :attr:`view` to copy into, and
+    :attr:`pointer` that passes its address to a C call with or without argtypes."""
+
+    __slots__ = ("_memory", "pointer", "view")
+
+    def __init__(self, size: int) -> None:
+        self._memory = (ctypes.c_char * size)()
+        self.view = memoryview(self._memory).cast("B")
+        self.pointer = ctypes.byref(self._memory)
 
 
 def buffer_address(data: Any) -> tuple[int, int, Any]:
@@ -267,7 +270,8 @@ def buffer_address(data: Any) -> tuple[int, int, Any]:
 class LaneCalls(Record):
     """What :meth:`Transport.lane_calls` hands a lane: the context, the lane's
     number and lane.c's entry points (called with ``context`` and ``lane`` first,
-    see ``_lane.py``), and the landing buffer of its receives."""
+    see ``_lane.py``), the landing buffer of its receives and the staging area of
+    its sends of buffers other than bytes."""
 
     context: Any
     lane: int
@@ -277,6 +281,7 @@ class LaneCalls(Record):
     receive_into: Any
     await_fin: Any
     landing: memoryview
+    staging: Staging
 
 
 class Transport:
@@ -323,6 +328,9 @@ class Transport:
         self._counts: ctypes.Array[ctypes.c_uint64] = (ctypes.c_uint64 * 0)()
         self.max_payload = self.config.max_size
         self._on_close: list[Callable[[], None]] = []
+        #: Where a send's small body is copied first (:meth:`send`, and the lanes': the
+        #: size of the lanes' landing buffer once one is opened, see :meth:`lane_calls`).
+        self.staging = Staging(STAGED_MAX)
         if self._fn.match_header_size() != MATCH_HEADER_BYTES:
             raise TransportError(
                 errno.EPROTO, f"{LIBRARY_NAME}'s match header does not match this pmca version"
@@ -412,7 +420,7 @@ class Transport:
 
     def send(self, ident: int, tag: int, head: bytes, body: Any = b"") -> bool:
         """Queue one message; False when no fragment or FIFO slot is free yet."""
-        pointer, size = _send_pointer(body)
+        pointer, size = self._send_pointer(body)
         status = self._send(self._ctx, ident, tag, head, len(head), pointer, size)
         if status == 0:
             return True
@@ -434,6 +442,18 @@ class Transport:
                 ident,
             )
         raise _error(-status, f"sm send to peer {ident}")
+
+    def _send_pointer(self, data: Any) -> tuple[Any, int]:
+        """Like :func:`buffer_pointer`, for a send (the C side copies at once)."""
+        if type(data) is bytes:
+            return data, len(data)
+        view = data if type(data) is memoryview else memoryview(data)
+        size = view.nbytes
+        if size <= STAGED_MAX and view.c_contiguous:
+            staging = self.staging
+            staging.view[:size] = view if view.format == "B" and view.ndim == 1 else view.cast("B")
+            return staging.pointer, size
+        return buffer_pointer(view)
 
     def _fault_text(self) -> str:
         return bytes(self._fn.fault(self._ctx) or b"").decode(errors="replace")
@@ -492,7 +512,7 @@ class Transport:
         """lane.c's entry points for peer ``ident``'s lane for ``am_tag``, and the
         landing buffer of its receives.
 
-        The context (a prebuilt ``c_void_p``) and the landing buffer are
+        The context (a prebuilt reference to it) and the landing buffer are
         freed at :meth:`close`: whoever holds these must stop using them
         then (see :meth:`on_close`).
         """
@@ -506,8 +526,12 @@ class Transport:
         if not landing:
             raise _error(errno.ENOMEM, "cannot allocate the sm lanes' landing buffer")
         fn = self._fn
+        if len(self.staging.view) < size.value:
+            self.staging = Staging(size.value)
         return LaneCalls(
-            ctypes.c_void_p(self._ctx),
+            # a reference to the context's first byte passes its address as it is; a
+            # c_void_p would be converted anew at every call
+            ctypes.byref(ctypes.c_char.from_address(self._ctx)),
             lane,
             fn.lane_send,
             fn.lane_send_rget,
@@ -515,6 +539,7 @@ class Transport:
             fn.lane_receive_into,
             fn.lane_await_fin,
             self._view(int(landing), size.value),
+            self.staging,
         )
 
     def block_lanes(self, blocked: bool) -> None:
@@ -600,11 +625,13 @@ __all__ = [
     "COUNTS",
     "COUNT_INDEX",
     "LIBRARY_NAME",
+    "STAGED_MAX",
     "LaneCalls",
     "PeerClosed",
     "PeerFault",
     "SegmentAddress",
     "SegmentOverwritten",
+    "Staging",
     "Transport",
     "TransportConfig",
     "TransportError",

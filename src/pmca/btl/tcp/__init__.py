@@ -8,7 +8,7 @@ from ..._lazy import lazy_attributes
 from ..._version import __version__
 from ...mca import Component, ComponentContext, ComponentParams, NotAvailable, Query, hookimpl
 from ...mca.params import one_of, within
-from .._interface import Flags, Limits
+from .._limits import Flags, Limits
 from ..base import MAX_INT32, read_limits, register_limits
 from ..base._pvars import LANE_COUNTERS, Counter, declare_counters
 

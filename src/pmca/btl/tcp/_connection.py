@@ -29,7 +29,7 @@ import os
 import select
 import socket
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from .._interface import PLACEMENT_HEAD, BtlError, PeerFailed, QueuedSend
@@ -197,7 +197,7 @@ class Connection:
         if len(self.queue) == 1:
             self.flush()
 
-    def send_now(self, buffers: list[memoryview | bytes]) -> int:
+    def send_now(self, buffers: Sequence[memoryview | bytes | bytearray]) -> int:
         """Send one small frame with one ``sendmsg`` while nothing is queued; bytes sent.
 
         The fast way of an eager message: no queue entry unless the socket takes
@@ -205,6 +205,10 @@ class Connection:
         failed (it is lost: its requests and module were told).
         """
         self._check_writable()
+        return self.write_now(buffers)
+
+    def write_now(self, buffers: Sequence[memoryview | bytes | bytearray]) -> int:
+        """:meth:`send_now` once the connection is known open and writable."""
         try:
             return self.sock.sendmsg(buffers)
         except (BlockingIOError, InterruptedError):
@@ -214,7 +218,12 @@ class Connection:
             return -1
 
     def keep_rest(
-        self, buffers: list[memoryview | bytes], sent: int, tag: int, size: int, cost: int
+        self,
+        buffers: Sequence[memoryview | bytes | bytearray],
+        sent: int,
+        tag: int,
+        size: int,
+        cost: int,
     ) -> None:
         """Queue a private copy of what :meth:`send_now` did not send of an active
         message (``size`` body bytes after its frame header), owned up to ``cost``."""

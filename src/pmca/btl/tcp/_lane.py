@@ -96,6 +96,10 @@ class TcpLane:
     #: A blocking rendezvous send goes the general way: the receiver's get
     #: travels on the connection as a frame the lane would hand on anyway.
     rendezvous = False
+    #: :meth:`send` takes any buffer as it is (what the socket does not take is
+    #: copied then): nothing is staged.
+    stage: memoryview | None = None
+    staged: object = None
 
     def __init__(self, rail: _Rail, connection: Connection, am_tag: int) -> None:
         self._rail = rail
@@ -112,7 +116,14 @@ class TcpLane:
 
     # -- sending ------------------------------------------------------------
 
-    def send(self, sequence: int, tag_low: int, tag_high: int, data: bytes, size: int) -> int:
+    def send(
+        self,
+        sequence: int,
+        tag_low: int,
+        tag_high: int,
+        data: bytes | bytearray | memoryview,
+        size: int,
+    ) -> int:
         connection = self._connection
         total = _MATCH_SIZE + size
         cost = total + QUEUED_COST
@@ -128,8 +139,8 @@ class TcpLane:
         header = _pack_head(
             wire.AM, am_tag, total, 0, wire.EAGER, 0, sequence, tag_high << 32 | tag_low, size
         )
-        buffers: list[memoryview | bytes] = [header, data]
-        sent = connection.send_now(buffers)
+        buffers: list[memoryview | bytes | bytearray] = [header, data]
+        sent = connection.write_now(buffers)  # checked above: open, writes not ended
         if sent < 0:
             return _GENERAL  # lost: the general way names the failure
         counts = connection.traffic
@@ -160,9 +171,6 @@ class TcpLane:
 
     # -- receiving ----------------------------------------------------------
 
-    def receive(self, sequence: int, tag_low: int, tag_high: int) -> int:
-        return self._take(sequence, tag_high << 32 | tag_low)
-
     def receive_into(
         self, sequence: int, tag_low: int, tag_high: int, address: int, capacity: int
     ) -> int:
@@ -170,7 +178,8 @@ class TcpLane:
         a rendezvous, which the general path matches as it arrives."""
         return NOTHING
 
-    def _take(self, sequence: int, tag: int) -> int:
+    def receive(self, sequence: int, tag_low: int, tag_high: int) -> int:
+        tag = tag_high << 32 | tag_low
         connection = self._connection
         view = connection.view
         deadline = 0.0

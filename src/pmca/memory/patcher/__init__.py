@@ -9,12 +9,21 @@ open-mpi/ompi#13021, and then some).
 
 from __future__ import annotations
 
+from ..._lazy import lazy_attributes
 from ..._version import __version__
 from ...mca import Component, ComponentContext, NotAvailable, Query, hookimpl
 from ...mca._context import ComponentParams
 from ...mca.params import power_of_two
 from .._pvars import register_delivery_pvars, register_events, register_support_pvar
-from ._module import DEFAULT_RING_CAPACITY, RING_LIMITS, PatcherMemory
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
+if TYPE_CHECKING:
+    from ._module import PatcherMemory
+
+#: The native ring's default size (pmca_hooks_default_ring_capacity()).
+DEFAULT_RING_CAPACITY = 1 << 18
+#: The sizes the native ring accepts (a power of two between them).
+RING_LIMITS = (1 << 10, 1 << 26)
 
 register_delivery_pvars("patcher")
 register_support_pvar("patcher")
@@ -76,6 +85,8 @@ class PatcherMemoryComponent(Component):
 
     @hookimpl
     def query(self, ctx: ComponentContext) -> Query | None:
+        from ._module import PatcherMemory
+
         patcher = ctx.open_framework("patcher")
         self._patcher_open = True
         if not patcher.modules():
@@ -96,3 +107,9 @@ class PatcherMemoryComponent(Component):
 
 
 __all__ = ["DEFAULT_RING_CAPACITY", "PatcherMemory", "PatcherMemoryComponent"]
+
+# The module with the first query: registering (pmca info) does not need it.
+_TARGETS = {"PatcherMemory": "._module:PatcherMemory"}
+
+if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all
+    __getattr__, __dir__ = lazy_attributes(__name__, _TARGETS)

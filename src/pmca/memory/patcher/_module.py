@@ -21,10 +21,6 @@ if TYPE_CHECKING:
 #: The release paths memory/patcher intercepts, in patch order.
 SYMBOLS = ("munmap", "madvise", "mremap", "brk", "shmdt", "mmap")
 OWNER = "memory/patcher"
-#: The native ring's default size (pmca_hooks_default_ring_capacity()).
-DEFAULT_RING_CAPACITY = 1 << 18
-#: The sizes the native ring accepts (a power of two between them).
-RING_LIMITS = (1 << 10, 1 << 26)
 
 
 @public

@@ -16,13 +16,17 @@ needed.
 
 from __future__ import annotations
 
+from ..._lazy import lazy_attributes
 from ..._version import __version__
 from ...mca import Component, ComponentContext, NotAvailable, Query, hookimpl
 from ...mca._context import ComponentParams
 from ...mca._selection import parse_selection
 from ...mca.params import a_path
 from .._pvars import register_delivery_pvars, register_events, register_support_pvar
-from ._module import UcmMemory
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
+if TYPE_CHECKING:
+    from ._module import UcmMemory
 
 # The ring is the process's, whichever component feeds it: the same counters
 # as memory/patcher's, under this component's names for tools that look here.
@@ -83,6 +87,7 @@ class UcmMemoryComponent(Component):
     @hookimpl
     def query(self, ctx: ComponentContext) -> Query | None:
         from ... import native
+        from ._module import UcmMemory
 
         priority = int(ctx.params["priority"])
         library = str(ctx.params["library"])
@@ -118,3 +123,9 @@ class UcmMemoryComponent(Component):
 
 
 __all__ = ["UcmMemory", "UcmMemoryComponent"]
+
+# The module with the first query: registering (pmca info) does not need it.
+_TARGETS = {"UcmMemory": "._module:UcmMemory"}
+
+if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all
+    __getattr__, __dir__ = lazy_attributes(__name__, _TARGETS)

@@ -8,12 +8,16 @@ patches (it restores them first and says so).
 
 from __future__ import annotations
 
+from ..._lazy import lazy_attributes
 from ..._version import __version__
 from ...mca import Component, ComponentContext, NotAvailable, Query, hookimpl
 from ...mca._context import ComponentParams
 from ...mca._pvars import REGISTRY, PVarClass, PVarFlag, PVarGroup
-from ._module import COUNTS, OverwriteModule, counted
-from ._table import LIBRARY_FILE, LIBRARY_NAME, PatchTable
+from ._counts import COUNTS, counted
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
+if TYPE_CHECKING:
+    from ._module import OverwriteModule
 
 #: The four counts in COUNTS' order, read at once by a sweep.
 _COUNTS = PVarGroup(lambda _obj: list(COUNTS.values()))
@@ -73,6 +77,8 @@ class OverwriteComponent(Component):
     @hookimpl
     def query(self, ctx: ComponentContext) -> Query:
         from ... import native
+        from ._module import OverwriteModule
+        from ._table import LIBRARY_FILE, PatchTable
 
         holder: list[OverwriteModule] = []
         dlclosed = ctx.load_mode == "dso"
@@ -89,6 +95,8 @@ def _restore_left(holder: list[OverwriteModule], *, dlclosed: bool) -> str | Non
     module = holder.pop() if holder else None
     if module is None or not module.patches():
         return None
+    from ._table import LIBRARY_NAME  # imported by the query that made the module
+
     outcomes = module.restore_all()
     symbols = ", ".join(outcome.record.symbol for outcome in outcomes)
     what = f"refused to dlclose {LIBRARY_NAME}" if dlclosed else "unloading patcher/overwrite"
@@ -96,3 +104,9 @@ def _restore_left(holder: list[OverwriteModule], *, dlclosed: bool) -> str | Non
 
 
 __all__ = ["OverwriteComponent", "OverwriteModule"]
+
+# The module and its table with the first query: registering (pmca info) needs neither.
+_TARGETS = {"OverwriteModule": "._module:OverwriteModule"}
+
+if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all
+    __getattr__, __dir__ = lazy_attributes(__name__, _TARGETS)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..._forksafe import short_lock
 from ..._interrupts import deferred_interrupts
 from ..._public import public
+from ._counts import COUNTS
 from ._table import PatchTable
 
 if TYPE_CHECKING:
@@ -16,17 +16,6 @@ if TYPE_CHECKING:
 
     from ...native import HookBackend
     from .._patches import PatchRecord, RestoreOutcome
-
-
-#: Patches installed and restored in this process, restores that found the
-#: bytes no longer pmca's, and patches refused because another library's
-#: jump was already there (the ``patcher_overwrite_*`` pvars read these).
-COUNTS = {"installed": 0, "restored": 0, "not_ours": 0, "foreign": 0}
-
-
-def counted(key: str) -> Callable[[object], float]:
-    """A pvar reader of ``COUNTS[key]``."""
-    return lambda _obj: COUNTS[key]
 
 
 @public

@@ -12,13 +12,13 @@ from ..._version import __version__
 from ...mca import Component, ComponentContext, Query, hookimpl
 from ...mca._context import ComponentParams
 from ...mca.params import within
-from ._module import OPTIONS, GrdmaModule
 from ._pvars import register_pvars
-from ._tree import LIBRARY_FILE, IntervalTree
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
 if TYPE_CHECKING:
     from ._cache import PAGE, GrdmaCache, page_range
+    from ._module import OPTIONS, GrdmaModule
+    from ._tree import IntervalTree
 
 
 register_pvars()
@@ -65,6 +65,9 @@ class GrdmaComponent(Component):
 
     @hookimpl
     def query(self, ctx: ComponentContext) -> Query:
+        from ._module import GrdmaModule
+        from ._tree import LIBRARY_FILE
+
         holder: list[GrdmaModule] = []
         library = ctx.load_library(LIBRARY_FILE, before_unload=lambda: _close_left(holder))
         module = GrdmaModule(
@@ -101,7 +104,15 @@ __all__ = [
     "page_range",
 ]
 
-# The cache is imported with the first one created (GrdmaModule.create).
-_TARGETS = {name: f"._cache:{name}" for name in ("PAGE", "GrdmaCache", "page_range")}
+# The module and its index with the first query (registering, as pmca info does,
+# needs neither); the cache with the first one created (GrdmaModule.create).
+_TARGETS = {
+    "OPTIONS": "._module:OPTIONS",
+    "GrdmaModule": "._module:GrdmaModule",
+    "IntervalTree": "._tree:IntervalTree",
+    "PAGE": "._cache:PAGE",
+    "GrdmaCache": "._cache:GrdmaCache",
+    "page_range": "._cache:page_range",
+}
 if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all
     __getattr__, __dir__ = lazy_attributes(__name__, _TARGETS)
