@@ -38,27 +38,35 @@ _BODY = (
     _KINDS
     + """
 MCA["btl_sm_single_copy_mechanism"] = "cma"
+ATTEMPTS = 20  # a loaded machine may make a FIN miss the lane's patience: try again
 with pmca.Session(mca=MCA, world=WORLD) as s:
     p, peer = s.p2p, 1 - RANK
     lane_received = s.pvar_session().handle("btl_sm_lane_messages_received", obj=peer)
-    # three of each: a loaded machine may make one FIN miss the lane's patience
     cases = [(size, kind, SOURCES[n % len(SOURCES)])
-             for n, (size, kind) in enumerate((s, k) for s in SIZES for k in RECEIVERS * 3)]
+             for n, (size, kind) in enumerate((s, k) for s in SIZES for k in RECEIVERS)]
     wrong, through_lane = [], {}
     for n, (size, kind, sent_as) in enumerate(cases):
         data = pattern(size, n)
-        if RANK == 0:
-            sent = source(sent_as, data)
-            p.recv(1, n, bytearray(2), timeout=60)  # the receiver is about to wait
-            before = lane_received.read()
-            p.send(1, n, sent, timeout=60)
-            through_lane.setdefault(str(size), []).append(lane_received.read() - before)
-            continue
-        into = receiver(kind, size)
-        p.send(0, n, b"go", timeout=60)
-        got = p.recv(0, n, into, timeout=60)
-        if got != size or bytes(into) != data:
-            wrong.append([size, kind, sent_as, got])
+        again = True
+        while again:
+            if RANK == 0:
+                sent = source(sent_as, data)
+                p.recv(1, n, bytearray(2), timeout=60)  # the receiver is about to wait
+                before = lane_received.read()
+                p.send(1, n, sent, timeout=60)
+                fins = through_lane.setdefault(str(size), [])
+                fins.append(lane_received.read() - before)
+                again = fins[-1] == 0 and len(fins) < ATTEMPTS
+                p.send(1, n, bytes([again]), timeout=60)
+                continue
+            into = receiver(kind, size)
+            p.send(0, n, b"go", timeout=60)
+            got = p.recv(0, n, into, timeout=60)
+            if got != size or bytes(into) != data:
+                wrong.append([size, kind, sent_as, got])
+            flag = bytearray(1)
+            p.recv(0, n, flag, timeout=60)
+            again = flag[0] == 1
     out(wrong=wrong, cases=len(cases), through_lane=through_lane)
 """
 )
@@ -76,6 +84,6 @@ def test_sizes_around_sm_switch_points_land_and_take_the_expected_path(tmp_path:
         fins = sender["through_lane"][str(size)]
         if lane is None:
             continue
-        # a FIN slower than the lane's patience (a loaded machine) is a request's: any one
-        # of the sends of a size through the lane shows that it went there
+        # a FIN slower than the lane's patience (a loaded machine) is a request's: one of
+        # the attempts of a size through the lane shows that it went there
         assert (max(fins) == 1) if lane else (set(fins) == {0}), (size, sender["through_lane"])
