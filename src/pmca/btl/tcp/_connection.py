@@ -241,7 +241,8 @@ class Connection:
             outgoing = self.queue[0]
             buffers = outgoing.buffers
             flags = MSG_ZEROCOPY if outgoing.zerocopy and self.zerocopy.enabled else 0
-            if not flags and self._drains(buffers):
+            drained = not flags and self._drains(buffers)
+            if drained:
                 sent = self._drain(buffers[0])
                 if sent <= 0:
                     return done  # no room came in time, or the connection is lost
@@ -277,6 +278,8 @@ class Connection:
                 buffers.pop(0)
             if buffers:
                 outgoing.started = True
+                if drained:
+                    return done  # one native write a call: other connections wait on it
                 continue
             self.queue.popleft()
             self.owned -= outgoing.owned
