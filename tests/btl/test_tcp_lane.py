@@ -16,7 +16,8 @@ import pytest
 from pmca.btl.base._pvars import BYTES_SENT, MESSAGES_SENT
 from pmca.btl.tcp import DEFAULTS
 from pmca.btl.tcp import _wire as wire
-from pmca.btl.tcp._connection import STREAM_MIN, Connection
+from pmca.btl.tcp._bulk import STREAM_MIN
+from pmca.btl.tcp._connection import Connection
 from pmca.btl.tcp._lane import LANDED, NOTHING, OTHER, TcpLane
 from pmca.p2p import _protocol as proto
 

@@ -37,7 +37,8 @@ from ..base._pvars import (
 )
 from ..bml._spin import SLICE, spinner
 from . import _wire as wire
-from ._connection import QUEUED_COST, STREAM_MIN
+from ._bulk import STREAM_MIN
+from ._connection import QUEUED_COST
 
 if TYPE_CHECKING:
     from .._interface import Limits

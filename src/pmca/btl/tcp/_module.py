@@ -36,7 +36,8 @@ from .._interface import (
 from ..base import ModuleBase, NoPinBackend, Registrations, host_name
 from ..base._pvars import BYTES_RECEIVED, BYTES_SENT, MESSAGES_RECEIVED, MESSAGES_SENT
 from . import _wire as wire
-from ._connection import QUEUED_COST, STREAM_MIN, Connection
+from ._bulk import STREAM_MIN
+from ._connection import QUEUED_COST, Connection
 from ._flow import FlowControl
 from ._group import RailGroup
 from ._handshake import connect, keep_alive
