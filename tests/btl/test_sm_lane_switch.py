@@ -41,6 +41,9 @@ MCA["btl_sm_single_copy_mechanism"] = "cma"
 ATTEMPTS = 20  # a loaded machine may make a FIN miss the lane's patience: try again
 with pmca.Session(mca=MCA, world=WORLD) as s:
     p, peer = s.p2p, 1 - RANK
+    # what is judged is which way a FIN comes, not how soon: a loaded machine gets
+    # the lane's patience (one lane spin per 64 KiB) stretched to 50 ms a spin
+    p._set_lane_spin(0.05)
     lane_received = s.pvar_session().handle("btl_sm_lane_messages_received", obj=peer)
     cases = [(size, kind, SOURCES[n % len(SOURCES)])
              for n, (size, kind) in enumerate((s, k) for s in SIZES for k in RECEIVERS)]

@@ -29,12 +29,12 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._bindings import Delivery
 from ._transport import (
     MATCH_HEADER_BYTES,
     PeerFault,
     SegmentOverwritten,
     TransportError,
-    _Delivery,
     fault,
 )
 
@@ -119,7 +119,7 @@ class SmLane:
         self._module = module
         self._rank = rank
         calls = transport.lane_calls(rank, am_tag)
-        self._delivery = _Delivery()
+        self._delivery = Delivery()
         context, lane, delivery = calls.context, calls.lane, ctypes.byref(self._delivery)
         self.send: Callable[[int, int, int, Any, int], int] = functools.partial(
             calls.send, context, lane
