@@ -190,3 +190,47 @@ def test_a_btl_needing_registration_installs_when_first_used(install_plugin) -> 
         assert [c.name for c in session.components("btl")] == ["self", "pinning"]
         assert installed(session)
     assert hooks_gone()
+
+
+_ODD_MEMORY = """
+import pmca
+
+
+class NotAMemoryModule:
+    name = "odd"
+
+
+class Odd(pmca.Component):
+    framework = "memory"
+    name = "odd"
+
+    @pmca.hookimpl
+    def query(self, ctx):
+        return pmca.Query(priority=100, module=NotAMemoryModule())
+"""
+
+
+def test_a_selected_memory_component_without_a_memory_module_is_named(install_plugin) -> None:
+    install_plugin(
+        "pmca-odd-memory",
+        entry_points={"pmca.memory": {"odd": "pmca_odd_memory:Odd"}},
+        modules={"pmca_odd_memory": _ODD_MEMORY},
+    )
+    with pmca.Session(mca={"memory": "odd"}, frameworks=["memory"]):
+        assert pmca.memory.support_level() == pmca.memory.Support.NONE
+        with pytest.raises(
+            pmca.memory.MemoryHooksUnavailable,
+            match=r"memory component 'odd' from .*NotAMemoryModule.*not a memory module",
+        ):
+            pmca.memory.register_release(lambda *event: None)
+    assert hooks_gone()
+
+
+def test_no_memory_component_selected_is_said_at_the_first_release_callback() -> None:
+    nothing = pmca.Session(mca={"memory": "^patcher,ucm,none"}, frameworks=["memory"])
+    unavailable = pytest.raises(
+        pmca.memory.MemoryHooksUnavailable, match="no memory component is selected"
+    )
+    with nothing, unavailable:
+        pmca.memory.register_release(lambda *event: None)
+    assert hooks_gone()
