@@ -145,21 +145,36 @@ print("unknown ok")
     assert "unknown ok" in result.stdout
 
 
-@pytest.mark.parametrize("noticed", [False, True])
-@pytest.mark.parametrize("style", ["ompi", "ucx"])
-def test_restore_leaves_a_patch_written_over_in_place_counts_and_names_it(
-    run_python, style, noticed
-) -> None:
-    result = run_python(
-        COMMON
-        + FOREIGN
-        + SESSION
-        + f"""
+#: The patcher's restore counters, for programs that start with SESSION.
+RESTORE = """
 from pmca import patcher
 
 pvars = session.pvar_session()
 not_ours = pvars.handle("patcher_overwrite_patches_not_ours")
 restored = pvars.handle("patcher_overwrite_patches_restored")
+"""
+
+
+def _restore_program(run_python, program: str) -> str:
+    """Run ``program`` after SESSION and RESTORE, with the patcher's warnings shown;
+    its standard error."""
+    result = run_python(
+        COMMON + FOREIGN + OVERWRITE + SESSION + RESTORE + program + END,
+        timeout=60,
+        env={"PMCA_MCA_patcher_base_verbose": "warn"},
+    )
+    assert "event ok" in result.stdout
+    return result.stderr
+
+
+@pytest.mark.parametrize("noticed", [False, True])
+@pytest.mark.parametrize("style", ["ompi", "ucx"])
+def test_restore_leaves_a_patch_written_over_in_place_counts_and_names_it(
+    run_python, style, noticed
+) -> None:
+    stderr = _restore_program(
+        run_python,
+        f"""
 site = hooks.site("shmdt")
 write_unused(site.patch_address, JUMPS["{style}"])
 if {noticed}:
@@ -170,14 +185,10 @@ assert len(outcomes) > 1, outcomes   # the others were pmca's, and restored
 assert not_ours.read() == 1, not_ours.read()
 assert restored.read() == len(outcomes) - 1, restored.read()
 assert hooks.prologue("shmdt", len(JUMPS["{style}"])) == JUMPS["{style}"]   # left alone
-"""
-        + END,
-        timeout=60,
-        env={"PMCA_MCA_patcher_base_verbose": "warn"},
+""",
     )
-    assert "event ok" in result.stdout
-    said = [line for line in result.stderr.splitlines() if "patch no longer ours" in line]
-    assert len(said) == 1 and "shmdt" in said[0], result.stderr
+    said = [line for line in stderr.splitlines() if "patch no longer ours" in line]
+    assert len(said) == 1 and "shmdt" in said[0], stderr
 
 
 def test_patching_a_symbol_already_patched_returns_its_record(run_python) -> None:
@@ -208,27 +219,15 @@ assert installed.read() == count, installed.read()
 def test_restore_counts_original_bytes_written_back_as_restored(run_python) -> None:
     # Found overwritten with libc's own bytes, the patch is gone as restoring
     # it would leave it: restored, not "no longer ours", and nothing said.
-    result = run_python(
-        COMMON
-        + FOREIGN
-        + OVERWRITE
-        + SESSION
-        + """
-from pmca import patcher
-
-pvars = session.pvar_session()
-not_ours = pvars.handle("patcher_overwrite_patches_not_ours")
-restored = pvars.handle("patcher_overwrite_patches_restored")
+    stderr = _restore_program(
+        run_python,
+        """
 site = overwrite_with_original("shmdt")
 memory.support_level()
 outcomes = patcher.restore_all()
 assert len(outcomes) > 1 and all(o.restored for o in outcomes), outcomes
 assert (restored.read(), not_ours.read()) == (len(outcomes), 0)
 assert hooks.prologue("shmdt", len(site.original)) == site.original
-"""
-        + END,
-        timeout=60,
-        env={"PMCA_MCA_patcher_base_verbose": "warn"},
+""",
     )
-    assert "event ok" in result.stdout
-    assert "patch no longer ours" not in result.stderr, result.stderr
+    assert "patch no longer ours" not in stderr, stderr
