@@ -382,3 +382,19 @@ def test_a_failed_peer_takes_only_its_own_posted_receives_with_it(pmca_env, tmp_
     assert waiter.get("forgotten") is True, waiter
     assert (waiter.get("from_self"), waiter.get("data")) == (5, "to me"), waiter
     assert dead["returncode"] == 0, dead
+
+
+def test_a_receive_left_posted_does_not_hold_finalize_back(pmca_env) -> None:
+    """Finalize waits for this rank's sends, never for its receives: one posted for a
+    message that never comes leaves the block at once (not after the drain bound)."""
+    import time
+
+    import pmca
+
+    mca = {"btl": "self", "pmca_base_finalize_timeout": 60}
+    with pmca.Session(mca=mca, frameworks=["btl"]) as session:
+        waiting = session.p2p.irecv(0, 9, bytearray(4))
+        left = time.monotonic()
+    took = time.monotonic() - left
+    assert took < 30.0, f"leaving the block took {took:.2f} s"  # half the bound
+    assert waiting.test() and waiting.error is not None  # ended by the close, not received
