@@ -19,8 +19,11 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
+
+import pmca
 
 from ._pairs import BTLS as _BTLS
 from ._pairs import HAS_SM as _HAS_SM
@@ -387,10 +390,6 @@ def test_a_failed_peer_takes_only_its_own_posted_receives_with_it(pmca_env, tmp_
 def test_a_receive_left_posted_does_not_hold_finalize_back(pmca_env) -> None:
     """Finalize waits for this rank's sends, never for its receives: one posted for a
     message that never comes leaves the block at once (not after the drain bound)."""
-    import time
-
-    import pmca
-
     mca = {"btl": "self", "pmca_base_finalize_timeout": 60}
     with pmca.Session(mca=mca, frameworks=["btl"]) as session:
         waiting = session.p2p.irecv(0, 9, bytearray(4))
