@@ -308,7 +308,9 @@ def test_per_peer_counters_are_read_in_place_and_zero_beyond_the_peers(
     here.bind(1, 2)
     child.call("bind", 0, 2)
     child.call("attach", 1, here.address, True)
-    here.attach(0, address)
+    via = here.attach(0, address)
+    here.detach(0)
+    assert here.attach(0, address, allow_getfd=True) == via  # pidfd_getfd is tried by default
     child.start("echo", 2)
     assert sorted(exchange(here, 0, [(5, b"abc"), (6, b"defgh")])) == [
         (0, 5, b"abc"),
