@@ -191,31 +191,6 @@ assert hooks.prologue("shmdt", len(JUMPS["{style}"])) == JUMPS["{style}"]   # le
     assert len(said) == 1 and "shmdt" in said[0], stderr
 
 
-def test_patching_a_symbol_already_patched_returns_its_record(run_python) -> None:
-    result = run_python(
-        COMMON
-        + FOREIGN
-        + SESSION
-        + """
-from pmca import patcher
-
-installed = session.pvar_session().handle("patcher_overwrite_patches_installed")
-module = patcher.current()
-before, count = module.patches(), installed.read()
-(record,) = [r for r in before if r.symbol == "shmdt"]
-again = module.patch_symbol("shmdt", owner=record.owner)
-assert (again.symbol, again.address, again.original) == (
-    record.symbol, record.address, record.original
-), again
-assert module.patches() == before, module.patches()   # recorded once
-assert installed.read() == count, installed.read()
-"""
-        + END,
-        timeout=60,
-    )
-    assert "event ok" in result.stdout
-
-
 def test_restore_counts_original_bytes_written_back_as_restored(run_python) -> None:
     # Found overwritten with libc's own bytes, the patch is gone as restoring
     # it would leave it: restored, not "no longer ours", and nothing said.
