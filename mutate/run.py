@@ -206,6 +206,8 @@ def run_module(
         _forget_bytecode(target)
         raise SystemExit(f"mutate: {name}: the tests fail without any mutant; fix them first")
     timeout = max(float(module.get("timeout", 30)), 4 * (time.monotonic() - started))
+    if "timeout_max" in module:  # a module whose tests wait out bounds of their own
+        timeout = min(timeout, float(module["timeout_max"]))
     RESULTS.mkdir(exist_ok=True)
     database = RESULTS / f"{name}.sqlite"
     if again:

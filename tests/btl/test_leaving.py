@@ -19,8 +19,11 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
+
+import pmca
 
 from ._pairs import BTLS as _BTLS
 from ._pairs import HAS_SM as _HAS_SM
@@ -339,3 +342,58 @@ def test_a_receive_posted_for_a_rank_that_leaves_finishes_with_its_error(
     leaver, waiter = _pair(tmp_path, _POSTED_FOR_A_LEAVER, btl, timeout=60)
     assert waiter.get("done") is True and waiter.get("error") == "PeerFinalized", waiter
     assert waiter["returncode"] == 0 and leaver["returncode"] == 0, (waiter, leaver)
+
+
+_DIES_WHILE_RECEIVES_WAIT = """
+import os
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 1:
+        s.p2p.recv(0, 2, bytearray(4), timeout=60)
+        os._exit(0)  # no finalize, no LEAVE: rank 0 sees its connection fail
+    import gc, weakref
+
+    class Buffer(bytearray):  # a bytearray that can be watched with a weak reference
+        pass
+
+    mine, theirs = bytearray(8), Buffer(8)
+    from_self = s.p2p.irecv(0, 3, mine)
+    from_peer = s.p2p.irecv(1, 3, theirs)
+    s.p2p.send(1, 2, b"die!")
+    try:
+        from_peer.wait(timeout=60)
+        out(peer="completed")
+    except (PeerFailed, PeerFinalized) as exc:
+        out(peer=type(exc).__name__)
+    watched = weakref.ref(theirs)
+    del from_peer, theirs
+    gc.collect()
+    out(forgotten=watched() is None)  # nothing of pmca's holds the failed receive's buffer
+    s.p2p.send(0, 3, b"to me")
+    out(from_self=from_self.wait(timeout=10), data=bytes(mine[:5]).decode())
+"""
+
+
+@pytest.mark.parametrize("btl", _BTLS)
+def test_a_failed_peer_takes_only_its_own_posted_receives_with_it(pmca_env, tmp_path, btl) -> None:
+    """Rank 1 dies while rank 0 waits on it and on itself: only rank 1's receive fails.
+
+    The failed receive is forgotten (its buffer is not kept alive), and the
+    receive rank 0 posted for its own message stays posted and takes it.
+    """
+    waiter, dead = _pair(tmp_path, _DIES_WHILE_RECEIVES_WAIT, btl)
+    assert waiter.get("peer") in ("PeerFailed", "PeerFinalized"), waiter
+    assert waiter.get("forgotten") is True, waiter
+    assert (waiter.get("from_self"), waiter.get("data")) == (5, "to me"), waiter
+    assert dead["returncode"] == 0, dead
+
+
+def test_a_receive_left_posted_does_not_hold_finalize_back(pmca_env) -> None:
+    """Finalize waits for this rank's sends, never for its receives: one posted for a
+    message that never comes leaves the block at once (not after the drain bound)."""
+    mca = {"btl": "self", "pmca_base_finalize_timeout": 60}
+    with pmca.Session(mca=mca, frameworks=["btl"]) as session:
+        waiting = session.p2p.irecv(0, 9, bytearray(4))
+        left = time.monotonic()
+    took = time.monotonic() - left
+    assert took < 30.0, f"leaving the block took {took:.2f} s"  # half the bound
+    assert waiting.test() and waiting.error is not None  # ended by the close, not received

@@ -330,3 +330,38 @@ def test_a_read_that_cannot_register_its_buffer_fails_and_answers_at_once(
     assert sender["outcome"] == "BtlError", (sender, receiver["stderr"])
     assert "rank 1 failed to read the 8388608-byte message" in sender["error"], sender
     assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+
+
+_TWO_READS_UNDER_WAY = """
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 1:
+        s.p2p.probe(0, 5, timeout=60)
+        s.p2p.probe(0, 6, timeout=60)  # both rendezvous headers are here
+        buffers = [bytearray(8 << 20), bytearray(8 << 20)]
+        requests = [s.p2p.irecv(0, 5 + i, buffers[i]) for i in range(2)]  # both reads start
+    else:
+        sends = [s.p2p.isend(1, 5 + i, bytes([i + 1]) * (8 << 20)) for i in range(2)]
+        outcomes = []
+        for send in sends:
+            try:
+                send.wait(timeout=60)
+                outcomes.append("sent")
+            except Exception as exc:
+                outcomes.append(type(exc).__name__)
+        out(outcomes=outcomes)
+if RANK == 1:
+    intact = [buffers[i] == bytes([i + 1]) * (8 << 20) for i in range(2)]
+    out(done=[r.done and r.error is None for r in requests], intact=intact)
+"""
+
+
+@pytest.mark.parametrize("btl", _RENDEZVOUS_BTLS)
+def test_two_reads_under_way_at_finalize_both_complete_on_both_sides(
+    pmca_env, tmp_path: Path, btl: str
+) -> None:
+    """Rank 1 finalizes while reading two rendezvous from rank 0: its LEAVE waits for
+    both reads' FINs (not for the first only), so both sends succeed."""
+    sender, receiver = pair(tmp_path, _TWO_READS_UNDER_WAY, btl)
+    assert sender.get("outcomes") == ["sent", "sent"], (sender, receiver["stderr"])
+    assert receiver["done"] == [True, True] and receiver["intact"] == [True, True], receiver
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)

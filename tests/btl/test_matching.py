@@ -207,6 +207,22 @@ def test_cancelling_a_receive_behind_another_of_its_stream_leaves_the_first_post
     assert p2p.iprobe(0, 43) is None
 
 
+@pytest.mark.parametrize("tag", [44, ANY_TAG])
+def test_a_receive_matched_but_still_reading_cannot_be_cancelled(session, tag) -> None:
+    """A rendezvous matched its receive, whose data is not read yet: too late to cancel."""
+    p2p = session.p2p
+    payload = _payload(7, 70_000)  # beyond the self btl's eager limit
+    out = bytearray(len(payload))
+    receive = p2p.irecv(0, tag, out)
+    send = p2p.isend(0, 44, payload)
+    p2p.progress()  # the rendezvous is matched; its data comes with the next progress
+    assert not receive.done
+    assert not receive.cancel()
+    assert receive.wait(timeout=10) == len(payload) and out == payload
+    assert not receive.status.cancelled
+    send.wait(timeout=10)
+
+
 def test_wait_any_wait_all_and_test_any(session) -> None:
     p2p = session.p2p
     outs = [bytearray(8) for _ in range(3)]

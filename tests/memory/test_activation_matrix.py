@@ -158,22 +158,24 @@ def test_forced_dso_installs_and_restores_twice(registering_framework: str) -> N
         assert hooks_gone()
 
 
-_PINNING_BTL = """
+def _plugin(framework: str, name: str, *, priority: int, needs_registration: bool) -> str:
+    """The source of a ``framework`` component whose query returns a plain object."""
+    return f"""
 import pmca
 
 
 class Module:
-    name = "pinning"
+    name = {name!r}
 
 
-class Pinning(pmca.Component):
-    framework = "btl"
-    name = "pinning"
-    needs_registration = True
+class Plugin(pmca.Component):
+    framework = {framework!r}
+    name = {name!r}
+    needs_registration = {needs_registration}
 
     @pmca.hookimpl
     def query(self, ctx):
-        return pmca.Query(priority=1, module=Module())
+        return pmca.Query(priority={priority}, module=Module())
 """
 
 
@@ -182,11 +184,41 @@ def test_a_btl_needing_registration_installs_when_first_used(install_plugin) -> 
     # go in then, because only then is a component needing registration selected.
     install_plugin(
         "pmca-pinning-btl",
-        entry_points={"pmca.btl": {"pinning": "pmca_pinning_btl:Pinning"}},
-        modules={"pmca_pinning_btl": _PINNING_BTL},
+        entry_points={"pmca.btl": {"pinning": "pmca_pinning_btl:Plugin"}},
+        modules={
+            "pmca_pinning_btl": _plugin("btl", "pinning", priority=1, needs_registration=True)
+        },
     )
     with pmca.Session(mca={"btl": "self,pinning"}, frameworks=["memory", "btl"]) as session:
         assert not installed(session), "installed before any btl was selected"
         assert [c.name for c in session.components("btl")] == ["self", "pinning"]
         assert installed(session)
+    assert hooks_gone()
+
+
+def test_a_selected_memory_component_without_a_memory_module_is_named(install_plugin) -> None:
+    install_plugin(
+        "pmca-odd-memory",
+        entry_points={"pmca.memory": {"odd": "pmca_odd_memory:Plugin"}},
+        modules={
+            "pmca_odd_memory": _plugin("memory", "odd", priority=100, needs_registration=False)
+        },
+    )
+    with pmca.Session(mca={"memory": "odd"}, frameworks=["memory"]):
+        assert pmca.memory.support_level() == pmca.memory.Support.NONE
+        with pytest.raises(
+            pmca.memory.MemoryHooksUnavailable,
+            match=r"memory component 'odd' from .*\(Module\) from its query, not a memory module",
+        ):
+            pmca.memory.register_release(lambda *event: None)
+    assert hooks_gone()
+
+
+def test_no_memory_component_selected_is_said_at_the_first_release_callback() -> None:
+    nothing = pmca.Session(mca={"memory": "^patcher,ucm,none"}, frameworks=["memory"])
+    unavailable = pytest.raises(
+        pmca.memory.MemoryHooksUnavailable, match="no memory component is selected"
+    )
+    with nothing, unavailable:
+        pmca.memory.register_release(lambda *event: None)
     assert hooks_gone()

@@ -121,6 +121,27 @@ with pmca.Session(frameworks=["memory"]):
     assert "capacity 4096" in out
 
 
+def test_a_ring_size_asked_for_after_the_ring_exists_is_said_not_applied() -> None:
+    # The ring is allocated once per process: a later session asking another
+    # size gets the one in place, and a warning naming the parameter; asking
+    # the size in place is no news.
+    result = run_python(
+        PRELUDE
+        + """
+for size in (4096, 4096, 8192):
+    with pmca.Session(frameworks=["memory"], mca={"memory_patcher_ring_size": size}):
+        h = pmca.memory.register_release(lambda *e: None)
+        h.unregister()
+print("capacity", native.backend().capacity)
+""",
+        env={"PMCA_MCA_memory_base_verbose": "warn"},
+    )
+    assert "capacity 4096" in result.stdout, result.stdout + result.stderr
+    said = [line for line in result.stderr.splitlines() if "already allocated" in line]
+    assert len(said) == 1 and "memory_patcher_ring_size" in said[0], result.stderr
+    assert "wanted=8192" in said[0] and "actual=4096" in said[0], said
+
+
 @pytest.mark.parametrize("value", ["1000", "512", "134217728"])
 def test_a_bad_ring_size_is_rejected_naming_the_parameter(value: str) -> None:
     result = run_python(

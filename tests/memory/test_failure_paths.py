@@ -25,6 +25,7 @@ def test_register_release_refuses_when_no_hook_goes_in(
         ) as info:
             pmca.memory.register_release(lambda *event: None)
         assert "munmap" in str(info.value) and "held by someone else" in str(info.value)
+        assert "memory=ucm" not in str(info.value)  # no UCX hooks here: no hint to use them
         assert pmca.memory.support_level() == pmca.memory.Support.NONE
     assert hooks_gone()
 

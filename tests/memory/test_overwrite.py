@@ -89,3 +89,27 @@ print("shmdt ok")
     )
     assert "shmdt ok" in result.stdout
     assert result.stderr.count("memory hooks overwritten") == 1, result.stderr
+
+
+def test_a_closed_session_no_longer_answers_for_the_next_one_s_hooks(run_python):
+    # The first session's module stops watching at its close: an overwrite in
+    # the second session is reported once, by the second session's module.
+    result = run_python(
+        COMMON
+        + SESSION
+        + """
+handle.unregister()
+session.__exit__(None, None, None)
+session = Session(frameworks=["memory"])
+session.__enter__()
+handle = memory.register_release(lambda a, n, k, f: None)
+overwrite_with_original("shmdt")
+assert memory.support_level() == memory.FREE | memory.MUNMAP
+handle.unregister()
+session.__exit__(None, None, None)
+print("second ok")
+""",
+        timeout=60,
+    )
+    assert "second ok" in result.stdout
+    assert result.stderr.count("memory hooks overwritten") == 1, result.stderr

@@ -59,11 +59,17 @@ def test_thirty_two_byte_patches_fit_and_longer_ones_do_not(table):
 
 
 def test_names_are_bounded(table):
-    with pytest.raises(ValueError, match="owner"):
+    with pytest.raises(ValueError, match=r"owner 'x+' must be 1-63 bytes without NUL"):
         table.add(Site("munmap", 0x4000, b"ab", b"cd"), owner="x" * 64)
     with pytest.raises(ValueError, match="symbol"):
         table.add(Site("", 0x4000, b"ab", b"cd"), owner="o")
+    with pytest.raises(ValueError, match="without NUL"):  # C would read "mun" only
+        table.add(Site("mun\0map", 0x4000, b"ab", b"cd"), owner="o")
+    with pytest.raises(ValueError, match="a patch must be 1-32 bytes, not 0"):
+        table.add(Site("munmap", 0x4000, b"", b""), owner="o")
     assert len(table) == 0
+    table.add(Site("m" * 63, 0x4000, b"ab", b"cd"), owner="o" * 63)  # the longest names
+    assert table.records()[0].symbol == "m" * 63
 
 
 def test_a_full_table_says_so(table):

@@ -281,3 +281,66 @@ def test_close_unmaps_segments_and_closes_descriptors(transport, spawn, sm_trans
     assert memfds() == base_fds and mapped() == base_maps
     with pytest.raises(sm_transport.TransportError, match="closed"):
         here.poll()
+
+
+def test_a_segment_s_sizes_are_checked_at_their_bounds(sm_transport):
+    config = sm_transport.TransportConfig
+    config(fifo_capacity=2, eager_size=1, eager_count=1, max_count=1)  # the smallest
+    config(eager_size=32768, max_size=32768)  # eager fragments as large as the others
+    for wrong, named in (
+        ({"fifo_capacity": 1}, "fifo_capacity must be a power of two >= 2, not 1"),
+        ({"fifo_capacity": 96}, "fifo_capacity must be a power of two >= 2, not 96"),
+        ({"eager_size": 0}, "need 0 < eager_size <= max_size, got 0 and 32768"),
+        ({"eager_size": 32769}, "need 0 < eager_size <= max_size, got 32769 and 32768"),
+        ({"eager_count": 0}, "each fragment pool needs at least one fragment"),
+        ({"max_count": 0}, "each fragment pool needs at least one fragment"),
+    ):
+        with pytest.raises(ValueError, match=named):
+            config(**wrong)
+
+
+def test_per_peer_counters_are_read_in_place_and_zero_beyond_the_peers(
+    transport, spawn, sm_transport
+):
+    # This process is rank 1: its counters for rank 0 start the array.
+    here, child = transport(), spawn()
+    address = child.call("create", {})
+    here.bind(1, 2)
+    child.call("bind", 0, 2)
+    child.call("attach", 1, here.address, True)
+    via = here.attach(0, address)
+    here.detach(0)
+    assert here.attach(0, address, allow_getfd=True) == via  # pidfd_getfd is tried by default
+    child.start("echo", 2)
+    assert sorted(exchange(here, 0, [(5, b"abc"), (6, b"defgh")])) == [
+        (0, 5, b"abc"),
+        (0, 6, b"defgh"),
+    ]
+    assert child.answer() is None
+    assert here.count(0, "messages_sent") == here.count(0, "messages_received") == 2
+    assert here.count(0, "bytes_sent") == here.count(0, "bytes_received") >= 8
+    for name in sm_transport.COUNTS:  # no peer 2 in a world of two: nothing, not an error
+        assert here.count(2, name) == 0
+
+
+def test_a_send_names_what_it_refuses(transport, spawn):
+    here, _, _ = connect(transport, spawn)
+    with pytest.raises(ValueError, match="sm message of 32769 bytes exceeds max_send_size"):
+        here.send(1, 0, b"h", bytes(32768))
+    with pytest.raises(ValueError, match="contiguous"):
+        here.send(1, 0, b"", memoryview(bytearray(64))[::2])  # small, but strided
+    assert here.broken(1) is None  # a healthy peer is no fault
+
+
+def test_detach_forgets_a_peer_once_and_close_runs_its_actions(transport, spawn, sm_transport):
+    here, _, _ = connect(transport, spawn)
+    closed = []
+    here.on_close(lambda: closed.append(here.closed))
+    here.detach(1)
+    assert not here.attached(1)
+    here.detach(1)  # not attached any more: nothing to do
+    with pytest.raises(sm_transport.TransportError, match="cannot detach sm peer 0: Invalid"):
+        here.detach(0)  # itself: a mistake, said
+    here.close()
+    here.close()
+    assert closed == [False]  # once, before the context went
