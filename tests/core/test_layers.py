@@ -71,6 +71,11 @@ ALLOWED_CYCLE_EDGES: dict[tuple[str, str], str] = {
         "handed the OpenFramework it serves: the two name each other in type "
         "annotations only (TYPE_CHECKING); at run time _framework imports nothing of _open"
     ),
+    ("pmca.btl.tcp._bulk", "pmca.btl.tcp._connection"): (
+        "BulkReceiver is the bulk-body half of Connection, which its owner's callbacks "
+        "are typed to receive: _bulk names Connection and ConnectionOwner in type "
+        "annotations only (TYPE_CHECKING); at run time it imports nothing of _connection"
+    ),
 }
 
 
