@@ -105,20 +105,20 @@ class BulkReceiver:
         self._sink_filled(sink)
         return True
 
+    def _stream(self, address: int, length: int, write: bool) -> int:
+        """One native read (or write) of ``length`` bytes at ``address`` as the peer
+        makes way, with this connection's patience (see :meth:`Spinner.stream`): the
+        bytes moved, or a negative errno."""
+        streamer = self._streamer
+        assert streamer is not None
+        return streamer.stream(
+            self.fd, address, length, write, self.bulk_idle, STREAM_MOST, self.bulk_yield
+        )
+
     def _fill_natively(self, sink: Sink) -> bool:
         """One native read of the rest of ``sink`` as it arrives (see :meth:`Spinner.stream`):
         whether it is full. A body still coming after it goes on at the next progress."""
-        streamer = self._streamer
-        assert streamer is not None
-        count = streamer.stream(
-            self.fd,
-            sink.address(),
-            sink.target.nbytes - sink.done,
-            False,
-            self.bulk_idle,
-            STREAM_MOST,
-            self.bulk_yield,
-        )
+        count = self._stream(sink.address(), sink.target.nbytes - sink.done, False)
         if count > 0:
             sink.done += count
             self.traffic[NATIVE_RECEIVED] += count

@@ -36,7 +36,7 @@ from .._interface import PLACEMENT_HEAD, BtlError, PeerFailed, QueuedSend
 from ..base._pvars import NATIVE_SENT, SLOTS
 from ..bml._spin import spinner
 from . import _wire as wire
-from ._bulk import STREAM_MIN, STREAM_MOST, BulkReceiver
+from ._bulk import STREAM_MIN, BulkReceiver
 from ._records import Outgoing, Sink
 from ._writes import _first_bytes
 from ._zerocopy import MSG_ZEROCOPY, ZeroCopy
@@ -292,18 +292,8 @@ class Connection(BulkReceiver):
     def _drain(self, buffer: memoryview) -> int:
         """One native write of ``buffer`` as the peer makes room (see
         :meth:`Spinner.stream`): the bytes written, or -1 when the connection is lost."""
-        streamer = self._streamer
-        assert streamer is not None
         start = ctypes.c_char.from_buffer(buffer)
-        count = streamer.stream(
-            self.fd,
-            ctypes.addressof(start),
-            buffer.nbytes,
-            True,
-            self.bulk_idle,
-            STREAM_MOST,
-            self.bulk_yield,
-        )
+        count = self._stream(ctypes.addressof(start), buffer.nbytes, True)
         if count < 0:
             self.lost(OSError(-count, os.strerror(-count)))
             return -1
