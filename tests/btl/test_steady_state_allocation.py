@@ -45,6 +45,9 @@ LARGE, SMALL = 4096, 8
 GROWTH = 4096
 #: Round trips before tracing: twice :func:`_steady.measure`'s warm-up.
 WARM = 2 * min(ROUNDS, 200)
+#: How long a pair of ranks may take: the suite's windows need far less; the
+#: long check's 1.6 million traced round trips per rank take their own time.
+PAIR_TIMEOUT = max(600.0, ROUNDS * 0.04)
 
 _PAIR = """
 ROUNDS, LARGE, SMALL = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
@@ -116,7 +119,9 @@ def test_two_ranks_allocate_nothing_per_message(pmca_env, tmp_path, btl) -> None
     # after the prelude, where a __future__ import may not stand
     measurement = inspect.getsource(_steady).replace("from __future__ import annotations", "")
     program = measurement + _PAIR
-    results = _pair(tmp_path, program, btl, str(ROUNDS), str(LARGE), str(SMALL), timeout=600)
+    results = _pair(
+        tmp_path, program, btl, str(ROUNDS), str(LARGE), str(SMALL), timeout=PAIR_TIMEOUT
+    )
     for side in results:
         assert side["returncode"] == 0, side
         facts = side["facts"]
