@@ -178,29 +178,31 @@ def test_bad_arguments_are_refused_though_the_lane_holds_the_message(
 
 
 _EMPTY = """
+from pmca.p2p import ANY_SOURCE
 with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
     if RANK == 0:
-        s.p2p.send(1, 5, b"")
-        s.p2p.send(1, 5, b"after")
+        for data in (b"", b"after", b"any"):
+            s.p2p.send(1, 5, data)
         WORLD.barrier(timeout=60)
     else:
-        WORLD.barrier(timeout=60)  # both wait in the btl's queue
+        WORLD.barrier(timeout=60)  # all wait in the btl's queue
         sizes = []
         buf = bytearray(8)
-        for _ in range(2):
+        for source in (0, 0, ANY_SOURCE):
             try:
-                sizes.append(s.p2p.recv(0, 5, buf, timeout=10))
+                sizes.append(s.p2p.recv(source, 5, buf, timeout=10))
             except TimeoutError:
                 sizes.append(None)
-        out(sizes=sizes, got=buf[:5].decode())
+        out(sizes=sizes, got=buf[:3].decode())
 """
 
 
 @pytest.mark.parametrize("btl", BTLS)
 def test_an_empty_message_is_received_through_the_lane(pmca_env, tmp_path, btl) -> None:
-    """A blocking ``recv`` of a 0-byte message waiting in the lane returns 0, and the
-    next one of the stream follows. With a landed empty message taken for "nothing
-    landed", the receive went the general way and waited for a message already taken."""
+    """A blocking ``recv`` of a 0-byte message waiting in the lane returns 0, the
+    next one of the stream follows, and a blocking ``recv(ANY_SOURCE)`` (no lane)
+    takes the third. With a landed empty message taken for "nothing landed", the
+    receive went the general way and waited for a message already taken."""
     _, receiver = _pair(tmp_path, _EMPTY, btl, timeout=120)
     assert receiver["returncode"] == 0, receiver
-    assert receiver["sizes"] == [0, 5] and receiver["got"] == "after", receiver
+    assert receiver["sizes"] == [0, 5, 3] and receiver["got"] == "any", receiver
