@@ -137,7 +137,8 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
     else:
         WORLD.barrier(timeout=60)  # the messages wait in the btl's queue
         refused = []
-        calls = ((bytearray(16), 7, -1.0), (bytes(16), 7, 60), (bytearray(16), True, 60))
+        calls = [(bytearray(16), 7, -1.0), (bytes(16), 7, 60), (bytearray(16), True, 60)]
+        calls.append((bytearray(16), (1 << 64) + 7, 60))  # tag 7 in 32-bit halves
         for buf, tag, timeout in calls:
             try:
                 s.p2p.recv(0, tag, buf, timeout=timeout)
@@ -160,20 +161,23 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
 def test_bad_arguments_are_refused_though_the_lane_holds_the_message(
     pmca_env, tmp_path, btl
 ) -> None:
-    """A negative timeout, a read-only buffer or a ``bool`` tag is refused, and the
-    messages stay.
+    """A negative timeout, a read-only buffer, a ``bool`` tag or one past ``TAG_UB``
+    is refused, and the messages stay.
 
     Checked before the lane is polled: with the timeout check skipped when a
     timeout is given, or a read-only ``bytes`` used as the landing place, the
     lane took the message (or failed on the copy) instead; with the tag's type
-    unchecked, ``True`` took tag 1's message.
+    unchecked, ``True`` took tag 1's message, and with its range unchecked the
+    sm lane (whose C call keeps 32 bits of each half) took tag 7's for
+    ``2**64 + 7``.
     """
     _, receiver = _pair(tmp_path, _REFUSED_THOUGH_IT_WAITS, btl, timeout=120)
     assert receiver["returncode"] == 0, receiver
-    timeout, read_only, truth = receiver["refused"]
+    timeout, read_only, truth, huge = receiver["refused"]
     assert "timeout -1.0 is not a finite number of seconds" in timeout, receiver
     assert "the receive buffer is read-only (bytes)" in read_only, receiver
     assert "tag True is a bool, not an integer" in truth, receiver
+    assert f"tag {(1 << 64) + 7} is outside 0.." in huge, receiver
     assert receiver["got"] == ["waiting", "one"], receiver
 
 
