@@ -178,10 +178,8 @@ def _equivalents() -> dict[tuple[str, str, str, str | None], str]:
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if len(cells) == 4 and cells[2].startswith("`"):
             before, arrow, after = cells[2].partition("` -> `")
-            original = before.strip("`") if arrow else None
-            table[(cells[0], cells[1], (after if arrow else before).strip("`"), original)] = cells[
-                3
-            ]
+            mutated, original = (after, before.strip("`")) if arrow else (before, None)
+            table[(cells[0], cells[1], mutated.strip("`"), original)] = cells[3]
     return table
 
 
