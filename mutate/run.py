@@ -169,13 +169,17 @@ def _changed_line(diff: str | None, mark: str) -> str | None:
     return None
 
 
-def _equivalents() -> dict[tuple[str, str, str], str]:
-    """(module, operator, mutated line) -> why, from the table in equivalent.md."""
-    table: dict[tuple[str, str, str], str] = {}
+def _equivalents() -> dict[tuple[str, str, str, str | None], str]:
+    """(module, operator, mutated line, original line or None) -> why, from the
+    table in equivalent.md. A row names the original line too (`` `before` ->
+    `after` ``) when the mutated line alone is not unique (``or False``)."""
+    table: dict[tuple[str, str, str, str | None], str] = {}
     for line in EQUIVALENTS.read_text().splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if len(cells) == 4 and cells[2].startswith("`"):
-            table[(cells[0], cells[1], cells[2].strip("`"))] = cells[3]
+            before, arrow, after = cells[2].partition("` -> `")
+            mutated, original = (after, before.strip("`")) if arrow else (before, None)
+            table[(cells[0], cells[1], mutated.strip("`"), original)] = cells[3]
     return table
 
 
@@ -303,7 +307,10 @@ def report(names: list[str], modules: dict[str, Any]) -> int:
         for item, result in survivors:
             spec = item.mutations[0]
             text = _changed_line(result.diff, "-") or source[spec.start_pos[0] - 1].strip()
-            why = equivalents.get((name, spec.operator_name, _changed_line(result.diff, "+") or ""))
+            mutated = _changed_line(result.diff, "+") or ""
+            why = equivalents.get(
+                (name, spec.operator_name, mutated, _changed_line(result.diff, "-"))
+            ) or equivalents.get((name, spec.operator_name, mutated, None))
             state = (
                 f"equivalent: {why}"
                 if why

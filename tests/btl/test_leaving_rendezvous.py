@@ -283,6 +283,65 @@ def test_a_send_that_passed_its_open_check_before_finalize_is_still_refused(
     assert finalizing["returncode"] == 0, finalizing
 
 
+_ARRIVED_WHILE_FINALIZING = """
+import os
+import threading
+from pmca.btl import BtlError
+
+SIGNALS = sys.argv[4]  # a directory both ranks see: what each has done
+
+def say(name):
+    open(os.path.join(SIGNALS, name), "w").close()
+
+def heard(name):
+    deadline = time.monotonic() + 60
+    while not os.path.exists(os.path.join(SIGNALS, name)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+def late(p2p, results):
+    deadline = time.monotonic() + 60
+    while not p2p._closed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # Progress held back (the finalizing thread waits for this lock) until rank
+    # 1's message is in this rank's socket or FIFO, unread: a lane would take it.
+    with p2p._bml.lock:
+        say("holding")
+        heard("sent")
+        time.sleep(0.2)  # through the loopback by now
+        try:
+            results["recv"] = f"received {p2p.recv(1, 3, bytearray(8))} bytes"
+        except BtlError as exc:
+            results["recv"] = str(exc)
+
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 0:
+        results = {}
+        s.p2p.recv(1, 1, bytearray(5), timeout=60)
+        thread = threading.Thread(target=late, args=(s.p2p, results))
+        thread.start()
+    else:
+        s.p2p.send(0, 1, b"ready")
+        heard("holding")
+        s.p2p.send(0, 3, b"late")  # no progress since: this rank has not seen a LEAVE
+        say("sent")
+if RANK == 0:
+    thread.join()
+    out(results=results)
+"""
+
+
+@pytest.mark.parametrize("btl", BTLS)
+def test_a_receive_whose_message_waited_unread_is_refused_while_the_session_finalizes(
+    pmca_env, tmp_path: Path, btl: str
+) -> None:
+    """Another thread's blocking receive during finalize is refused, saying the session
+    is finalizing, though the message it names is in this rank's socket or FIFO,
+    unread: the lane, which would take it, is not tried once the session closes."""
+    finalizing, other = pair(tmp_path, _ARRIVED_WHILE_FINALIZING, btl, str(tmp_path))
+    assert "rank 0's session is finalizing" in finalizing["results"]["recv"], finalizing
+    assert finalizing["returncode"] == 0 and other["returncode"] == 0, (finalizing, other)
+
+
 _UNREGISTERABLE = """
 import errno
 MCA.update(pmca_base_finalize_timeout=5)

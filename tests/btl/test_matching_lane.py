@@ -131,23 +131,28 @@ _REFUSED_THOUGH_IT_WAITS = """
 with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
     if RANK == 0:
         s.p2p.send(1, 7, b"waiting")
+        s.p2p.send(1, 1, b"one")
         WORLD.barrier(timeout=60)
         WORLD.barrier(timeout=60)
     else:
-        WORLD.barrier(timeout=60)  # the message waits in the btl's queue
+        WORLD.barrier(timeout=60)  # the messages wait in the btl's queue
         refused = []
-        for buf, timeout in ((bytearray(16), -1.0), (bytes(16), 60)):
+        calls = [(bytearray(16), 7, -1.0), (bytes(16), 7, 60), (bytearray(16), True, 60)]
+        calls.append((bytearray(16), (1 << 64) + 7, 60))  # tag 7 in 32-bit halves
+        for buf, tag, timeout in calls:
             try:
-                s.p2p.recv(0, 7, buf, timeout=timeout)
+                s.p2p.recv(0, tag, buf, timeout=timeout)
                 refused.append("taken")
             except (TypeError, ValueError) as exc:
                 refused.append(str(exc))
-        got = bytearray(16)
-        try:  # already here: a wait means a refused call took it
-            size = s.p2p.recv(0, 7, got, timeout=10)
-            out(refused=refused, got=got[:size].decode())
-        except TimeoutError:
-            out(refused=refused, got=None)
+        got = []
+        for tag in (7, 1):
+            buf = bytearray(16)
+            try:  # already here: a wait means a refused call took it
+                got.append(buf[: s.p2p.recv(0, tag, buf, timeout=10)].decode())
+            except TimeoutError:
+                got.append(None)
+        out(refused=refused, got=got)
         WORLD.barrier(timeout=60)
 """
 
@@ -156,15 +161,52 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
 def test_bad_arguments_are_refused_though_the_lane_holds_the_message(
     pmca_env, tmp_path, btl
 ) -> None:
-    """A negative timeout or a read-only buffer is refused, and the message stays.
+    """A negative timeout, a read-only buffer, a ``bool`` tag or one past ``TAG_UB``
+    is refused, and the messages stay.
 
     Checked before the lane is polled: with the timeout check skipped when a
     timeout is given, or a read-only ``bytes`` used as the landing place, the
-    lane took the message (or failed on the copy) instead.
+    lane took the message (or failed on the copy) instead; with the tag's type
+    unchecked, ``True`` took tag 1's message, and with its range unchecked the
+    sm lane (whose C call keeps 32 bits of each half) took tag 7's for
+    ``2**64 + 7``.
     """
     _, receiver = _pair(tmp_path, _REFUSED_THOUGH_IT_WAITS, btl, timeout=120)
     assert receiver["returncode"] == 0, receiver
-    timeout, read_only = receiver["refused"]
+    timeout, read_only, truth, huge = receiver["refused"]
     assert "timeout -1.0 is not a finite number of seconds" in timeout, receiver
     assert "the receive buffer is read-only (bytes)" in read_only, receiver
-    assert receiver["got"] == "waiting", receiver
+    assert "tag True is a bool, not an integer" in truth, receiver
+    assert f"tag {(1 << 64) + 7} is outside 0.." in huge, receiver
+    assert receiver["got"] == ["waiting", "one"], receiver
+
+
+_EMPTY = """
+from pmca.p2p import ANY_SOURCE
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 0:
+        for data in (b"", b"after", b"any"):
+            s.p2p.send(1, 5, data)
+        WORLD.barrier(timeout=60)
+    else:
+        WORLD.barrier(timeout=60)  # all wait in the btl's queue
+        sizes = []
+        buf = bytearray(8)
+        for source in (0, 0, ANY_SOURCE):
+            try:
+                sizes.append(s.p2p.recv(source, 5, buf, timeout=10))
+            except TimeoutError:
+                sizes.append(None)
+        out(sizes=sizes, got=buf[:3].decode())
+"""
+
+
+@pytest.mark.parametrize("btl", BTLS)
+def test_an_empty_message_is_received_through_the_lane(pmca_env, tmp_path, btl) -> None:
+    """A blocking ``recv`` of a 0-byte message waiting in the lane returns 0, the
+    next one of the stream follows, and a blocking ``recv(ANY_SOURCE)`` (no lane)
+    takes the third. With a landed empty message taken for "nothing landed", the
+    receive went the general way and waited for a message already taken."""
+    _, receiver = _pair(tmp_path, _EMPTY, btl, timeout=120)
+    assert receiver["returncode"] == 0, receiver
+    assert receiver["sizes"] == [0, 5, 3] and receiver["got"] == "any", receiver

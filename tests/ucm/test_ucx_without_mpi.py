@@ -178,6 +178,44 @@ assert len(events) == 2           # reported once
     assert "event ok" in result.stdout, result.stdout + result.stderr
 
 
+def test_a_change_under_another_user_s_ucm_subscription_is_not_the_patcher_s(run_python, libucs):
+    """UCX loaded with its hooks in the linker's tables (``reloc``: libc's prologues
+    untouched) while memory/patcher's own patches deliver, and subscribed to by
+    another user of ``pmca.native.ucm_source()``: a change in a prologue that
+    subscription guards, past pmca's jump, is noticed, but pmca's patches are
+    intact and the patcher does not use ucm: no overwrite event, no switch."""
+    from ..memory.test_overwrite_events import END, SESSION
+    from ..native.test_processes import COMMON, FOREIGN
+
+    result = run_python(
+        COMMON
+        + FOREIGN
+        + SESSION
+        + f"""
+ctypes.CDLL({str(libucs)!r})      # reloc mode: pmca's patches stay
+memory.support_level()
+assert session.modules("memory")[0].source == "own patches", session.modules("memory")[0].source
+source = native.ucm_source()
+source.acquire()                  # another user: ucm's prologues are guarded from now on
+site = hooks.site("shmdt")
+past_the_jump = site.patch_address + len(site.patched)
+kept = ctypes.string_at(past_the_jump, 1)
+write_unused(past_the_jump, bytes([kept[0] ^ 0xFF]))
+memory.support_level()            # noticed (as the next drain would)
+assert detected.read() == 1
+assert hooks.is_installed("shmdt")
+assert events == [], events
+assert session.modules("memory")[0].source == "own patches", session.modules("memory")[0].source
+source.release()
+write_unused(past_the_jump, kept)
+"""
+        + END,
+        timeout=120,
+        env={"UCX_MEM_MMAP_HOOK_MODE": "reloc"},
+    )
+    assert "event ok" in result.stdout, result.stdout + result.stderr
+
+
 def test_memory_ucm_pvars_and_its_overwrite_event(run_python, libucs):
     """memory/ucm has its support STATE, the ring's counters under its names, and
     ``memory_ucm_overwrite`` when the prologues UCX's hooks live in change:
