@@ -168,6 +168,7 @@ def test_a_peer_waiting_on_a_rank_that_left_fails_at_once(pmca_env, tmp_path, bt
     assert waiter.get("outcome") == "PeerFinalized", waiter
     assert waiter["rank_named"] == 1 and "rank 1 finalized" in waiter["error"], waiter
     assert waiter["after_error"] is (how == "error"), waiter
+    assert ("finalized its session after an error" in waiter["error"]) is (how == "error"), waiter
     learned = waiter["learned_at"] - leaver["left_at"]
     assert learned < 2.0, f"rank 0 learned {learned:.2f} s after rank 1 left"
     assert waiter.get("later_send") == "PeerFinalized", waiter
@@ -269,7 +270,8 @@ def test_sends_to_an_sm_peer_that_closed_its_segment_fail(pmca_env, tmp_path) ->
     """Rank 1 finalizes (after an error, its bound 1 s) while rank 0 does not progress,
     closes its sm segment and stays alive; rank 0's next sends, which have not yet
     seen rank 1's LEAVE, fail with ``PeerFinalized`` naming rank 1. Before, they
-    completed and were lost without a word."""
+    completed and were lost without a word. Rank 1's warning names rank 0 as not
+    acknowledging, within the bound of a finalize after an error."""
     marker = str(tmp_path / "done")
     sender, closed = _pair(tmp_path, _SENDS_AFTER_THE_SEGMENT_CLOSED, "self,sm", marker)
     outcomes = sender["outcomes"]
@@ -277,6 +279,11 @@ def test_sends_to_an_sm_peer_that_closed_its_segment_fail(pmca_env, tmp_path) ->
     for name, outcome in outcomes.items():
         assert outcome.startswith("PeerFinalized rank 1: "), (name, outcome)
         assert "rank 1 finalized" in outcome, (name, outcome)
+    # Rank 1 names the peer it stopped waiting for, and the bound of a finalize after an error.
+    said = (
+        "rank(s) 0 did not acknowledge that this rank left within 1 s (pmca_base_finalize_timeout)"
+    )
+    assert said in closed["stderr"], closed["stderr"]
     assert sender["returncode"] == 0 and closed["returncode"] == 0, (sender, closed)
 
 
