@@ -322,6 +322,28 @@ def test_an_unmatched_send_to_itself_is_reported_and_finalize_returns(pmca_env) 
     assert done.returncode == 0, done.stderr
 
 
+_UNREACHED_PEER = """
+MCA.update(pmca_base_modex_timeout=10)
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    out(routes=len(s._data_path().bml.peer(1 - RANK).send))
+    left = time.monotonic()
+out(took=time.monotonic() - left)
+"""
+
+
+def test_a_peer_no_btl_reaches_is_not_told_and_not_waited_for(pmca_env, tmp_path) -> None:
+    """Two ranks with btl ``self`` only: neither reaches the other, so neither sends
+    it a LEAVE nor waits for its answer; each leaves the block at once and says
+    nothing (with the peer counted as told, each waited the whole peer-wait
+    bound, 10 s here, and reported it silent)."""
+    ranks = _pair(tmp_path, _UNREACHED_PEER, "self", timeout=120)
+    for rank in ranks:
+        assert rank["routes"] == 0, rank  # the case under test
+        assert rank["took"] < 5.0, rank  # half the bound
+        assert "did not acknowledge" not in rank["stderr"], rank["stderr"]
+        assert rank["returncode"] == 0, rank
+
+
 _POSTED_FOR_A_LEAVER = """
 with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
     if RANK == 1:
