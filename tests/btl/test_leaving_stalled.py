@@ -1,0 +1,54 @@
+"""Finalize gives up on a peer that answers nothing within the bound, LEAVE sent or not.
+
+The sender's finalize waits at most ``pmca_base_finalize_timeout`` (1 s here)
+for its own sends; its peer-wait bound (``pmca_base_modex_timeout``) is 30 s.
+Its one send is a rendezvous over tcp: the header and then the LEAVE go out
+at once, and the receiver reads nothing from the start of that finalize
+until well past its bound (4 s). The send is still pending at the bound:
+the sender fails it and stops waiting for that peer then, naming it, even
+though no LEAVE of its waits in a btl's queue.
+
+Two real processes (:mod:`._pairs`); times on the host's one monotonic clock.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._pairs import pair
+
+_STALLED = """
+import os
+FINALIZING = sys.argv[4]
+MCA.update(pmca_base_finalize_timeout=1, pmca_base_modex_timeout=30)
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 0:
+        large = s.p2p.isend(1, 6, bytes(8 << 20))  # a rendezvous: its header goes out
+        left = time.monotonic()
+        open(FINALIZING, "w").close()
+    else:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(FINALIZING) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(4.0)  # nothing read from the start of rank 0's finalize to past its bound
+if RANK == 0:
+    out(finalize=time.monotonic() - left, large=type(large.error).__name__)
+"""
+
+
+def test_a_rendezvous_never_answered_is_given_up_within_the_bound(pmca_env, tmp_path: Path) -> None:
+    """An 8 MiB isend whose header and LEAVE both went out, to a receiver that
+    answers neither in time: the send fails at the bound, and the sender stops
+    waiting for that peer then, naming it once. (Counting as owed only peers with
+    a LEAVE still queued, the sender waited for the peer's word until it woke up,
+    and said nothing of it.)"""
+    finalizing = str(tmp_path / "finalizing")
+    sender, receiver = pair(tmp_path, _STALLED, "self,tcp", finalizing)
+    assert sender["large"] == "BtlError", sender
+    assert sender["finalize"] < 1.0 + 2.5, sender  # the bound and a margin, not the 4 s stall
+    stderr = sender["stderr"]
+    assert "1 send not delivered (not delivered within 1 s" in stderr, stderr
+    silent = "rank(s) 1 did not acknowledge that this rank left within 1 s"
+    assert stderr.count(silent) == 1, stderr
+    assert "(pmca_base_finalize_timeout)" in stderr, stderr
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
