@@ -365,3 +365,42 @@ def test_two_reads_under_way_at_finalize_both_complete_on_both_sides(
     assert sender.get("outcomes") == ["sent", "sent"], (sender, receiver["stderr"])
     assert receiver["done"] == [True, True] and receiver["intact"] == [True, True], receiver
     assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+
+
+_PUSHED_AFTER_THE_LEAVE = """
+MCA["btl_sm_single_copy_mechanism"] = "none"  # no get: the sender pushes fragments
+DATA = bytes(range(256)) * (8 << 12)
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 1:
+        buffer = bytearray(8 << 20)
+        request = s.p2p.irecv(0, 5, buffer)
+        s.p2p.send(0, 1, b"ready")
+        deadline = time.monotonic() + 60
+        try:
+            while time.monotonic() < deadline:  # progress until rank 0's LEAVE is heard
+                s.p2p.iprobe(0, 99)
+        except PeerFinalized:
+            pass
+        out(rdma=len(s._data_path().bml.peer(0).rdma), done_before=request.done)
+    else:
+        s.p2p.recv(1, 1, bytearray(5), timeout=60)
+        large = s.p2p.isend(1, 5, DATA)  # this rank leaves at once
+if RANK == 1:
+    out(done=request.done, error=repr(request.error), intact=buffer == DATA)
+else:
+    out(error=repr(large.error))
+"""
+
+
+@pytest.mark.skipif("self,sm" not in BTLS, reason="btl sm is not built in")
+def test_fragments_still_coming_at_finalize_are_received_first(pmca_env, tmp_path: Path) -> None:
+    """Over sm without single-copy, rank 0 leaves right after an 8 MiB isend: rank 1's
+    clear-to-send reaches it in its finalize, so it pushes the fragments behind its
+    LEAVE. Rank 1 hears the LEAVE with its receive still filling, then finalizes: it
+    takes every fragment first, so the receive completes intact and the send
+    succeeds (leaving at once, it failed both)."""
+    sender, receiver = pair(tmp_path, _PUSHED_AFTER_THE_LEAVE, "self,sm")
+    assert receiver["rdma"] == 0 and receiver["done_before"] is False, receiver  # the case
+    assert receiver["done"] and receiver["error"] == "None" and receiver["intact"], receiver
+    assert sender["error"] == "None", (sender, receiver["stderr"])
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
