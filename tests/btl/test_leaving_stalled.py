@@ -1,4 +1,4 @@
-"""Finalize gives up on a peer that answers nothing within the bound, LEAVE sent or not.
+"""Finalize gives up on a peer that answers nothing within the bound, and only on it.
 
 The sender's finalize waits at most ``pmca_base_finalize_timeout`` (1 s here)
 for its own sends; its peer-wait bound (``pmca_base_modex_timeout``) is 30 s.
@@ -6,7 +6,9 @@ Its one send is a rendezvous over tcp: the header and then the LEAVE go out
 at once, and the receiver reads nothing from the start of that finalize
 until well past its bound (4 s). The send is still pending at the bound:
 the sender fails it and stops waiting for that peer then, naming it, even
-though no LEAVE of its waits in a btl's queue.
+though no LEAVE of its waits in a btl's queue. A receiver that answers the
+LEAVE but never receives the send is not named with it: the send fails, and
+nothing says the peer was silent.
 
 Two real processes (:mod:`._pairs`); times on the host's one monotonic clock.
 """
@@ -30,7 +32,14 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
         deadline = time.monotonic() + 120
         while not os.path.exists(FINALIZING) and time.monotonic() < deadline:
             time.sleep(0.01)
-        time.sleep(4.0)  # nothing read from the start of rank 0's finalize to past its bound
+        if sys.argv[5] == "stalled":
+            time.sleep(4.0)  # nothing read from the start of rank 0's finalize to past its bound
+        else:
+            try:  # progress (answering rank 0's LEAVE) without ever receiving its send
+                while time.monotonic() < deadline:
+                    s.p2p.iprobe(0, 99)
+            except PeerFinalized:
+                time.sleep(2.0)  # rank 0's finalize reaches its bound meanwhile
 if RANK == 0:
     out(finalize=time.monotonic() - left, large=type(large.error).__name__)
 """
@@ -43,7 +52,7 @@ def test_a_rendezvous_never_answered_is_given_up_within_the_bound(pmca_env, tmp_
     a LEAVE still queued, the sender waited for the peer's word until it woke up,
     and said nothing of it.)"""
     finalizing = str(tmp_path / "finalizing")
-    sender, receiver = pair(tmp_path, _STALLED, "self,tcp", finalizing)
+    sender, receiver = pair(tmp_path, _STALLED, "self,tcp", finalizing, "stalled")
     assert sender["large"] == "BtlError", sender
     assert sender["finalize"] < 1.0 + 2.5, sender  # the bound and a margin, not the 4 s stall
     stderr = sender["stderr"]
@@ -51,4 +60,20 @@ def test_a_rendezvous_never_answered_is_given_up_within_the_bound(pmca_env, tmp_
     silent = "rank(s) 1 did not acknowledge that this rank left within 1 s"
     assert stderr.count(silent) == 1, stderr
     assert "(pmca_base_finalize_timeout)" in stderr, stderr
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+
+
+def test_a_peer_that_acknowledged_is_not_said_silent_when_a_send_to_it_fails(
+    pmca_env, tmp_path: Path
+) -> None:
+    """The same 8 MiB isend, to a receiver that keeps progressing (so it answers the
+    LEAVE at once) but never receives it: the send fails at the bound, named, and
+    nothing says the peer did not acknowledge (it did; before, being owed a send
+    was enough to be named silent)."""
+    finalizing = str(tmp_path / "finalizing")
+    sender, receiver = pair(tmp_path, _STALLED, "self,tcp", finalizing, "progressing")
+    assert sender["large"] == "BtlError", sender
+    stderr = sender["stderr"]
+    assert "1 send not delivered (not delivered within 1 s" in stderr, stderr
+    assert "did not acknowledge" not in stderr, stderr
     assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
