@@ -8,7 +8,8 @@ until well past its bound (4 s). The send is still pending at the bound:
 the sender fails it and stops waiting for that peer then, naming it, even
 though no LEAVE of its waits in a btl's queue. A receiver that answers the
 LEAVE but never receives the send is not named with it: the send fails, and
-nothing says the peer was silent.
+nothing says the peer was silent. And a peer that dies while this rank's
+LEAVE still waits for room in btl/sm's queue to it is not waited for at all.
 
 Two real processes (:mod:`._pairs`); times on the host's one monotonic clock.
 """
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._pairs import pair
+import pytest
+
+from ._pairs import HAS_SM, pair
 
 _STALLED = """
 import os
@@ -77,3 +80,42 @@ def test_a_peer_that_acknowledged_is_not_said_silent_when_a_send_to_it_fails(
     assert "1 send not delivered (not delivered within 1 s" in stderr, stderr
     assert "did not acknowledge" not in stderr, stderr
     assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+
+
+_DIES_BEFORE_READING = """
+import os
+FINALIZING = sys.argv[4]
+MCA.update(pmca_base_finalize_timeout=2, pmca_base_modex_timeout=10)
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 0:
+        requests = [s.p2p.isend(1, 5, bytes(1024)) for _ in range(500)]
+        out(queued=len(s._data_path().bml.queued_sends(1)))  # no FIFO room: the rest waits
+        left = time.monotonic()
+        open(FINALIZING, "w").close()
+    else:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(FINALIZING) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.5)
+        os._exit(0)  # dies unread and unfinalized, rank 0's LEAVE queued behind its data
+if RANK == 0:
+    out(finalize=time.monotonic() - left, failed=sum(r.error is not None for r in requests))
+"""
+
+
+@pytest.mark.skipif(not HAS_SM, reason="btl sm is not built in")
+def test_a_peer_that_dies_with_the_leave_queued_for_it_is_not_waited_for(
+    pmca_env, tmp_path: Path
+) -> None:
+    """Rank 0's LEAVE waits in btl/sm's queue behind 500 isends when rank 1 exits
+    without reading: rank 0's finalize ends as soon as it sees the process gone
+    (within its 2 s bound), the queued sends fail, and it names no silent peer
+    (waiting for that LEAVE to leave, it waited its whole 10 s peer-wait bound and
+    then named an empty list of peers)."""
+    finalizing = str(tmp_path / "finalizing")
+    sender, _ = pair(tmp_path, _DIES_BEFORE_READING, "self,sm", finalizing)
+    assert sender["queued"] > 0, sender  # the case under test
+    assert sender["finalize"] < 2.0 + 3.0, sender  # the drain bound and a margin, not 10 s
+    assert sender["failed"] > 0, sender
+    assert "did not acknowledge" not in sender["stderr"], sender["stderr"]
+    assert sender["returncode"] == 0, sender
