@@ -404,3 +404,37 @@ def test_fragments_still_coming_at_finalize_are_received_first(pmca_env, tmp_pat
     assert receiver["done"] and receiver["error"] == "None" and receiver["intact"], receiver
     assert sender["error"] == "None", (sender, receiver["stderr"])
     assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+
+
+_READ_OUTLASTS_THE_BOUND = """
+MCA.update(pmca_base_finalize_timeout=1, pmca_base_modex_timeout=30)
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 1:
+        s.p2p.probe(0, 5, timeout=60)  # the rendezvous header is here
+        request = s.p2p.irecv(0, 5, bytearray(8 << 20))  # its read starts; this rank leaves
+    else:
+        large = s.p2p.isend(1, 5, bytes(8 << 20))
+        time.sleep(3.0)  # serves no read meanwhile: rank 1's outlasts its finalize bound
+        try:
+            large.wait(timeout=60)
+            out(outcome="sent")
+        except PeerFinalized as exc:
+            out(outcome="PeerFinalized", error=str(exc))
+if RANK == 1:
+    out(done=request.done, error=repr(request.error))
+"""
+
+
+def test_a_read_that_outlasts_the_finalize_bound_fails_on_both_sides(
+    pmca_env, tmp_path: Path
+) -> None:
+    """Rank 1 finalizes while reading an 8 MiB rendezvous over tcp that rank 0 does
+    not serve for 3 s. At its 1 s bound rank 1 sends its LEAVE anyway, and the read
+    that ends after it is not answered: both sides agree the message was not
+    received (answering it, the receive completed while the send failed; never
+    sending that LEAVE, the send succeeded only because rank 1 waited on)."""
+    sender, receiver = pair(tmp_path, _READ_OUTLASTS_THE_BOUND, "self,tcp")
+    assert sender.get("outcome") == "PeerFinalized", (sender, receiver["stderr"])
+    assert "without receiving this message (tag 5, 8388608 bytes)" in sender["error"], sender
+    assert receiver["done"] and "ended after this rank told it that it left" in receiver["error"]
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
