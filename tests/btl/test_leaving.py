@@ -24,6 +24,7 @@ import time
 import pytest
 
 import pmca
+from pmca.scenarios.ompi_13021 import ofi_unavailable
 
 from ._pairs import BTLS as _BTLS
 from ._pairs import HAS_SM as _HAS_SM
@@ -344,6 +345,42 @@ def test_a_peer_no_btl_reaches_is_not_told_and_not_waited_for(pmca_env, tmp_path
         assert rank["took"] < 5.0, rank  # half the bound
         assert "did not acknowledge" not in rank["stderr"], rank["stderr"]
         assert rank["returncode"] == 0, rank
+
+
+_LEFT_AND_CLOSED = """
+import os
+MARKER = sys.argv[4]
+MCA.update(pmca_base_modex_timeout=10)
+if RANK == 1:
+    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+        s.p2p.recv(0, 1, bytearray(5), timeout=60)
+    deadline = time.monotonic() + 15.0  # finalized and alive until rank 0 is done
+    while time.monotonic() < deadline and not os.path.exists(MARKER):
+        time.sleep(0.02)
+else:
+    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+        s.p2p.send(1, 1, b"ready")
+        try:
+            s.p2p.recv(1, 2, bytearray(4), timeout=60)
+        except PeerFinalized:
+            time.sleep(0.5)  # rank 1 has its answer and closes meanwhile
+        left = time.monotonic()
+    out(took=time.monotonic() - left)
+    open(MARKER, "w").close()
+"""
+
+
+@pytest.mark.skipif(ofi_unavailable() is not None, reason="no libfabric")
+def test_a_peer_that_left_is_not_told_again_when_its_close_goes_unseen(pmca_env, tmp_path) -> None:
+    """Over btl ofi, which sees no peer close its endpoint: rank 1 leaves (rank 0
+    answers its LEAVE) and closes while staying alive; rank 0 then leaves at once
+    and says nothing (sending rank 1 a LEAVE too, it waited the whole peer-wait
+    bound, 10 s here, for an answer that never came, and named rank 1 silent)."""
+    marker = str(tmp_path / "done")
+    leaver, _ = _pair(tmp_path, _LEFT_AND_CLOSED, "self,ofi", marker, timeout=120)
+    assert leaver["took"] < 5.0, leaver  # half the bound
+    assert "did not acknowledge" not in leaver["stderr"], leaver["stderr"]
+    assert leaver["returncode"] == 0, leaver
 
 
 _POSTED_FOR_A_LEAVER = """
