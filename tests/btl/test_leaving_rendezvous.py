@@ -420,6 +420,9 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
             out(outcome="sent")
         except PeerFinalized as exc:
             out(outcome="PeerFinalized", error=str(exc))
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:  # serves the rest of rank 1's read before closing
+            s.p2p.iprobe(0, 99)
 if RANK == 1:
     out(done=request.done, error=repr(request.error))
 """
