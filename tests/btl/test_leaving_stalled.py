@@ -10,12 +10,19 @@ though no LEAVE of its waits in a btl's queue. A receiver that answers the
 LEAVE but never receives the send is not named with it: the send fails, and
 nothing says the peer was silent. And a peer that dies while this rank's
 LEAVE still waits for room in btl/sm's queue to it is not waited for at all.
+What a rank gave up on never reaches that peer later, while the rank still
+waits for another (three ranks over a test socket world).
 
 Two real processes (:mod:`._pairs`); times on the host's one monotonic clock.
 """
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -125,3 +132,90 @@ def test_a_peer_that_dies_with_the_leave_queued_for_it_is_not_waited_for(
     assert sender["failed"] > 0, sender
     assert "did not acknowledge" not in sender["stderr"], sender["stderr"]
     assert sender["returncode"] == 0, sender
+
+
+_GIVEN_UP_WHILE_ANOTHER_ANSWERS_LATE = textwrap.dedent(
+    """
+    import json, os, sys, time
+    sys.path.insert(0, {root!r})
+    import pmca
+    from pmca.btl import PeerFailed
+    from tests.btl.sm._world import SocketWorld
+
+    rank, path, finalizing = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    COUNT, SIZE = 2048, 16 * 1024
+    world = SocketWorld(rank, 3, path)
+    mca = {{"btl": "self,tcp", "btl_tcp_if_include": "127.0.0.1/8",
+           "pmca_base_finalize_timeout": 1, "pmca_base_modex_timeout": 30}}
+    facts = {{"rank": rank}}
+    try:
+        with pmca.Session(mca=mca, frameworks=["btl"], world=world) as s:
+            world.barrier()
+            if rank == 0:
+                requests = [
+                    s.p2p.isend(1, 5, i.to_bytes(4, "little") + bytes(SIZE - 4))
+                    for i in range(COUNT)
+                ]
+                open(finalizing, "w").close()
+            else:
+                deadline = time.monotonic() + 60
+                while not os.path.exists(finalizing) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                if rank == 1:
+                    time.sleep(2.0)  # past rank 0's 1 s bound: rank 0 gave this rank up
+                    buffer, received = bytearray(SIZE), 0
+                    try:
+                        while True:
+                            s.p2p.recv(0, 5, buffer, timeout=60)
+                            assert int.from_bytes(buffer[:4], "little") == received
+                            received += 1
+                    except PeerFailed:
+                        facts["received"] = received
+                else:
+                    time.sleep(3.0)  # rank 0 still progresses, waiting for this rank
+        if rank == 0:
+            facts["failed"] = sum(r.error is not None for r in requests)
+        print(json.dumps(facts), flush=True)
+    finally:
+        world.close()
+    """
+)
+
+
+def test_what_finalize_gave_up_never_arrives_while_it_waits_for_another_peer(
+    pmca_env, tmp_path: Path
+) -> None:
+    """Three ranks over tcp. Rank 0 finalizes with 32 MiB of isends to rank 1, which
+    reads nothing until past rank 0's 1 s bound, while rank 2 answers rank 0's LEAVE
+    only after 3 s. Rank 0 gives rank 1 up at its bound and keeps progressing for
+    rank 2: what it then said not delivered (the failed sends, the completed messages
+    btl/tcp held) never reaches rank 1, which gets exactly the rest, in order.
+    (Listing btl/tcp's queue without dropping it, rank 1 got all 2048.)"""
+    script = tmp_path / "rank.py"
+    root = str(Path(__file__).resolve().parents[2])
+    script.write_text(_GIVEN_UP_WHILE_ANOTHER_ANSWERS_LATE.format(root=root))
+    where = [str(tmp_path / "world.sock"), str(tmp_path / "finalizing")]
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(rank), *where],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(3)
+    ]
+    results = []
+    for rank in ranks:
+        try:
+            stdout, stderr = rank.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            for each in ranks:
+                each.kill()
+            raise
+        assert rank.returncode == 0, (stdout, stderr)
+        results.append((json.loads(stdout), stderr))
+    (sender, stderr), (receiver, _) = results[0], results[1]
+    assert sender["failed"] > 0, (sender, stderr)  # the case under test: rank 1 was owed
+    said = re.search(r"(\d+) messages? not delivered \(completed, still queued in a btl\)", stderr)
+    held = int(said[1]) if said else 0
+    assert receiver["received"] == 2048 - sender["failed"] - held, (receiver, sender, stderr)
