@@ -109,20 +109,30 @@ def test_a_rendezvous_send_fails_when_its_receiver_finalizes_without_it(
 
 
 _READ_UNDER_WAY = """
+MCA.update(pmca_base_finalize_timeout=20)
 with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
     if RANK == 1:
         s.p2p.probe(0, 5, timeout=60)  # the rendezvous header is here
         buffer = bytearray(8 << 20)
         request = s.p2p.irecv(0, 5, buffer)  # its read starts; this rank leaves at once
+        left = time.monotonic()
     else:
         try:
             s.p2p.send(1, 5, bytes(range(256)) * (8 << 12), timeout=60)
             out(outcome="sent")
         except Exception as exc:
             out(outcome=type(exc).__name__, error=str(exc))
+        deadline, heard = time.monotonic() + 10, False
+        try:  # progress (not leaving) until rank 1's LEAVE comes: it follows the FIN
+            while time.monotonic() < deadline:
+                s.p2p.iprobe(1, 99)
+        except PeerFinalized:
+            heard = True
+        out(heard=heard)
 if RANK == 1:
     intact = buffer == bytes(range(256)) * (8 << 12)
     out(done=request.done, error=repr(request.error), intact=intact)
+    out(finalize=time.monotonic() - left)
 """
 
 
@@ -135,11 +145,13 @@ def test_a_read_under_way_at_finalize_completes_on_both_sides(
     Its finalize finishes the read and answers FIN before its LEAVE, so both
     sides agree: the receive completed with every byte and the send
     succeeded (a LEAVE ahead of the FIN would have failed a send whose
-    message was delivered).
+    message was delivered). The LEAVE follows as soon as the read ended (rank 0,
+    progressing, hears it), not at the finalize bound (20 s here).
     """
     sender, receiver = pair(tmp_path, _READ_UNDER_WAY, btl)
     assert sender.get("outcome") == "sent", (sender, receiver["stderr"])
     assert receiver["done"] and receiver["error"] == "None" and receiver["intact"], receiver
+    assert sender["heard"] is True and receiver["finalize"] < 10.0, (sender, receiver)
     assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
 
 
