@@ -348,15 +348,12 @@ def test_a_peer_no_btl_reaches_is_not_told_and_not_waited_for(pmca_env, tmp_path
 
 
 _LEFT_AND_CLOSED = """
-import os
 MARKER = sys.argv[4]
 MCA.update(pmca_base_modex_timeout=10)
 if RANK == 1:
     with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
         s.p2p.recv(0, 1, bytearray(5), timeout=60)
-    deadline = time.monotonic() + 15.0  # finalized and alive until rank 0 is done
-    while time.monotonic() < deadline and not os.path.exists(MARKER):
-        time.sleep(0.02)
+    wait_for_file(MARKER, 15.0)  # finalized and alive until rank 0 is done
 else:
     with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
         s.p2p.send(1, 1, b"ready")

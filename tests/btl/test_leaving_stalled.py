@@ -20,17 +20,14 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from ._pairs import HAS_SM, pair
+from ._pairs import HAS_SM, pair, run_ranks
 
 _STALLED = """
-import os
 FINALIZING = sys.argv[4]
 MCA.update(pmca_base_finalize_timeout=1, pmca_base_modex_timeout=30)
 with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
@@ -39,12 +36,11 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
         left = time.monotonic()
         open(FINALIZING, "w").close()
     else:
-        deadline = time.monotonic() + 120
-        while not os.path.exists(FINALIZING) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for_file(FINALIZING, 120)
         if sys.argv[5] == "stalled":
             time.sleep(4.0)  # nothing read from the start of rank 0's finalize to past its bound
         else:
+            deadline = time.monotonic() + 60
             try:  # progress (answering rank 0's LEAVE) without ever receiving its send
                 while time.monotonic() < deadline:
                     s.p2p.iprobe(0, 99)
@@ -96,7 +92,6 @@ def test_a_peer_that_acknowledged_is_not_said_silent_when_a_send_to_it_fails(
 
 
 _DIES_BEFORE_READING = """
-import os
 FINALIZING = sys.argv[4]
 MCA.update(pmca_base_finalize_timeout=2, pmca_base_modex_timeout=10)
 with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
@@ -106,9 +101,7 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
         left = time.monotonic()
         open(FINALIZING, "w").close()
     else:
-        deadline = time.monotonic() + 60
-        while not os.path.exists(FINALIZING) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for_file(FINALIZING, 60)
         time.sleep(0.5)
         os._exit(0)  # dies unread and unfinalized, rank 0's LEAVE queued behind its data
 if RANK == 0:
@@ -195,26 +188,10 @@ def test_what_finalize_gave_up_never_arrives_while_it_waits_for_another_peer(
     root = str(Path(__file__).resolve().parents[2])
     script.write_text(_GIVEN_UP_WHILE_ANOTHER_ANSWERS_LATE.format(root=root))
     where = [str(tmp_path / "world.sock"), str(tmp_path / "finalizing")]
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(rank), *where],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(3)
-    ]
-    results = []
-    for rank in ranks:
-        try:
-            stdout, stderr = rank.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            for each in ranks:
-                each.kill()
-            raise
-        assert rank.returncode == 0, (stdout, stderr)
-        results.append((json.loads(stdout), stderr))
-    (sender, stderr), (receiver, _) = results[0], results[1]
+    results = run_ranks(script, 3, *where)
+    for returncode, stdout, stderr in results:
+        assert returncode == 0, (stdout, stderr)
+    (sender, stderr), (receiver, _) = [(json.loads(out), err) for _, out, err in results[:2]]
     assert sender["failed"] > 0, (sender, stderr)  # the case under test: rank 1 was owed
     said = re.search(r"(\d+) messages? not delivered \(completed, still queued in a btl\)", stderr)
     held = int(said[1]) if said else 0
