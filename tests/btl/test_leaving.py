@@ -20,6 +20,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 
 import pytest
 
@@ -462,3 +463,26 @@ def test_a_receive_left_posted_does_not_hold_finalize_back(pmca_env) -> None:
     took = time.monotonic() - left
     assert took < 30.0, f"leaving the block took {took:.2f} s"  # half the bound
     assert waiting.test() and waiting.error is not None  # ended by the close, not received
+
+
+def test_sends_to_itself_a_receive_matched_complete_at_finalize(pmca_env) -> None:
+    """A 64 KiB and an 8 MiB isend to itself, each matched by a posted receive and
+    left to finalize: finalize's own progress completes both sides and says
+    nothing (stopping at its first busy round, it failed the sends as never
+    received, and the close failed their receives)."""
+    data = {size: bytes(range(256)) * (size // 256) for size in (64 << 10, 8 << 20)}
+    mca = {"btl": "self"}
+    with (
+        warnings.catch_warnings(record=True) as said,
+        pmca.Session(mca=mca, frameworks=["btl"]) as session,
+    ):
+        warnings.simplefilter("always")
+        pairs = [
+            (session.p2p.irecv(0, tag, bytearray(len(body))), session.p2p.isend(0, tag, body))
+            for tag, body in enumerate(data.values(), 1)
+        ]
+    for receive, send in pairs:
+        assert receive.test() and receive.error is None, receive.error
+        assert send.test() and send.error is None, send.error
+        assert bytes(receive.view) == data[len(receive.view)]
+    assert not [w for w in said if issubclass(w.category, pmca.p2p.FinalizeWarning)], said
