@@ -453,3 +453,43 @@ def test_a_read_that_outlasts_the_finalize_bound_fails_on_both_sides(
     assert "without receiving this message (tag 5, 8388608 bytes)" in sender["error"], sender
     assert receiver["done"] and "ended after this rank told it that it left" in receiver["error"]
     assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+
+
+_A_READ_AFTER_TWO = """
+DATA = [bytes([i + 1]) * (8 << 20) for i in range(3)]
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 1:
+        s.p2p.probe(0, 5, timeout=60)
+        s.p2p.probe(0, 6, timeout=60)
+        buffers = [bytearray(8 << 20) for _ in range(3)]
+        requests = [s.p2p.irecv(0, 5 + i, buffers[i]) for i in range(2)]  # both reads start
+        for request in requests:
+            request.wait(timeout=60)  # and end
+        s.p2p.probe(0, 7, timeout=60)
+        requests.append(s.p2p.irecv(0, 7, buffers[2]))  # a third read starts; this rank leaves
+    else:
+        sends = [s.p2p.isend(1, 5 + i, DATA[i]) for i in range(3)]
+        outcomes = []
+        for send in sends:
+            try:
+                send.wait(timeout=60)
+                outcomes.append("sent")
+            except Exception as exc:
+                outcomes.append(type(exc).__name__)
+        out(outcomes=outcomes)
+if RANK == 1:
+    out(done=[r.done and r.error is None for r in requests], intact=buffers[2] == DATA[2])
+"""
+
+
+def test_a_read_under_way_after_two_that_ended_still_holds_the_leave(
+    pmca_env, tmp_path: Path
+) -> None:
+    """Over tcp, rank 1 reads two 8 MiB rendezvous at once to their end, then starts a
+    third read and finalizes: its LEAVE still waits for that read's FIN, so all three
+    sends succeed (counting the first two reads' end wrongly, the LEAVE went ahead
+    of the third FIN and both sides failed it)."""
+    sender, receiver = pair(tmp_path, _A_READ_AFTER_TWO, "self,tcp")
+    assert sender.get("outcomes") == ["sent"] * 3, (sender, receiver["stderr"])
+    assert receiver["done"] == [True] * 3 and receiver["intact"], receiver
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
