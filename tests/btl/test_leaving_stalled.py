@@ -196,3 +196,60 @@ def test_what_finalize_gave_up_never_arrives_while_it_waits_for_another_peer(
     said = re.search(r"(\d+) messages? not delivered \(completed, still queued in a btl\)", stderr)
     held = int(said[1]) if said else 0
     assert receiver["received"] == 2048 - sender["failed"] - held, (receiver, sender, stderr)
+
+
+#: 8192 messages of 1000 bytes (24 + 1000 bytes, and 1024 per queued copy: 16 MiB,
+#: more than the kernel may still take) fill btl/tcp's copy queue exactly: the LEAVE
+#: behind them is not copied.
+_QUEUE_FULL_OF_COMPLETED = """
+from pmca.p2p._protocol import MATCH
+from pmca.btl.tcp._connection import QUEUED_COST
+FINALIZING, COPIES, SIZE = sys.argv[4], 8192, 1000
+MCA.update(pmca_base_finalize_timeout=1, pmca_base_modex_timeout=30)
+MCA.update(btl_tcp_send_queue_limit=COPIES * (MATCH.size + SIZE + QUEUED_COST))
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 0:
+        bml, sent = s._data_path().bml, 0
+
+        def send_one():
+            global sent
+            s.p2p.isend(1, 5, sent.to_bytes(4, "little") + bytes(SIZE - 4))
+            sent += 1
+
+        while not bml.queued_sends(1) and sent < 100_000:  # the socket takes what it can
+            send_one()
+        for _ in range(COPIES - len(bml.queued_sends(1))):  # then btl/tcp copies each
+            send_one()
+        queued = bml.queued_sends(1)
+        out(sent=sent, copies=sum(q.completed for q in queued), queued=len(queued))
+        left = time.monotonic()
+        open(FINALIZING, "w").close()
+    else:
+        wait_for_file(FINALIZING, 120)
+        time.sleep(4.0)  # nothing read from the start of rank 0's finalize to past its bound
+        received, error = receive_numbered(s, 0, 5, SIZE, PeerFailed)
+        out(received=received)
+if RANK == 0:
+    out(finalize=time.monotonic() - left)
+"""
+
+
+def test_a_leave_behind_completed_messages_only_is_given_up_within_the_bound(
+    pmca_env, tmp_path: Path
+) -> None:
+    """Every send of rank 0 completed, 8192 of them in btl/tcp's full copy queue with
+    the LEAVE behind them, not handed over: rank 0 drops what is still queued at its
+    1 s bound and names it, the peer and the LEAVE; rank 1, reading later, gets
+    exactly the rest (looking only at sends, rank 0 waited for rank 1's word until
+    it woke up, and said nothing)."""
+    finalizing = str(tmp_path / "finalizing")
+    sender, receiver = pair(tmp_path, _QUEUE_FULL_OF_COMPLETED, "self,tcp", finalizing)
+    assert sender["copies"] == sender["queued"] == 8192, sender  # the case under test
+    assert sender["finalize"] < 1.0 + 2.5, sender  # the bound and a margin, not the 4 s stall
+    stderr = sender["stderr"]
+    assert "rank(s) 1 did not acknowledge that this rank left within 1 s" in stderr, stderr
+    assert "this rank's LEAVE to rank(s) 1 was still queued behind data" in stderr, stderr
+    said = re.search(r"(\d+) messages not delivered \(completed, still queued in a btl\)", stderr)
+    assert said and 0 < int(said[1]) <= 8192, stderr  # what the socket had not taken yet
+    assert receiver["received"] == sender["sent"] - int(said[1]), (receiver, sender, stderr)
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
