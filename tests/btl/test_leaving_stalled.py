@@ -71,6 +71,7 @@ def test_a_rendezvous_never_answered_is_given_up_within_the_bound(pmca_env, tmp_
     assert "1 send not delivered (not delivered within 1 s" in stderr, stderr
     silent = "rank(s) 1 did not acknowledge that this rank left within 1 s"
     assert stderr.count(silent) == 1, stderr
+    assert "still queued behind data" not in stderr, stderr  # the LEAVE went out
     assert "(pmca_base_finalize_timeout)" in stderr, stderr
     assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
 
