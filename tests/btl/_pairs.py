@@ -40,6 +40,17 @@ PRELUDE = textwrap.dedent(
         while not os.path.exists(path) and time.monotonic() < deadline:
             time.sleep(0.01)
 
+    def outcomes_of(sends):
+        # Each send waited for: "sent", or the name of what it raised.
+        outcomes = []
+        for send in sends:
+            try:
+                send.wait(timeout=60)
+                outcomes.append("sent")
+            except Exception as exc:
+                outcomes.append(type(exc).__name__)
+        return outcomes
+
     def receive_numbered(s, source, tag, size, ends):
         # Messages numbered 0, 1, ... (4 bytes first) from source, in order, until
         # one of ends is raised: how many, and that error.

@@ -354,14 +354,7 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
         requests = [s.p2p.irecv(0, 5 + i, buffers[i]) for i in range(2)]  # both reads start
     else:
         sends = [s.p2p.isend(1, 5 + i, bytes([i + 1]) * (8 << 20)) for i in range(2)]
-        outcomes = []
-        for send in sends:
-            try:
-                send.wait(timeout=60)
-                outcomes.append("sent")
-            except Exception as exc:
-                outcomes.append(type(exc).__name__)
-        out(outcomes=outcomes)
+        out(outcomes=outcomes_of(sends))
 if RANK == 1:
     intact = [buffers[i] == bytes([i + 1]) * (8 << 20) for i in range(2)]
     out(done=[r.done and r.error is None for r in requests], intact=intact)
@@ -469,15 +462,7 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
         s.p2p.probe(0, 7, timeout=60)
         requests.append(s.p2p.irecv(0, 7, buffers[2]))  # a third read starts; this rank leaves
     else:
-        sends = [s.p2p.isend(1, 5 + i, DATA[i]) for i in range(3)]
-        outcomes = []
-        for send in sends:
-            try:
-                send.wait(timeout=60)
-                outcomes.append("sent")
-            except Exception as exc:
-                outcomes.append(type(exc).__name__)
-        out(outcomes=outcomes)
+        out(outcomes=outcomes_of([s.p2p.isend(1, 5 + i, DATA[i]) for i in range(3)]))
 if RANK == 1:
     out(done=[r.done and r.error is None for r in requests], intact=buffers[2] == DATA[2])
 """
