@@ -22,7 +22,7 @@ BTLS = ["self,tcp"] + (["self,sm"] if HAS_SM else [])
 
 PRELUDE = textwrap.dedent(
     """
-    import json, socket, sys, time
+    import json, os, socket, sys, time
     import pmca
     from pmca.btl import PeerFailed, PeerFinalized
     from pmca.world import PairWorld
@@ -33,6 +33,23 @@ PRELUDE = textwrap.dedent(
 
     def out(**facts):
         print(json.dumps(facts), flush=True)
+
+    def wait_for_file(path, seconds):
+        # Until another process created path (at most seconds), without progressing.
+        deadline = time.monotonic() + seconds
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def outcomes_of(sends):
+        # Each send waited for: "sent", or the name of what it raised.
+        outcomes = []
+        for send in sends:
+            try:
+                send.wait(timeout=60)
+                outcomes.append("sent")
+            except Exception as exc:
+                outcomes.append(type(exc).__name__)
+        return outcomes
 
     def receive_numbered(s, source, tag, size, ends):
         # Messages numbered 0, 1, ... (4 bytes first) from source, in order, until
@@ -68,14 +85,8 @@ def pair(tmp_path: Path, body: str, btl: str, *args: str, timeout: float = 240.0
     for end in ends:
         end.close()
     results = []
-    for rank, child in enumerate(children):
-        try:
-            stdout, stderr = child.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            for other in children:
-                other.kill()
-            raise
-        facts: dict = {"rank": rank, "returncode": child.returncode, "stderr": stderr}
+    for rank, (returncode, stdout, stderr) in enumerate(_outputs(children, timeout)):
+        facts: dict = {"rank": rank, "returncode": returncode, "stderr": stderr}
         for line in stdout.splitlines():
             if line.startswith("{"):
                 facts.update(json.loads(line))
@@ -83,4 +94,32 @@ def pair(tmp_path: Path, body: str, btl: str, *args: str, timeout: float = 240.0
     return results
 
 
-__all__ = ["BTLS", "HAS_SM", "PRELUDE", "pair"]
+def _outputs(children: list[subprocess.Popen], timeout: float) -> list[tuple[int, str, str]]:
+    """Each child's (returncode, stdout, stderr); all are killed when one outlasts ``timeout``."""
+    results = []
+    for child in children:
+        try:
+            stdout, stderr = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for other in children:
+                other.kill()
+            raise
+        results.append((child.returncode, stdout, stderr))
+    return results
+
+
+def run_ranks(
+    script: Path, count: int, *args: str, timeout: float = 120.0
+) -> list[tuple[int, str, str]]:
+    """Run ``script RANK *args`` as ``count`` processes; each one's (returncode, stdout, stderr)."""
+    command = [sys.executable, str(script)]
+    ranks = [
+        subprocess.Popen(
+            [*command, str(rank), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for rank in range(count)
+    ]
+    return _outputs(ranks, timeout)
+
+
+__all__ = ["BTLS", "HAS_SM", "PRELUDE", "pair", "run_ranks"]

@@ -20,10 +20,12 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 
 import pytest
 
 import pmca
+from pmca.scenarios.ompi_13021 import ofi_unavailable
 
 from ._pairs import BTLS as _BTLS
 from ._pairs import HAS_SM as _HAS_SM
@@ -116,7 +118,9 @@ def test_finalize_gives_up_within_its_bound_naming_exactly_what_was_not_delivere
     stderr = sender["stderr"]
     failed = re.search(r"(\d+) sends? not delivered \(not delivered within 2 s", stderr)
     assert failed and int(failed[1]) == sender["failed"] > 0, stderr
-    held = re.search(r"(\d+) messages? not delivered \(completed, still queued in a btl\)", stderr)
+    pattern = r"(\d+) messages? not delivered \(completed, still queued in a btl\)"
+    assert len(re.findall(pattern, stderr)) <= 1, stderr  # said once, with the silent peer
+    held = re.search(pattern, stderr)
     queued = int(held[1]) if held else 0
     assert "this rank's LEAVE to rank(s) 1 was still queued behind data" in stderr, stderr
     assert receiver["received"] == 100_000 - sender["failed"] - queued, (receiver, sender, stderr)
@@ -168,6 +172,7 @@ def test_a_peer_waiting_on_a_rank_that_left_fails_at_once(pmca_env, tmp_path, bt
     assert waiter.get("outcome") == "PeerFinalized", waiter
     assert waiter["rank_named"] == 1 and "rank 1 finalized" in waiter["error"], waiter
     assert waiter["after_error"] is (how == "error"), waiter
+    assert ("finalized its session after an error" in waiter["error"]) is (how == "error"), waiter
     learned = waiter["learned_at"] - leaver["left_at"]
     assert learned < 2.0, f"rank 0 learned {learned:.2f} s after rank 1 left"
     assert waiter.get("later_send") == "PeerFinalized", waiter
@@ -269,7 +274,8 @@ def test_sends_to_an_sm_peer_that_closed_its_segment_fail(pmca_env, tmp_path) ->
     """Rank 1 finalizes (after an error, its bound 1 s) while rank 0 does not progress,
     closes its sm segment and stays alive; rank 0's next sends, which have not yet
     seen rank 1's LEAVE, fail with ``PeerFinalized`` naming rank 1. Before, they
-    completed and were lost without a word."""
+    completed and were lost without a word. Rank 1's warning names rank 0 as not
+    acknowledging, within the bound of a finalize after an error."""
     marker = str(tmp_path / "done")
     sender, closed = _pair(tmp_path, _SENDS_AFTER_THE_SEGMENT_CLOSED, "self,sm", marker)
     outcomes = sender["outcomes"]
@@ -277,6 +283,11 @@ def test_sends_to_an_sm_peer_that_closed_its_segment_fail(pmca_env, tmp_path) ->
     for name, outcome in outcomes.items():
         assert outcome.startswith("PeerFinalized rank 1: "), (name, outcome)
         assert "rank 1 finalized" in outcome, (name, outcome)
+    # Rank 1 names the peer it stopped waiting for, and the bound of a finalize after an error.
+    said = (
+        "rank(s) 0 did not acknowledge that this rank left within 1 s (pmca_base_finalize_timeout)"
+    )
+    assert said in closed["stderr"], closed["stderr"]
     assert sender["returncode"] == 0 and closed["returncode"] == 0, (sender, closed)
 
 
@@ -313,6 +324,61 @@ def test_an_unmatched_send_to_itself_is_reported_and_finalize_returns(pmca_env) 
     assert "1 send not delivered" in done.stderr, done.stderr
     assert "to rank 0 tag 1: 1 message, 8388608 bytes" in done.stderr, done.stderr
     assert done.returncode == 0, done.stderr
+
+
+_UNREACHED_PEER = """
+MCA.update(pmca_base_modex_timeout=10)
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    out(routes=len(s._data_path().bml.peer(1 - RANK).send))
+    left = time.monotonic()
+out(took=time.monotonic() - left)
+"""
+
+
+def test_a_peer_no_btl_reaches_is_not_told_and_not_waited_for(pmca_env, tmp_path) -> None:
+    """Two ranks with btl ``self`` only: neither reaches the other, so neither sends
+    it a LEAVE nor waits for its answer; each leaves the block at once and says
+    nothing (with the peer counted as told, each waited the whole peer-wait
+    bound, 10 s here, and reported it silent)."""
+    ranks = _pair(tmp_path, _UNREACHED_PEER, "self", timeout=120)
+    for rank in ranks:
+        assert rank["routes"] == 0, rank  # the case under test
+        assert rank["took"] < 5.0, rank  # half the bound
+        assert "did not acknowledge" not in rank["stderr"], rank["stderr"]
+        assert rank["returncode"] == 0, rank
+
+
+_LEFT_AND_CLOSED = """
+MARKER = sys.argv[4]
+MCA.update(pmca_base_modex_timeout=10)
+if RANK == 1:
+    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+        s.p2p.recv(0, 1, bytearray(5), timeout=60)
+    wait_for_file(MARKER, 15.0)  # finalized and alive until rank 0 is done
+else:
+    with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+        s.p2p.send(1, 1, b"ready")
+        try:
+            s.p2p.recv(1, 2, bytearray(4), timeout=60)
+        except PeerFinalized:
+            time.sleep(0.5)  # rank 1 has its answer and closes meanwhile
+        left = time.monotonic()
+    out(took=time.monotonic() - left)
+    open(MARKER, "w").close()
+"""
+
+
+@pytest.mark.skipif(ofi_unavailable() is not None, reason="no libfabric")
+def test_a_peer_that_left_is_not_told_again_when_its_close_goes_unseen(pmca_env, tmp_path) -> None:
+    """Over btl ofi, which sees no peer close its endpoint: rank 1 leaves (rank 0
+    answers its LEAVE) and closes while staying alive; rank 0 then leaves at once
+    and says nothing (sending rank 1 a LEAVE too, it waited the whole peer-wait
+    bound, 10 s here, for an answer that never came, and named rank 1 silent)."""
+    marker = str(tmp_path / "done")
+    leaver, _ = _pair(tmp_path, _LEFT_AND_CLOSED, "self,ofi", marker, timeout=120)
+    assert leaver["took"] < 5.0, leaver  # half the bound
+    assert "did not acknowledge" not in leaver["stderr"], leaver["stderr"]
+    assert leaver["returncode"] == 0, leaver
 
 
 _POSTED_FOR_A_LEAVER = """
@@ -391,9 +457,38 @@ def test_a_receive_left_posted_does_not_hold_finalize_back(pmca_env) -> None:
     """Finalize waits for this rank's sends, never for its receives: one posted for a
     message that never comes leaves the block at once (not after the drain bound)."""
     mca = {"btl": "self", "pmca_base_finalize_timeout": 60}
-    with pmca.Session(mca=mca, frameworks=["btl"]) as session:
+    with (
+        warnings.catch_warnings(record=True) as said,
+        pmca.Session(mca=mca, frameworks=["btl"]) as session,
+    ):
+        warnings.simplefilter("always")
         waiting = session.p2p.irecv(0, 9, bytearray(4))
         left = time.monotonic()
     took = time.monotonic() - left
     assert took < 30.0, f"leaving the block took {took:.2f} s"  # half the bound
     assert waiting.test() and waiting.error is not None  # ended by the close, not received
+    # A receive is never a send not delivered: finalize has nothing to say of it.
+    assert not [w for w in said if issubclass(w.category, pmca.p2p.FinalizeWarning)], said
+
+
+def test_sends_to_itself_a_receive_matched_complete_at_finalize(pmca_env) -> None:
+    """A 64 KiB and an 8 MiB isend to itself, each matched by a posted receive and
+    left to finalize: finalize's own progress completes both sides and says
+    nothing (stopping at its first busy round, it failed the sends as never
+    received, and the close failed their receives)."""
+    data = {size: bytes(range(256)) * (size // 256) for size in (64 << 10, 8 << 20)}
+    mca = {"btl": "self"}
+    with (
+        warnings.catch_warnings(record=True) as said,
+        pmca.Session(mca=mca, frameworks=["btl"]) as session,
+    ):
+        warnings.simplefilter("always")
+        pairs = [
+            (session.p2p.irecv(0, tag, bytearray(len(body))), session.p2p.isend(0, tag, body))
+            for tag, body in enumerate(data.values(), 1)
+        ]
+    for receive, send in pairs:
+        assert receive.test() and receive.error is None, receive.error
+        assert send.test() and send.error is None, send.error
+        assert bytes(receive.view) == data[len(receive.view)]
+    assert not [w for w in said if issubclass(w.category, pmca.p2p.FinalizeWarning)], said

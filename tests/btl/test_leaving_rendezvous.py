@@ -100,6 +100,7 @@ def test_a_rendezvous_send_fails_when_its_receiver_finalizes_without_it(
     assert first["outcome"] == "PeerFinalized", sender
     assert first["rank_named"] == 1 and "rank 1 finalized" in first["error"], first
     assert f"tag 5, {size} bytes" in first["error"], first
+    assert "after an error" not in first["error"], first  # rank 1 left normally
     learned = first["at"] - receiver["left_at"]
     assert learned < 2.0, f"rank 0 learned {learned:.2f} s after rank 1 left: {sender}"
     later = sender["later"]
@@ -109,20 +110,30 @@ def test_a_rendezvous_send_fails_when_its_receiver_finalizes_without_it(
 
 
 _READ_UNDER_WAY = """
+MCA.update(pmca_base_finalize_timeout=20)
 with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
     if RANK == 1:
         s.p2p.probe(0, 5, timeout=60)  # the rendezvous header is here
         buffer = bytearray(8 << 20)
         request = s.p2p.irecv(0, 5, buffer)  # its read starts; this rank leaves at once
+        left = time.monotonic()
     else:
         try:
             s.p2p.send(1, 5, bytes(range(256)) * (8 << 12), timeout=60)
             out(outcome="sent")
         except Exception as exc:
             out(outcome=type(exc).__name__, error=str(exc))
+        deadline, heard = time.monotonic() + 10, False
+        try:  # progress (not leaving) until rank 1's LEAVE comes: it follows the FIN
+            while time.monotonic() < deadline:
+                s.p2p.iprobe(1, 99)
+        except PeerFinalized:
+            heard = True
+        out(heard=heard)
 if RANK == 1:
     intact = buffer == bytes(range(256)) * (8 << 12)
     out(done=request.done, error=repr(request.error), intact=intact)
+    out(finalize=time.monotonic() - left)
 """
 
 
@@ -135,11 +146,13 @@ def test_a_read_under_way_at_finalize_completes_on_both_sides(
     Its finalize finishes the read and answers FIN before its LEAVE, so both
     sides agree: the receive completed with every byte and the send
     succeeded (a LEAVE ahead of the FIN would have failed a send whose
-    message was delivered).
+    message was delivered). The LEAVE follows as soon as the read ended (rank 0,
+    progressing, hears it), not at the finalize bound (20 s here).
     """
     sender, receiver = pair(tmp_path, _READ_UNDER_WAY, btl)
     assert sender.get("outcome") == "sent", (sender, receiver["stderr"])
     assert receiver["done"] and receiver["error"] == "None" and receiver["intact"], receiver
+    assert sender["heard"] is True and receiver["finalize"] < 10.0, (sender, receiver)
     assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
 
 
@@ -400,14 +413,7 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
         requests = [s.p2p.irecv(0, 5 + i, buffers[i]) for i in range(2)]  # both reads start
     else:
         sends = [s.p2p.isend(1, 5 + i, bytes([i + 1]) * (8 << 20)) for i in range(2)]
-        outcomes = []
-        for send in sends:
-            try:
-                send.wait(timeout=60)
-                outcomes.append("sent")
-            except Exception as exc:
-                outcomes.append(type(exc).__name__)
-        out(outcomes=outcomes)
+        out(outcomes=outcomes_of(sends))
 if RANK == 1:
     intact = [buffers[i] == bytes([i + 1]) * (8 << 20) for i in range(2)]
     out(done=[r.done and r.error is None for r in requests], intact=intact)
@@ -423,4 +429,112 @@ def test_two_reads_under_way_at_finalize_both_complete_on_both_sides(
     sender, receiver = pair(tmp_path, _TWO_READS_UNDER_WAY, btl)
     assert sender.get("outcomes") == ["sent", "sent"], (sender, receiver["stderr"])
     assert receiver["done"] == [True, True] and receiver["intact"] == [True, True], receiver
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+
+
+_PUSHED_AFTER_THE_LEAVE = """
+MCA["btl_sm_single_copy_mechanism"] = "none"  # no get: the sender pushes fragments
+DATA = bytes(range(256)) * (8 << 12)
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 1:
+        buffer = bytearray(8 << 20)
+        request = s.p2p.irecv(0, 5, buffer)
+        s.p2p.send(0, 1, b"ready")
+        deadline = time.monotonic() + 60
+        try:
+            while time.monotonic() < deadline:  # progress until rank 0's LEAVE is heard
+                s.p2p.iprobe(0, 99)
+        except PeerFinalized:
+            pass
+        out(rdma=len(s._data_path().bml.peer(0).rdma), done_before=request.done)
+    else:
+        s.p2p.recv(1, 1, bytearray(5), timeout=60)
+        large = s.p2p.isend(1, 5, DATA)  # this rank leaves at once
+if RANK == 1:
+    out(done=request.done, error=repr(request.error), intact=buffer == DATA)
+else:
+    out(error=repr(large.error))
+"""
+
+
+@pytest.mark.skipif("self,sm" not in BTLS, reason="btl sm is not built in")
+def test_fragments_still_coming_at_finalize_are_received_first(pmca_env, tmp_path: Path) -> None:
+    """Over sm without single-copy, rank 0 leaves right after an 8 MiB isend: rank 1's
+    clear-to-send reaches it in its finalize, so it pushes the fragments behind its
+    LEAVE. Rank 1 hears the LEAVE with its receive still filling, then finalizes: it
+    takes every fragment first, so the receive completes intact and the send
+    succeeds (leaving at once, it failed both)."""
+    sender, receiver = pair(tmp_path, _PUSHED_AFTER_THE_LEAVE, "self,sm")
+    assert receiver["rdma"] == 0 and receiver["done_before"] is False, receiver  # the case
+    assert receiver["done"] and receiver["error"] == "None" and receiver["intact"], receiver
+    assert sender["error"] == "None", (sender, receiver["stderr"])
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+
+
+_READ_OUTLASTS_THE_BOUND = """
+MCA.update(pmca_base_finalize_timeout=1, pmca_base_modex_timeout=30)
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 1:
+        s.p2p.probe(0, 5, timeout=60)  # the rendezvous header is here
+        request = s.p2p.irecv(0, 5, bytearray(8 << 20))  # its read starts; this rank leaves
+    else:
+        large = s.p2p.isend(1, 5, bytes(8 << 20))
+        time.sleep(3.0)  # serves no read meanwhile: rank 1's outlasts its finalize bound
+        try:
+            large.wait(timeout=60)
+            out(outcome="sent")
+        except PeerFinalized as exc:
+            out(outcome="PeerFinalized", error=str(exc))
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:  # serves the rest of rank 1's read before closing
+            s.p2p.iprobe(0, 99)
+if RANK == 1:
+    out(done=request.done, error=repr(request.error))
+"""
+
+
+def test_a_read_that_outlasts_the_finalize_bound_fails_on_both_sides(
+    pmca_env, tmp_path: Path
+) -> None:
+    """Rank 1 finalizes while reading an 8 MiB rendezvous over tcp that rank 0 does
+    not serve for 3 s. At its 1 s bound rank 1 sends its LEAVE anyway, and the read
+    that ends after it is not answered: both sides agree the message was not
+    received (answering it, the receive completed while the send failed; never
+    sending that LEAVE, the send succeeded only because rank 1 waited on)."""
+    sender, receiver = pair(tmp_path, _READ_OUTLASTS_THE_BOUND, "self,tcp")
+    assert sender.get("outcome") == "PeerFinalized", (sender, receiver["stderr"])
+    assert "without receiving this message (tag 5, 8388608 bytes)" in sender["error"], sender
+    assert receiver["done"] and "ended after this rank told it that it left" in receiver["error"]
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+
+
+_A_READ_AFTER_TWO = """
+DATA = [bytes([i + 1]) * (8 << 20) for i in range(3)]
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 1:
+        s.p2p.probe(0, 5, timeout=60)
+        s.p2p.probe(0, 6, timeout=60)
+        buffers = [bytearray(8 << 20) for _ in range(3)]
+        requests = [s.p2p.irecv(0, 5 + i, buffers[i]) for i in range(2)]  # both reads start
+        for request in requests:
+            request.wait(timeout=60)  # and end
+        s.p2p.probe(0, 7, timeout=60)
+        requests.append(s.p2p.irecv(0, 7, buffers[2]))  # a third read starts; this rank leaves
+    else:
+        out(outcomes=outcomes_of([s.p2p.isend(1, 5 + i, DATA[i]) for i in range(3)]))
+if RANK == 1:
+    out(done=[r.done and r.error is None for r in requests], intact=buffers[2] == DATA[2])
+"""
+
+
+def test_a_read_under_way_after_two_that_ended_still_holds_the_leave(
+    pmca_env, tmp_path: Path
+) -> None:
+    """Over tcp, rank 1 reads two 8 MiB rendezvous at once to their end, then starts a
+    third read and finalizes: its LEAVE still waits for that read's FIN, so all three
+    sends succeed (counting the first two reads' end wrongly, the LEAVE went ahead
+    of the third FIN and both sides failed it)."""
+    sender, receiver = pair(tmp_path, _A_READ_AFTER_TWO, "self,tcp")
+    assert sender.get("outcomes") == ["sent"] * 3, (sender, receiver["stderr"])
+    assert receiver["done"] == [True] * 3 and receiver["intact"], receiver
     assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)

@@ -12,14 +12,12 @@ connection`` for that orderly departure (issue 40).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from ._pairs import BTLS
+from ._pairs import BTLS, run_ranks
 
 _RANK = textwrap.dedent(
     """
@@ -65,24 +63,7 @@ def test_a_peer_that_acknowledged_this_rank_leaving_then_closes_is_no_error(
 ) -> None:
     script = tmp_path / "rank.py"
     script.write_text(_RANK.format(root=str(Path(__file__).resolve().parents[2])))
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(rank), str(tmp_path / "world.sock"), btl],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(3)
-    ]
-    results = []
-    for rank in ranks:
-        try:
-            stdout, stderr = rank.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            for each in ranks:
-                each.kill()
-            raise
-        results.append((rank.returncode, stdout, stderr))
+    results = run_ranks(script, 3, str(tmp_path / "world.sock"), btl)
     for number, (returncode, stdout, stderr) in enumerate(results):
         assert returncode == 0 and json.loads(stdout)["done"], (number, stdout, stderr)
     stderr = results[0][2]
