@@ -313,6 +313,14 @@ def test_a_yielding_lane_still_waits_for_its_message(pair: _Pair) -> None:
         timer.join()
 
 
+def _buffered(connection: Connection, count: int) -> None:
+    """Read until ``connection``'s buffer holds ``count`` bytes not yet acted on."""
+    deadline = time.monotonic() + 10
+    while connection.end - connection.start < count:
+        connection.read()
+        assert time.monotonic() < deadline
+
+
 def _arrived(pair: _Pair, size: int) -> None:
     """Wait until the receiving lane lands message 0, ``size`` bytes."""
     pair.lane.set_spin(0.01)
@@ -385,10 +393,7 @@ def test_a_frame_still_coming_behind_another_is_waited_for(pair: _Pair) -> None:
     lane.set_spin(0.0)
     awaited = _eager(1, _TAG, b"x" * 200)
     pair.send(_eager(0, _TAG + 1, b"y" * 3000) + awaited[:40])
-    deadline = time.monotonic() + 10
-    while connection.end - connection.start < len(_eager(0, _TAG + 1, b"y" * 3000)) + 40:
-        connection.read()
-        assert time.monotonic() < deadline
+    _buffered(connection, len(_eager(0, _TAG + 1, b"y" * 3000)) + 40)
     assert _receive(lane, 0) == OTHER
     lane.hand_on()
     assert connection.start > 0
@@ -422,10 +427,7 @@ def test_a_whole_large_message_in_the_buffer_is_left_to_the_general_way(pair: _P
     payload = bytes(range(256)) * ((STREAM_MIN + 256) // 256)
     frame = _eager(0, _TAG, payload)
     pair.send(frame)
-    deadline = time.monotonic() + 10
-    while connection.end - connection.start < len(frame):
-        connection.read()
-        assert time.monotonic() < deadline
+    _buffered(connection, len(frame))
     assert _receive(lane, 0) == NOTHING
     assert (connection.start, connection.end - connection.start) == (0, len(frame))
 
@@ -466,10 +468,7 @@ def test_a_lane_without_the_native_poller_answers_at_once(
     assert _receive(lane, 0) == NOTHING
     frame = _eager(0, _TAG, b"here")
     pair.send(frame)
-    deadline = time.monotonic() + 10
-    while pair.connection.end - pair.connection.start < len(frame):
-        pair.connection.read()
-        assert time.monotonic() < deadline
+    _buffered(pair.connection, len(frame))
     assert _receive(lane, 0) == LANDED + 4
 
 
