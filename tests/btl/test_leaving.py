@@ -84,9 +84,7 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
     else:
         # Reads nothing while rank 0 finalizes: from its finalize's start (not
         # from this rank's, however long the isends took) to well past its bound.
-        deadline = time.monotonic() + 120
-        while not os.path.exists(FINALIZING) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for_file(FINALIZING, 120)
         time.sleep(6.0)
         received, error = receive_numbered(s, 0, 5, 1024, PeerFailed)
         out(received=received, error=str(error))
@@ -246,9 +244,7 @@ if RANK == 1:
     except RuntimeError:
         pass
     out(closed_at=time.monotonic())
-    deadline = time.monotonic() + 10.0  # finalized and alive until rank 0 is done
-    while time.monotonic() < deadline and not os.path.exists(MARKER):
-        time.sleep(0.02)
+    wait_for_file(MARKER, 10.0)  # finalized and alive until rank 0 is done
 else:
     with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
         s.p2p.send(1, 1, b"ready")

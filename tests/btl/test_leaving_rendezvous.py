@@ -76,9 +76,7 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
         out(later=attempt(s), later_took=time.monotonic() - began)
         open(MARKER, "w").close()
 if RANK == 1:
-    deadline = time.monotonic() + 10.0  # alive, finalized, until rank 0 is done (at most 10 s)
-    while time.monotonic() < deadline and not os.path.exists(MARKER):
-        time.sleep(0.02)
+    wait_for_file(MARKER, 10.0)  # alive, finalized, until rank 0 is done (at most 10 s)
 """
 
 
@@ -307,9 +305,7 @@ def say(name):
     open(os.path.join(SIGNALS, name), "w").close()
 
 def heard(name):
-    deadline = time.monotonic() + 60
-    while not os.path.exists(os.path.join(SIGNALS, name)) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for_file(os.path.join(SIGNALS, name), 60)
 
 def late(p2p, results):
     deadline = time.monotonic() + 60

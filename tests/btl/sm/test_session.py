@@ -4,36 +4,18 @@ from __future__ import annotations
 
 import json
 import platform
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from .._pairs import run_ranks
 
 RANK = Path(__file__).with_name("_rank.py")
 
 
 def run(tmp_path, size, scenario, mca, timeout=240):
     path = str(tmp_path / "world.sock")
-    processes = [
-        subprocess.Popen(
-            [sys.executable, str(RANK), str(rank), str(size), path, scenario, json.dumps(mca)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(size)
-    ]
-    reports = []
-    for process in processes:
-        try:
-            out, err = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            for other in processes:
-                other.kill()
-            raise
-        reports.append((process.returncode, out, err))
-    return reports
+    return run_ranks(RANK, size, str(size), path, scenario, json.dumps(mca), timeout=timeout)
 
 
 def parsed(reports):
