@@ -230,6 +230,7 @@ def test_stats_job_shows_both_ranks_under_mpirun(cli, tmp_path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},  # the launcher's files go with the test
     )
     assert job.stdout is not None
     try:

@@ -208,3 +208,28 @@ def test_launcher_world_locality_across_hosts(
     assert all(f": {protocol} " in line for line in lines), output
     if kind == "pmix":
         assert all("hosts north,south,north,south " in line for line in lines), output
+
+
+def test_a_killed_job_leaves_its_session_files_only_in_the_testbed(
+    launcher: Launcher, pmca_env, pmca_testbed: Callable[..., Testbed], tmp_path: Path
+) -> None:
+    if launcher.name != "openmpi":
+        pytest.skip("Open MPI's launcher and daemons keep session files; Hydra's do not")
+    testbed = pmca_testbed(2)
+    started = tmp_path / "started"
+    started.mkdir()
+    sleep = (
+        f"import os, time; open(os.path.join({str(started)!r}, str(os.getpid())), 'w'); "
+        "time.sleep(300)"
+    )
+    child = testbed.start_mpi(launcher, 1, ["-c", sleep])
+    deadline = time.monotonic() + 120
+    while len(list(started.iterdir())) < 2:
+        assert child.poll() is None and time.monotonic() < deadline, testbed.stop(child)
+        time.sleep(0.05)
+    testbed.stop(child)  # SIGKILL everywhere: nobody removes their session files
+    left = {p.name.split(".")[0] for p in testbed.scratch.iterdir()}
+    assert {"ompi", "prted"} <= left, sorted(testbed.scratch.iterdir())
+    scratch = testbed.scratch
+    testbed.close()
+    assert not scratch.exists()

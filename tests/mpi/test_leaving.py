@@ -92,7 +92,12 @@ def test_an_interrupted_job_ends_within_the_finalize_bound(
         str(result),
     ]
     child = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},  # the launcher's files go with the test
     )
     try:
         deadline = time.monotonic() + 120

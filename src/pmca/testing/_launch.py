@@ -9,8 +9,10 @@ present in this interpreter's environment is used.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -76,11 +78,22 @@ def run_mpi(
     """Run ``python argv...`` on ``ranks`` processes; a hang raises ``TimeoutExpired``.
 
     The ranks inherit this environment (so the pmca load mode follows) plus
-    ``env``.
+    ``env``. Each launch gets its own ``TMPDIR``, removed when the launch
+    ends, unless ``env`` names one: Open MPI's launcher keeps its session
+    files in a directory of ``$TMPDIR`` named after its pid, and refuses to
+    start where a launcher with the same pid left them (killed, or ended by
+    a signal), which a long test run reusing pids meets sooner or later.
     """
     child_env = dict(os.environ)
     child_env.update(env or {})
+    scratch = None if env is not None and "TMPDIR" in env else tempfile.mkdtemp(prefix="pmca-")
+    if scratch is not None:
+        child_env["TMPDIR"] = scratch
     command = [*launcher.command(ranks, launcher_args), sys.executable, "-X", "faulthandler", *argv]
-    return subprocess.run(
-        command, capture_output=True, text=True, timeout=timeout, env=child_env, check=False
-    )
+    try:
+        return subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, env=child_env, check=False
+        )
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)

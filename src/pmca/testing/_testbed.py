@@ -188,6 +188,10 @@ class Testbed:
         ]
         self.hosts: list[Host] = []
         self.agent = self.state / "agent"
+        #: The ``TMPDIR`` of every job :meth:`start_mpi` starts, removed with the
+        #: testbed: launchers and their daemons leave session files there when
+        #: killed.
+        self.scratch = self.state / "tmp"
         self._names = hostnames
         self._count = hosts
         self._rate = rate
@@ -203,6 +207,7 @@ class Testbed:
     def start(self) -> Testbed:
         remove_stale()
         self.state.mkdir(parents=True)
+        self.scratch.mkdir()
         (self.state / "owner").write_text(f"{os.getpid()} {start_time(os.getpid())}\n")
         try:
             self._build()
@@ -332,8 +337,9 @@ class Testbed:
         """Start ``python argv...`` with ``ranks_per_host`` ranks on every host.
 
         The launcher runs on the first host (the head node), as it would on a
-        real cluster; the ranks inherit this environment plus ``env``. Output
-        is captured (``communicate()``).
+        real cluster; the ranks inherit this environment plus ``env``, and
+        :attr:`scratch` as ``TMPDIR`` unless ``env`` names one. Output is
+        captured (``communicate()``).
         """
         extra = [*self.launcher_args(launcher, ranks_per_host, network), *launcher_args]
         ranks = ranks_per_host * len(self.hosts)
@@ -347,7 +353,7 @@ class Testbed:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, "TMPDIR": str(self.scratch), **(env or {})},
         )
 
     def run_mpi(

@@ -63,7 +63,13 @@ def _job(tmp_path: Path, write: Callable[[int, int, int], None]) -> dict[int, st
     if launcher is None:
         pytest.skip("no MPI launcher in this environment (install pmca[mpi] or mpich)")
     command = [*launcher.command(2, ()), sys.executable, str(RANK), str(tmp_path)]
-    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    job = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},  # the launcher's files go with the test
+    )
     pids: list[int] = []
     try:
         for rank in (0, 1):
