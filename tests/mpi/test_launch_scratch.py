@@ -3,7 +3,6 @@ left behind cannot refuse a later launch that happens to reuse its pid."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
@@ -64,7 +63,7 @@ def test_a_launch_starts_where_a_killed_launcher_left_its_files(
     assert not scratch.exists(), f"{scratch} outlived the launch"
 
 
-def test_a_launch_that_hangs_leaves_no_scratch_directory(
+def test_a_launch_that_hangs_leaves_no_rank_and_no_scratch_directory(
     launcher: Launcher, pmca_env, tmp_path: Path
 ) -> None:
     marker = tmp_path / "rank"
@@ -76,7 +75,9 @@ def test_a_launch_that_hangs_leaves_no_scratch_directory(
     with pytest.raises(subprocess.TimeoutExpired):
         run_mpi(launcher, 1, ["-c", hang], timeout=15)
     pid, scratch = marker.read_text().split(" ", 1)
-    with contextlib.suppress(ProcessLookupError):  # the killed launcher's orphan
+    left = Path(f"/proc/{pid}/stat")
+    if left.exists() and left.read_text().rsplit(")", 1)[1].split()[0] != "Z":
         os.kill(int(pid), signal.SIGKILL)
+        pytest.fail(f"rank {pid} outlived the launch that was killed")
     assert Path(scratch).name.startswith("pmca-"), scratch
     assert not Path(scratch).exists(), f"{scratch} outlived the launch that was killed"

@@ -8,11 +8,14 @@ present in this interpreter's environment is used.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -78,11 +81,15 @@ def run_mpi(
     """Run ``python argv...`` on ``ranks`` processes; a hang raises ``TimeoutExpired``.
 
     The ranks inherit this environment (so the pmca load mode follows) plus
-    ``env``. Each launch gets its own ``TMPDIR``, removed when the launch
-    ends, unless ``env`` names one: Open MPI's launcher keeps its session
-    files in a directory of ``$TMPDIR`` named after its pid, and refuses to
-    start where a launcher with the same pid left them (killed, or ended by
-    a signal), which a long test run reusing pids meets sooner or later.
+    ``env``. A launch that outlives ``timeout`` (or is interrupted) is killed
+    with every process it started: the launcher runs in a session of its own,
+    and each process of that session goes, so no rank is left behind spinning.
+
+    Each launch gets its own ``TMPDIR``, removed when the launch ends, unless
+    ``env`` names one: Open MPI's launcher keeps its session files in a
+    directory of ``$TMPDIR`` named after its pid, and refuses to start where
+    a launcher with the same pid left them (killed, or ended by a signal),
+    which a long test run reusing pids meets sooner or later.
     """
     child_env = dict(os.environ)
     child_env.update(env or {})
@@ -91,9 +98,55 @@ def run_mpi(
         child_env["TMPDIR"] = scratch
     command = [*launcher.command(ranks, launcher_args), sys.executable, "-X", "faulthandler", *argv]
     try:
-        return subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout, env=child_env, check=False
+        job = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env,
+            start_new_session=True,
         )
+        try:
+            stdout, stderr = job.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stdout, stderr = _end_session(job)
+            raise subprocess.TimeoutExpired(command, timeout, stdout, stderr) from None
+        except BaseException:
+            _end_session(job)
+            raise
+        return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _end_session(job: subprocess.Popen[str]) -> tuple[str, str]:
+    """SIGKILL every live process of ``job``'s session (its ranks and daemons
+    keep the launcher's session when they leave its process group); its output."""
+    for _ in range(100):  # what forks meanwhile is killed in a later round
+        members = _session_members(job.pid)
+        if not members:
+            break
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
+    job.kill()
+    stdout, stderr = job.communicate()
+    return stdout, stderr
+
+
+def _session_members(session: int) -> list[int]:
+    """The processes of ``session`` that have not ended (zombies left out)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                state, _ppid, _pgrp, sid = f.read().rsplit(")", 1)[1].split()[:4]
+        except (OSError, ValueError):
+            continue  # ended meanwhile
+        if int(sid) == session and state not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
