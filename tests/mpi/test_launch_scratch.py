@@ -73,7 +73,7 @@ def test_a_launch_that_hangs_leaves_no_rank_and_no_scratch_directory(
         "time.sleep(120)"
     )
     with pytest.raises(subprocess.TimeoutExpired):
-        run_mpi(launcher, 1, ["-c", hang], timeout=15)
+        run_mpi(launcher, 1, ["-c", hang], timeout=8)  # the rank starts within ~1 s
     pid, scratch = marker.read_text().split(" ", 1)
     left = Path(f"/proc/{pid}/stat")
     if left.exists() and left.read_text().rsplit(")", 1)[1].split()[0] != "Z":
