@@ -11,6 +11,7 @@ import importlib.metadata
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -70,15 +71,20 @@ def launcher(mpi_wheel: str) -> list[str]:
 def run_program(
     command: list[str], env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``command`` under a timeout; a hang or a non-zero exit fails the test."""
+    """Run ``command`` under a timeout; a hang or a non-zero exit fails the test.
+
+    With a ``TMPDIR`` of its own: Open MPI's launcher refuses to start where a
+    killed launcher with its pid left session files.
+    """
     try:
-        result = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            env={**os.environ, **(env or {})},
-        )
+        with tempfile.TemporaryDirectory(prefix="pmca-") as scratch:
+            result = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+                env={**os.environ, "TMPDIR": scratch, **(env or {})},
+            )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"hung (>{TIMEOUT}s): {command}\n{exc.stdout}\n{exc.stderr}")
     if result.returncode != 0:
