@@ -317,3 +317,67 @@ def test_a_peer_that_left_first_is_not_given_up_as_silent(
     unreceived = f"from rank 0 tag 5: {arrived} messages, {arrived * 16384} bytes"
     assert unreceived in receiver["stderr"], (arrived, receiver["stderr"], stderr)
     assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+
+
+#: Rank 0 finalizes with a full btl/tcp copy queue to rank 1, which received 64
+#: messages first (from what its socket held): rank 0's LEAVE waits uncopied, and
+#: its finalize then moves some of the queue to the socket. Rank 1 leaves next and stops itself right after its LEAVE
+#: (SIGSTOP, resumed 3 s later): rank 0's LEAVE_ACK, with room in the queue by then,
+#: is copied at once, its LEAVE still queued behind data past its 1 s bound.
+_LEAVE_QUEUED_BEHIND_A_COPIED_ACK = """
+import signal, subprocess, threading
+FINALIZING, COPIES, SIZE, READ = sys.argv[4], 2048, 16 * 1024, 64
+MCA.update(pmca_base_finalize_timeout=1, pmca_base_modex_timeout=30)
+MCA.update(btl_tcp_send_queue_limit=copy_queue_limit(COPIES, SIZE))
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 0:
+        sent = fill_copy_queue(s, 1, COPIES, SIZE)
+        open(FINALIZING + ".filled", "w").close()
+        wait_for_file(FINALIZING + ".room", 120)
+        open(FINALIZING, "w").close()
+    else:
+        wait_for_file(FINALIZING + ".filled", 120)
+        for _ in range(READ):
+            s.p2p.recv(0, 5, bytearray(SIZE), timeout=60)
+        open(FINALIZING + ".room", "w").close()
+        wait_for_file(FINALIZING, 120)
+        time.sleep(0.3)  # rank 0 said its LEAVE and moved what the socket took
+        engine = s.p2p
+        subprocess.Popen(["sh", "-c", f"sleep 3; kill -CONT {os.getpid()}"])
+        sys.setswitchinterval(1e-4)
+
+        def stop_after_the_leave():
+            while 0 not in engine._said:
+                time.sleep(1e-4)
+            time.sleep(5e-4)  # the LEAVE, said, goes out at once (rank 0 reads everything)
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+        threading.Thread(target=stop_after_the_leave, daemon=True).start()
+if RANK == 0:
+    out(sent=sent)
+"""
+
+
+def test_a_leave_queued_behind_a_copied_leave_ack_is_still_waited_for(
+    pmca_env, tmp_path: Path
+) -> None:
+    """Both ranks finalize; rank 0's LEAVE waits uncopied in btl/tcp's queue behind
+    completed messages, and its LEAVE_ACK to rank 1, copied behind it, counts as
+    handed over at once, while rank 1 reads nothing past rank 0's 1 s bound. Rank 0
+    still counts its LEAVE as queued: at the bound it gives rank 1 up, naming it,
+    its LEAVE and the messages dropped, and rank 1 gets exactly the rest. (Counting
+    one message per peer, the LEAVE_ACK's hand-over took the LEAVE off: rank 0 ended
+    its drain at once and waited for rank 1 past its bound, silently.)"""
+    finalizing = str(tmp_path / "finalizing")
+    sender, receiver = pair(tmp_path, _LEAVE_QUEUED_BEHIND_A_COPIED_ACK, "self,tcp", finalizing)
+    stderr = sender["stderr"]
+    silent = "rank(s) 1 did not acknowledge that this rank left within 1 s"
+    assert silent in stderr, stderr
+    assert "this rank's LEAVE to rank(s) 1 was still queued behind data" in stderr, stderr
+    said = re.search(r"(\d+) messages? not delivered \(completed, still queued in a btl\)", stderr)
+    assert said and int(said[1]) > 0, stderr
+    # What was dropped never arrives (closing, rank 0 may lose some of the rest too).
+    unreceived = re.search(r"from rank 0 tag 5: (\d+) messages?", receiver["stderr"])
+    arrived = int(unreceived[1]) if unreceived else 0
+    assert arrived <= sender["sent"] - 64 - int(said[1]), (receiver["stderr"], stderr)
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
