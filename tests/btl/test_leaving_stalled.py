@@ -266,8 +266,7 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
         queued = s._data_path().bml.queued_sends(1)
         out(sent=sent, copies=sum(q.completed for q in queued), queued=len(queued))
         open(FINALIZING + ".go", "w").close()
-        wait_for_file(FINALIZING, 120)
-        time.sleep(0.5)  # rank 1 is finalizing: its LEAVE is sent, what its socket held read
+        wait_for_file(FINALIZING, 120)  # rank 1's LEAVE is in its socket
         peer = int(open(FINALIZING).read())
         os.kill(peer, signal.SIGSTOP)
         threading.Timer(3.0, os.kill, (peer, signal.SIGCONT)).start()
@@ -279,9 +278,16 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
             pass
     else:
         wait_for_file(FINALIZING + ".go", 120)
-        with open(FINALIZING + ".tmp", "w") as pid:
-            pid.write(str(os.getpid()))
-        os.rename(FINALIZING + ".tmp", FINALIZING)
+        engine = s.p2p
+
+        def say_when_the_leave_is_out():
+            while 0 not in engine._said or 0 in engine._unhanded:
+                time.sleep(1e-4)
+            with open(FINALIZING + ".tmp", "w") as pid:
+                pid.write(str(os.getpid()))
+            os.rename(FINALIZING + ".tmp", FINALIZING)
+
+        threading.Thread(target=say_when_the_leave_is_out, daemon=True).start()
 if RANK == 0:
     out(late=f"{type(late.error).__name__}: {late.error}" if PENDING else None)
 """
@@ -321,9 +327,10 @@ def test_a_peer_that_left_first_is_not_given_up_as_silent(
 
 #: Rank 0 finalizes with a full btl/tcp copy queue to rank 1, which received 64
 #: messages first (from what its socket held): rank 0's LEAVE waits uncopied, and
-#: its finalize then moves some of the queue to the socket. Rank 1 leaves next and stops itself right after its LEAVE
-#: (SIGSTOP, resumed 3 s later): rank 0's LEAVE_ACK, with room in the queue by then,
-#: is copied at once, its LEAVE still queued behind data past its 1 s bound.
+#: its finalize then moves some of the queue to the socket. Rank 1 leaves next and
+#: stops itself once its LEAVE is in its socket (SIGSTOP, resumed 3 s later): rank
+#: 0's LEAVE_ACK, with room in the queue by then, is copied at once, its LEAVE
+#: still queued behind data past its 1 s bound.
 _LEAVE_QUEUED_BEHIND_A_COPIED_ACK = """
 import signal, subprocess, threading
 FINALIZING, COPIES, SIZE, READ = sys.argv[4], 2048, 16 * 1024, 64
@@ -347,9 +354,8 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
         sys.setswitchinterval(1e-4)
 
         def stop_after_the_leave():
-            while 0 not in engine._said:
+            while 0 not in engine._said or 0 in engine._unhanded:  # in the socket then
                 time.sleep(1e-4)
-            time.sleep(5e-4)  # the LEAVE, said, goes out at once (rank 0 reads everything)
             os.kill(os.getpid(), signal.SIGSTOP)
 
         threading.Thread(target=stop_after_the_leave, daemon=True).start()
