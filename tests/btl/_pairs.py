@@ -63,6 +63,29 @@ PRELUDE = textwrap.dedent(
                 received += 1
         except ends as exc:
             return received, exc
+
+    def copy_queue_limit(copies, size):
+        # A btl_tcp_send_queue_limit that holds exactly copies messages of size bytes.
+        from pmca.btl.tcp._connection import QUEUED_COST
+        from pmca.p2p._protocol import MATCH
+        return copies * (MATCH.size + size + QUEUED_COST)
+
+    def fill_copy_queue(s, peer, copies, size):
+        # Numbered isends to peer (4 bytes first), which does not read: as many as
+        # its socket takes, then copies more, which btl/tcp copies into its queue
+        # (full then, with copy_queue_limit(copies, size)). How many were sent.
+        bml, sent = s._data_path().bml, 0
+
+        def send_next():
+            nonlocal sent
+            s.p2p.isend(peer, 5, sent.to_bytes(4, "little") + bytes(size - 4))
+            sent += 1
+
+        while not bml.queued_sends(peer) and sent < 100_000:  # the socket takes what it can
+            send_next()
+        for _ in range(copies - len(bml.queued_sends(peer))):  # then btl/tcp copies each
+            send_next()
+        return sent
     """
 )
 

@@ -11,7 +11,9 @@ LEAVE but never receives the send is not named with it: the send fails, and
 nothing says the peer was silent. And a peer that dies while this rank's
 LEAVE still waits for room in btl/sm's queue to it is not waited for at all.
 What a rank gave up on never reaches that peer later, while the rank still
-waits for another (three ranks over a test socket world).
+waits for another (three ranks over a test socket world). A peer that left
+first, and stalls while this rank's LEAVE_ACK waits behind data, is never
+named silent: it was not told.
 
 Two real processes (:mod:`._pairs`); times on the host's one monotonic clock.
 """
@@ -203,25 +205,13 @@ def test_what_finalize_gave_up_never_arrives_while_it_waits_for_another_peer(
 #: more than the kernel may still take) fill btl/tcp's copy queue exactly: the LEAVE
 #: behind them is not copied.
 _QUEUE_FULL_OF_COMPLETED = """
-from pmca.p2p._protocol import MATCH
-from pmca.btl.tcp._connection import QUEUED_COST
 FINALIZING, COPIES, SIZE = sys.argv[4], 8192, 1000
 MCA.update(pmca_base_finalize_timeout=1, pmca_base_modex_timeout=30)
-MCA.update(btl_tcp_send_queue_limit=COPIES * (MATCH.size + SIZE + QUEUED_COST))
+MCA.update(btl_tcp_send_queue_limit=copy_queue_limit(COPIES, SIZE))
 with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
     if RANK == 0:
-        bml, sent = s._data_path().bml, 0
-
-        def send_one():
-            global sent
-            s.p2p.isend(1, 5, sent.to_bytes(4, "little") + bytes(SIZE - 4))
-            sent += 1
-
-        while not bml.queued_sends(1) and sent < 100_000:  # the socket takes what it can
-            send_one()
-        for _ in range(COPIES - len(bml.queued_sends(1))):  # then btl/tcp copies each
-            send_one()
-        queued = bml.queued_sends(1)
+        sent = fill_copy_queue(s, 1, COPIES, SIZE)
+        queued = s._data_path().bml.queued_sends(1)
         out(sent=sent, copies=sum(q.completed for q in queued), queued=len(queued))
         left = time.monotonic()
         open(FINALIZING, "w").close()
@@ -253,4 +243,147 @@ def test_a_leave_behind_completed_messages_only_is_given_up_within_the_bound(
     said = re.search(r"(\d+) messages not delivered \(completed, still queued in a btl\)", stderr)
     assert said and 0 < int(said[1]) <= 8192, stderr  # what the socket had not taken yet
     assert receiver["received"] == sender["sent"] - int(said[1]), (receiver, sender, stderr)
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+
+
+#: Rank 1 leaves first, while rank 0 (not progressing) holds a full btl/tcp copy
+#: queue to it: rank 1's LEAVE waits in rank 0's socket. Rank 0 then stops rank 1
+#: (SIGSTOP, resumed 3 s later: it reads nothing from here to past rank 0's 1 s
+#: bound), hears the LEAVE (its LEAVE_ACK, finding the queue full, waits behind it
+#: uncopied), and finalizes. With argv[6] = "pending", one more isend, beyond the
+#: queue's limit, is still pending at the bound.
+_LEFT_FIRST_THEN_STOPPED = """
+import signal, threading
+FINALIZING, PENDING, COPIES, SIZE = sys.argv[4], sys.argv[5] == "pending", 2048, 16 * 1024
+MCA.update(pmca_base_finalize_timeout=1, pmca_base_modex_timeout=30)
+MCA.update(btl_tcp_send_queue_limit=copy_queue_limit(COPIES, SIZE))
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 0:
+        sent = fill_copy_queue(s, 1, COPIES, SIZE)
+        if PENDING:
+            late = s.p2p.isend(1, 5, sent.to_bytes(4, "little") + bytes(SIZE - 4))
+            sent += 1
+        queued = s._data_path().bml.queued_sends(1)
+        out(sent=sent, copies=sum(q.completed for q in queued), queued=len(queued))
+        open(FINALIZING + ".go", "w").close()
+        wait_for_file(FINALIZING, 120)  # rank 1's LEAVE is in its socket
+        peer = int(open(FINALIZING).read())
+        os.kill(peer, signal.SIGSTOP)
+        threading.Timer(3.0, os.kill, (peer, signal.SIGCONT)).start()
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                s.p2p.iprobe(1, 99)
+        except PeerFinalized:
+            pass
+    else:
+        wait_for_file(FINALIZING + ".go", 120)
+        engine = s.p2p
+
+        def say_when_the_leave_is_out():
+            while 0 not in engine._said or 0 in engine._unhanded:
+                time.sleep(1e-4)
+            with open(FINALIZING + ".tmp", "w") as pid:
+                pid.write(str(os.getpid()))
+            os.rename(FINALIZING + ".tmp", FINALIZING)
+
+        threading.Thread(target=say_when_the_leave_is_out, daemon=True).start()
+if RANK == 0:
+    out(late=f"{type(late.error).__name__}: {late.error}" if PENDING else None)
+"""
+
+
+@pytest.mark.parametrize("pending", ["pending", "completed"])
+def test_a_peer_that_left_first_is_not_given_up_as_silent(
+    pmca_env, tmp_path: Path, pending: str
+) -> None:
+    """Rank 0 finalizes after rank 1 left, its LEAVE_ACK behind 2048 completed 16 KiB
+    messages in btl/tcp's copy queue, while rank 1 reads nothing past rank 0's 1 s
+    bound. Rank 0 never told rank 1 it leaves, so it never names it as not
+    acknowledging. With a send still pending at the bound, rank 0 fails it and
+    names the completed messages it drops, and rank 1 gets exactly the rest; with
+    every send completed, rank 0 waits for its LEAVE_ACK to go out and rank 1 gets
+    every message. (Giving up a peer that was never told, rank 0 named it silent;
+    saying the dropped messages only with a silent peer, it named none; settling
+    with the LEAVE_ACK still queued, it closed with the queue and lost it.)"""
+    finalizing = str(tmp_path / "finalizing")
+    sender, receiver = pair(tmp_path, _LEFT_FIRST_THEN_STOPPED, "self,tcp", finalizing, pending)
+    assert sender["copies"] == 2048 and sender["queued"] > 2048 - 1, sender  # the case
+    stderr = sender["stderr"]
+    assert "did not acknowledge" not in stderr, stderr
+    said = re.search(r"(\d+) messages? not delivered \(completed, still queued in a btl\)", stderr)
+    held = int(said[1]) if said else 0
+    if pending == "pending":
+        assert sender["late"] == _GIVEN_UP, sender
+        assert "1 send not delivered (not delivered within 1 s" in stderr, stderr
+        assert 0 < held <= 2048, stderr
+    else:
+        assert "not delivered" not in stderr, stderr
+    arrived = sender["sent"] - (pending == "pending") - held
+    unreceived = f"from rank 0 tag 5: {arrived} messages, {arrived * 16384} bytes"
+    assert unreceived in receiver["stderr"], (arrived, receiver["stderr"], stderr)
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+
+
+#: Rank 0 finalizes with a full btl/tcp copy queue to rank 1, which received 64
+#: messages first (from what its socket held): rank 0's LEAVE waits uncopied, and
+#: its finalize then moves some of the queue to the socket. Rank 1 leaves next and
+#: stops itself once its LEAVE is in its socket (SIGSTOP, resumed 3 s later): rank
+#: 0's LEAVE_ACK, with room in the queue by then, is copied at once, its LEAVE
+#: still queued behind data past its 1 s bound.
+_LEAVE_QUEUED_BEHIND_A_COPIED_ACK = """
+import signal, subprocess, threading
+FINALIZING, COPIES, SIZE, READ = sys.argv[4], 2048, 16 * 1024, 64
+MCA.update(pmca_base_finalize_timeout=1, pmca_base_modex_timeout=30)
+MCA.update(btl_tcp_send_queue_limit=copy_queue_limit(COPIES, SIZE))
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    if RANK == 0:
+        sent = fill_copy_queue(s, 1, COPIES, SIZE)
+        open(FINALIZING + ".filled", "w").close()
+        wait_for_file(FINALIZING + ".room", 120)
+        open(FINALIZING, "w").close()
+    else:
+        wait_for_file(FINALIZING + ".filled", 120)
+        for _ in range(READ):
+            s.p2p.recv(0, 5, bytearray(SIZE), timeout=60)
+        open(FINALIZING + ".room", "w").close()
+        wait_for_file(FINALIZING, 120)
+        time.sleep(0.3)  # rank 0 said its LEAVE and moved what the socket took
+        engine = s.p2p
+        subprocess.Popen(["sh", "-c", f"sleep 3; kill -CONT {os.getpid()}"])
+        sys.setswitchinterval(1e-4)
+
+        def stop_after_the_leave():
+            while 0 not in engine._said or 0 in engine._unhanded:  # in the socket then
+                time.sleep(1e-4)
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+        threading.Thread(target=stop_after_the_leave, daemon=True).start()
+if RANK == 0:
+    out(sent=sent)
+"""
+
+
+def test_a_leave_queued_behind_a_copied_leave_ack_is_still_waited_for(
+    pmca_env, tmp_path: Path
+) -> None:
+    """Both ranks finalize; rank 0's LEAVE waits uncopied in btl/tcp's queue behind
+    completed messages, and its LEAVE_ACK to rank 1, copied behind it, counts as
+    handed over at once, while rank 1 reads nothing past rank 0's 1 s bound. Rank 0
+    still counts its LEAVE as queued: at the bound it gives rank 1 up, naming it,
+    its LEAVE and the messages dropped, and rank 1 gets exactly the rest. (Counting
+    one message per peer, the LEAVE_ACK's hand-over took the LEAVE off: rank 0 ended
+    its drain at once and waited for rank 1 past its bound, silently.)"""
+    finalizing = str(tmp_path / "finalizing")
+    sender, receiver = pair(tmp_path, _LEAVE_QUEUED_BEHIND_A_COPIED_ACK, "self,tcp", finalizing)
+    stderr = sender["stderr"]
+    silent = "rank(s) 1 did not acknowledge that this rank left within 1 s"
+    assert silent in stderr, stderr
+    assert "this rank's LEAVE to rank(s) 1 was still queued behind data" in stderr, stderr
+    said = re.search(r"(\d+) messages? not delivered \(completed, still queued in a btl\)", stderr)
+    assert said and int(said[1]) > 0, stderr
+    # What was dropped never arrives (closing, rank 0 may lose some of the rest too).
+    unreceived = re.search(r"from rank 0 tag 5: (\d+) messages?", receiver["stderr"])
+    arrived = int(unreceived[1]) if unreceived else 0
+    assert arrived <= sender["sent"] - 64 - int(said[1]), (receiver["stderr"], stderr)
     assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
