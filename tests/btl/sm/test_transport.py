@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
 import errno
@@ -12,6 +13,7 @@ import resource
 import select
 import struct
 import time
+import tracemalloc
 
 import pytest
 
@@ -68,6 +70,54 @@ def test_every_fragment_size_round_trips_with_its_checksum(transport, spawn):
         (tag, hashlib.sha256(p).digest()) for _, tag, p in echoes
     ]
     assert {source for source, _, _ in echoes} == {1}
+
+
+def test_every_kind_of_body_arrives_as_its_bytes(transport, spawn):
+    """Bodies of any format and shape, read-only or not, around the 4 KiB up to
+    which a send stages its body, arrive as their bytes in C order; a body
+    that is not contiguous is refused, naming why."""
+    here, (child,), _ = connect(transport, spawn)
+    rng = random.Random(12)
+    bodies = [
+        bytearray(rng.randbytes(4095)),
+        bytearray(rng.randbytes(4096)),
+        memoryview(rng.randbytes(4096)),  # read-only
+        array.array("d", (rng.random() for _ in range(512))),  # 4096 bytes of doubles
+        array.array("i", range(100)),
+        memoryview(bytearray(rng.randbytes(1024))).cast("B", [32, 32]),  # two dimensions
+        memoryview(bytearray(rng.randbytes(4096))).cast("I"),
+        bytearray(rng.randbytes(4097)),
+        memoryview(rng.randbytes(16384)),
+        array.array("d", (rng.random() for _ in range(2048))),
+        bytearray(rng.randbytes(32767)),
+    ]
+    child.start("echo", len(bodies))
+    echoes = exchange(here, 1, list(enumerate(bodies)))
+    assert child.answer() is None
+    assert [(tag, data) for _, tag, data in echoes] == [
+        (tag, memoryview(body).tobytes()) for tag, body in enumerate(bodies)
+    ]
+    with pytest.raises(ValueError, match="contiguous"):
+        here.send(1, 0, b"", memoryview(bytearray(64))[::2])
+
+
+def test_a_small_read_only_body_is_staged_not_copied_to_a_new_object(transport, spawn):
+    """Up to 4 KiB the body goes through the transport's staging area: a read-only
+    one is not first copied to new bytes (which the general way does)."""
+    here, _, _ = connect(transport, spawn)
+    for size in (1, 4096):
+        body = memoryview(bytes(size))
+        tracemalloc.start()
+        try:
+            assert here.send(1, 1, b"", body)  # nobody reads: it waits in rank 1's FIFO
+            assert here.send(1, 1, b"", body)
+            tracemalloc.reset_peak()
+            before = tracemalloc.get_traced_memory()[0]
+            assert here.send(1, 1, b"", body)
+            grown = tracemalloc.get_traced_memory()[1] - before
+        finally:
+            tracemalloc.stop()
+        assert grown < 1024, f"a send of {size} bytes allocated {grown} bytes"
 
 
 def test_head_and_body_arrive_as_one_message_and_oversize_is_refused(transport, spawn):
@@ -143,6 +193,8 @@ def test_a_lane_takes_its_sends_fin_and_hands_every_other_message_on(
     here.set_lane_spin(0.001)
     assert await_fin(43) == 0  # nothing came
     assert here.stats()["lane_received"] == received == 2
+    # A lane send stages bodies as large as any its lane carries (up to the landing's size).
+    calls.staging.view[: len(calls.landing)] = bytes(len(calls.landing))
 
 
 @pytest.mark.parametrize("size", [0, 1, 4096, 1 << 20, 64 << 20])
