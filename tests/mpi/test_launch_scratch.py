@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pmca.testing import Launcher, run_mpi
+from pmca.testing._namespaces import running, stat_fields
 
 pytestmark = pytest.mark.mpi
 
@@ -75,8 +76,7 @@ def test_a_launch_that_hangs_leaves_no_rank_and_no_scratch_directory(
     with pytest.raises(subprocess.TimeoutExpired):
         run_mpi(launcher, 1, ["-c", hang], timeout=8)  # the rank starts within ~1 s
     pid, scratch = marker.read_text().split(" ", 1)
-    left = Path(f"/proc/{pid}/stat")
-    if left.exists() and left.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+    if running(stat_fields(int(pid))):
         os.kill(int(pid), signal.SIGKILL)
         pytest.fail(f"rank {pid} outlived the launch that was killed")
     assert Path(scratch).name.startswith("pmca-"), scratch

@@ -8,7 +8,6 @@ present in this interpreter's environment is used.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -22,6 +21,7 @@ from pathlib import Path
 from attrs import frozen
 
 from .._public import public
+from ._namespaces import running, signal_all, stat_fields
 
 
 @public
@@ -127,9 +127,7 @@ def _end_session(job: subprocess.Popen[str]) -> tuple[str, str]:
         members = _session_members(job.pid)
         if not members:
             break
-        for pid in members:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        signal_all(members, signal.SIGKILL)
         time.sleep(0.01)
     job.kill()
     stdout, stderr = job.communicate()
@@ -140,13 +138,8 @@ def _session_members(session: int) -> list[int]:
     """The processes of ``session`` that have not ended (zombies left out)."""
     found = []
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as f:
-                state, _ppid, _pgrp, sid = f.read().rsplit(")", 1)[1].split()[:4]
-        except (OSError, ValueError):
-            continue  # ended meanwhile
-        if int(sid) == session and state not in ("Z", "X"):
-            found.append(int(entry.name))
+        if entry.name.isdigit():
+            fields = stat_fields(int(entry.name))  # None: ended meanwhile
+            if running(fields) and int(fields[3]) == session:
+                found.append(int(entry.name))
     return found

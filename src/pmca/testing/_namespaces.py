@@ -17,6 +17,7 @@ import signal
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeGuard
 
 from .._public import public
 
@@ -143,13 +144,25 @@ def signal_all(pids: Sequence[int], signum: int) -> None:
             os.kill(pid, signum)
 
 
-def start_time(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (tells a live owner from a reused pid)."""
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (state, ppid, pgrp,
+    session, ...); ``None`` once ``pid`` is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
+            return f.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+
+
+def running(fields: list[str] | None) -> TypeGuard[list[str]]:
+    """Whether the process of :func:`stat_fields` ``fields`` has not ended (a zombie has)."""
+    return fields is not None and fields[0] not in ("Z", "X")
+
+
+def start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (tells a live owner from a reused pid)."""
+    fields = stat_fields(pid)
+    return fields[19] if fields is not None and len(fields) > 19 else None
 
 
 def remove_netns(name: str) -> None:
@@ -224,7 +237,9 @@ __all__ = [
     "remove_stale",
     "requirements",
     "run",
+    "running",
     "signal_all",
     "start_time",
+    "stat_fields",
     "unpin",
 ]

@@ -20,6 +20,7 @@ import pytest
 
 from pmca.btl import FRAMEWORK
 from pmca.testing import find_launcher
+from pmca.testing._namespaces import running, stat_fields
 
 RANK = Path(__file__).with_name("_hostile_rank.py")
 #: Offsets in struct sm_header (sm.h).
@@ -35,15 +36,6 @@ pytestmark = [
         reason="btl sm is not built in",
     ),
 ]
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` still runs (a zombie has exited); read from /proc."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def _wait_for(path: Path, seconds: float) -> None:
@@ -86,7 +78,7 @@ def _job(tmp_path: Path, write: Callable[[int, int, int], None]) -> dict[int, st
         pytest.fail(f"the job hung:\n{output[-3000:]}")
     finally:
         job.kill()
-        left = [pid for pid in pids if _alive(pid)]
+        left = [pid for pid in pids if running(stat_fields(pid))]
         for pid in left:  # ours: the ranks this test launched
             os.kill(pid, signal.SIGKILL)
         assert not left, f"ranks {left} outlived the job"
