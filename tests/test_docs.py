@@ -28,7 +28,10 @@ def project_files() -> list[Path]:
     found: list[Path] = []
     for top in ("src", "tests", "plugins", "examples", "benchmarks"):
         for path in (ROOT / top).rglob("*"):
-            if path.suffix in (".py", ".c", ".h", ".md") and "build" not in path.parts:
+            parts = path.relative_to(ROOT).parts
+            # not a build, nor what `make bench` installs under benchmarks/.work and .venvs
+            hidden = "build" in parts or any(part.startswith(".") for part in parts)
+            if path.suffix in (".py", ".c", ".h", ".md") and not hidden:
                 found.append(path)
     return [*found, ROOT / "README.md", ROOT / "CHANGELOG.md"]
 
