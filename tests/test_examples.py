@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._matrix import elsewhere_in_matrix
+
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
 
 #: ``# needs: mpi4py from pmca[mpi]``: a module beyond pmca's own dependencies,
@@ -19,6 +21,11 @@ _NEEDS = re.compile(r"^# needs: (?P<module>[\w.]+) from (?P<extra>pmca\[\w+\])$"
 
 #: What pmca itself depends on at run time: an example may import these freely.
 _DEPENDENCIES = {"pmca", "pluggy", "attrs", "structlog", "importlib_metadata"}
+
+
+#: What an example runs with where the matrix runs it in full elsewhere: the
+#: seed scenarios' races (a minute) are the same in every factor.
+_ELSEWHERE_ARGS = {"seed_scenarios.py": ["--quick"]}
 
 
 def declared_needs(example: Path) -> dict[str, str]:
@@ -68,8 +75,9 @@ def test_example_runs(example: Path, pmca_env, pmca_load_mode: str) -> None:
     reason = missing_need(example)
     if reason is not None:
         pytest.skip(reason)
+    args = _ELSEWHERE_ARGS.get(example.name, []) if elsewhere_in_matrix() else []
     child = subprocess.run(
-        [sys.executable, "-X", "faulthandler", str(example)],
+        [sys.executable, "-X", "faulthandler", str(example), *args],
         capture_output=True,
         text=True,
         timeout=600,

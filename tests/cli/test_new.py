@@ -12,12 +12,9 @@ from pathlib import Path
 import pytest
 
 import pmca
+from tests._matrix import elsewhere_in_matrix
 from tests.cli.conftest import RunCli
 from tests.conftest import InstallPlugin, framework_source
-
-#: Under tox, generated distributions run their own tox once per matrix, in
-#: this environment: the oldest Python pmca supports, which `make test` runs.
-SCAFFOLD_TOX_ENV = "py310-static"
 
 
 def files(root: Path) -> set[str]:
@@ -227,9 +224,9 @@ def test_generated_distributions_pass_their_own_tox_with_pmca_on_no_index(
 ):
     if pmca_load_mode == "dso":
         pytest.skip("the generated tox.ini runs both load modes itself: once per suite run")
-    running_in = os.environ.get("TOX_ENV_NAME")
-    if running_in is not None and running_in != SCAFFOLD_TOX_ENV:
-        pytest.skip(f"under tox this runs once per matrix, in {SCAFFOLD_TOX_ENV}")
+    elsewhere = elsewhere_in_matrix()
+    if elsewhere is not None:
+        pytest.skip(elsewhere)
     pytest.importorskip("tox", reason="tox is in pmca's test extra: pip install 'pmca[test]'")
     source = installed_from()
     if source is None:

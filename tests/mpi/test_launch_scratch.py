@@ -13,8 +13,10 @@ import pytest
 
 from pmca.testing import Launcher, run_mpi
 from pmca.testing._namespaces import running, stat_fields
+from tests._matrix import once_per_matrix
 
-pytestmark = pytest.mark.mpi
+# What run_mpi does with a launcher depends on neither the load mode nor the interpreter.
+pytestmark = [pytest.mark.mpi, once_per_matrix()]
 
 #: How many of the next pids are poisoned: far more than the processes this
 #: machine starts between poisoning them and launching.
