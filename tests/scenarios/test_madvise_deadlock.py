@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pmca.scenarios import madvise_deadlock
+from tests._matrix import once_per_matrix
 
 pytestmark = [
     pytest.mark.usefixtures("native_backend"),
@@ -49,6 +50,8 @@ def test_why_the_reproduction_is_a_model_is_read_from_libfabric() -> None:
     assert "verbs, efa, cxi, opx, lpp" in madvise_deadlock.why_a_model()
 
 
+# Open MPI's design over real mimalloc: neither pmca's load mode nor the interpreter is in it.
+@once_per_matrix()
 def test_the_reproduction_hangs_only_in_its_own_lock() -> None:
     results = madvise_deadlock.run_design(
         "ompi", runs=madvise_deadlock.REPRODUCTION_ATTEMPTS, seconds=SECONDS, stop_at_first=True
