@@ -20,7 +20,7 @@ import pytest
 
 from pmca.btl import FRAMEWORK
 from pmca.testing import find_launcher
-from pmca.testing._namespaces import running, stat_fields
+from pmca.testing._namespaces import running, signal_all, stat_fields
 
 RANK = Path(__file__).with_name("_hostile_rank.py")
 #: Offsets in struct sm_header (sm.h).
@@ -79,8 +79,7 @@ def _job(tmp_path: Path, write: Callable[[int, int, int], None]) -> dict[int, st
     finally:
         job.kill()
         left = [pid for pid in pids if running(stat_fields(pid))]
-        for pid in left:  # ours: the ranks this test launched
-            os.kill(pid, signal.SIGKILL)
+        signal_all(left, signal.SIGKILL)  # ours: the ranks this test launched
         assert not left, f"ranks {left} outlived the job"
     return {
         rank: (tmp_path / f"result{rank}").read_text()
