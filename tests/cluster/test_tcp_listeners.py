@@ -82,3 +82,35 @@ def test_each_chosen_address_is_bound_and_an_excluded_interface_takes_nothing(
     assert seen["listening"] == seen["published"], seen
     assert not {"0.0.0.0", "::"} & {address for address, _ in seen["listening"]}, seen
     assert seen["taken"] == dict.fromkeys(excluded, False), seen
+
+
+_EAGER = r"""
+import json, sys
+import pmca
+
+with pmca.Session(mca=json.loads(sys.argv[1]), frameworks=["btl"]) as s:
+    tcp = next(m for m in s.modules("btl") if m.name == "tcp")
+    print(json.dumps({r.interface.address: r.limits.eager_limit for r in (tcp, *tcp.rails)}))
+"""
+
+
+@pytest.mark.parametrize(("networks", "ipv6", "cut"), [(1, True, False), (2, False, True)])
+def test_only_several_links_lower_the_eager_limit_for_striping(
+    pmca_env, pmca_testbed: Callable[..., Testbed], networks: int, ipv6: bool, cut: bool
+) -> None:
+    """One link with an IPv4 and an IPv6 address is one network: its rails keep the
+    eager limit (a rendezvous striped over one link gains nothing). Two links cut it
+    to the rendezvous limit on every non-loopback rail; loopback keeps it."""
+    testbed = pmca_testbed(1, networks=networks, ipv6=ipv6)
+    (host,) = testbed.hosts
+    mca = {"btl": "tcp", "btl_tcp_eager_limit": "1M", "btl_tcp_rndv_eager_limit": "64K"}
+    done = subprocess.run(
+        [*testbed.enter_command(host), sys.executable, "-c", _EAGER, json.dumps(mca)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    eager = json.loads(done.stdout.strip().splitlines()[-1])
+    links = [*host.addresses[:networks], *host.addresses6[:networks]]
+    assert set(links) < set(eager), eager
+    assert {eager[a] for a in links} == {64 << 10 if cut else 1 << 20}, eager
+    assert eager["127.0.0.1"] == 1 << 20, eager

@@ -30,8 +30,8 @@ def _origin(info: ComponentInfo) -> str:
 def module_rows(session: Session, modules: list[Any]) -> list[str]:
     """One row of limits per btl module, the eager limit as ``pmca info`` shows it.
 
-    btl/tcp is a module per interface (rails); with two or more network
-    rails, their eager limit drops to ``btl_tcp_rndv_eager_limit`` so that a
+    btl/tcp is a module per interface address (rails); with rails on two or
+    more network links, their eager limit drops to ``btl_tcp_rndv_eager_limit`` so that a
     larger message is striped. The row gives the parameter's value, and a
     line under it the rails whose limit differs, and why.
     """
@@ -53,7 +53,7 @@ def module_rows(session: Session, modules: list[Any]) -> list[str]:
                 if r.limits.eager_limit == limit
             )
             why = (
-                f": btl_{name}_rndv_eager_limit, as there are two or more network rails, "
+                f": btl_{name}_rndv_eager_limit, as there are rails on two or more network links, "
                 "so that a larger message is striped over them"
                 if name == "tcp"
                 else ""

@@ -268,7 +268,9 @@ class TcpComponent(Component):
         # One module (a rail) per interface, weighed by the link's speed where the
         # kernel reports it (else btl_tcp_bandwidth): the bml stripes across them.
         rails: list[TcpModule] = []
-        networks = sum(1 for interface in self._interfaces if not interface.loopback)
+        # Counted by link, not by address: an interface's IPv4 and IPv6 addresses
+        # are two rails over one link, and striping over them gains nothing.
+        networks = len({i.name for i in self._interfaces if not i.loopback})
         for interface in self._interfaces:
             rail_limits = evolve(
                 limits,
