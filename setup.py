@@ -146,6 +146,7 @@ def native_extensions() -> list[Extension]:
                     "src/pmca/btl/sm/queue.c",
                     "src/pmca/btl/sm/cma.c",
                     "src/pmca/btl/sm/lane.c",
+                    "src/pmca/btl/sm/lane_buffers.c",
                 ],
                 depends=["src/pmca/btl/sm/sm.h"],
                 extra_compile_args=CFLAGS,

@@ -1,12 +1,14 @@
 """Blocking ``send``/``recv``: through a btl's lane when one applies, else a request.
 
 A lane (btl/sm offers them) moves one eager message to or from one peer in
-one native call. ``send`` uses it for a message that fits the eager limit
+one native call, which takes the caller's buffer object itself: the sender's
+bytes go from it straight into the message, and the receiver's message lands
+straight in it, whatever exports the buffer (bytes, bytearray, memoryview,
+array, numpy). ``send`` uses it for a message that fits the eager limit
 when nothing is queued ahead of it; ``recv`` of a specific source and tag
 when nothing for its (source, tag) stream is already unexpected, no posted
 receive (wildcards included) would take that stream's next message, and no
-message from that source waits out of order. A receive into a buffer larger than the
-eager limit lands the message there directly, and the btl may read a
+message from that source waits out of order. The btl may read a
 rendezvous payload itself and answer FIN (btl/sm does, with CMA), so a large
 blocking receive costs no Python step either. A blocking ``send`` of a larger
 message sends its rendezvous header through the lane (a registration that is
@@ -22,6 +24,7 @@ every other p2p operation.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import itertools
 from collections.abc import Callable
@@ -31,7 +34,7 @@ from . import _protocol as proto
 from ._buffers import address_of, as_bytes
 from ._checks import check_timeout
 from ._matching import TAG_UB, Posted, Unexpected
-from ._requests import Request, Status, fin_error, truncation
+from ._requests import Request, Status, fin_error
 
 if TYPE_CHECKING:
     from ..btl.bml import Bml, BmlPeer
@@ -42,6 +45,10 @@ LANE_SPIN = 20e-6
 #: Messages of other streams a lane receive hands on before it becomes a request.
 _LANE_ROUNDS = 64
 _OTHER, _LANDED = 1, 2
+#: ``send_buffer``: the body is larger than an eager message; else 0 when sent.
+LARGE = 1
+_REFUSED = -1
+_boxed = ctypes.py_object
 #: A blocking rendezvous send polls its lane for the FIN for one lane spin per
 #: 64 KiB (the peer reads meanwhile), then becomes a request; a message whose
 #: read would outlast 64 spins (4 MiB) goes the general way from the start.
@@ -57,25 +64,25 @@ _LOW = 0xFFFFFFFF
 class Lane(Protocol):
     """What a btl offers the message layer for one peer (``module.open_lane``).
 
-    ``send(sequence, tag_low, tag_high, data, size)`` sends ``data`` (bytes,
-    at most ``payload_limit``) as the eager message ``sequence``: 0 when
-    sent, anything else when it must go the general way. A lane whose
-    ``send`` takes only bytes has a ``stage`` (``None`` otherwise): a
-    bytearray or flat ``B`` memoryview is copied there (never into a new
-    bytes) and ``staged`` passed as ``data``.
-    ``receive(sequence, tag_low, tag_high)`` polls briefly for that message:
-    ``2 + size`` when it arrived and its payload is in ``landing``, 1 when
-    another one did and must be handed on (:meth:`hand_on`), 0 when nothing
-    came, < 0 an error (:meth:`check`). The tag travels as its low and high
-    32 bits. ``receive_into(sequence, tag_low, tag_high, address, capacity)``
-    answers the same, but the awaited message (eager, or a rendezvous the
-    lane may read itself) lands at ``address``; after such a rendezvous,
-    :meth:`owed_fin` names a FIN the lane could not send.
+    ``send_buffer(sequence, tag_low, tag_high, body)`` sends the caller's
+    buffer (``body`` is a ``ctypes.py_object`` holding it: any C-contiguous
+    buffer, read where it is, never copied to bytes) as the eager message
+    ``sequence``: 0 when sent, :data:`LARGE` when it holds more than
+    ``payload_limit`` bytes, anything else when it must go the general way;
+    nothing is sent then. ``receive_buffer(sequence, tag_low, tag_high,
+    into)`` polls briefly for that message and lands it in ``into`` (a
+    ``py_object`` holding a writable C-contiguous buffer): ``2 + size`` when
+    it arrived, 1 when another one did (or the awaited one does not fit
+    ``into``) and must be handed on (:meth:`hand_on`), 0 when nothing came
+    or ``into`` is no such buffer, < 0 an error (:meth:`check`). The lane may
+    read a rendezvous payload itself (a message larger than
+    ``payload_limit``): :meth:`owed_fin` then names a FIN the lane could not
+    send. The tag travels as its low and high 32 bits.
     ``send_rget(sequence, tag, send_id, address, size, handle, len(handle))``
     sends a rendezvous header whose payload only this btl's ``handle`` reads,
     ``register(address, size)`` makes that ``(key, handle)`` (``None``: the
     btl reads nothing) and ``deregister(key)`` ends it; ``await_fin(send_id)``
-    polls as ``receive`` does for the FIN of that send: ``2 + status`` when
+    polls as ``receive_buffer`` does for the FIN of that send: ``2 + status`` when
     it came. ``rendezvous`` says whether those four may carry a rendezvous at
     all (``False``: a large blocking send never tries the lane).
     ``set_spin(seconds, yielding)``: how long a receive polls at most, and
@@ -85,13 +92,9 @@ class Lane(Protocol):
 
     payload_limit: int
     rendezvous: bool
-    landing: memoryview
-    send: Callable[[int, int, int, Any, int], int]
-    stage: memoryview | None
-    staged: object
+    send_buffer: Callable[[int, int, int, ctypes.py_object[Any]], int]
     send_rget: Callable[[int, int, int, int, int, bytes, int], int]
-    receive: Callable[[int, int, int], int]
-    receive_into: Callable[[int, int, int, int, int], int]
+    receive_buffer: Callable[[int, int, int, ctypes.py_object[Any]], int]
 
     def hand_on(self) -> None: ...
     def owed_fin(self) -> int: ...
@@ -154,36 +157,26 @@ class Blocking:
             timeout = check_timeout(timeout, "p2p send")
         lane = self._lanes.get(dest) if type(dest) is int else None
         if lane is not None and type(tag) is int and 0 <= tag <= TAG_UB:
-            kind = type(buf)
-            if kind is not bytes and kind is not bytearray:
-                buf = as_bytes(buf, writable=False, rank=dest, tag=tag)
-            size = len(buf)
-            if size > lane.payload_limit:
-                rget = self._rget_lanes.get(dest) if size < _LANE_RENDEZVOUS_MAX else None
-                if rget is not None and self._send_rendezvous(dest, tag, buf, rget, timeout):
+            lock = self._bml.lock
+            lock.acquire()
+            try:
+                if self._closed or self._peers[dest].failed is not None or dest in self.gone:
+                    sent = _REFUSED
+                else:
+                    sequence = self._seq_out[dest]
+                    sent = lane.send_buffer(sequence, tag & _LOW, tag >> 32, _boxed(buf))
+                    if sent == 0:
+                        self._seq_out[dest] = (sequence + 1) & _LOW
+                        return
+            finally:
+                lock.release()
+            rget = self._rget_lanes.get(dest) if sent == LARGE else None
+            if rget is not None:
+                view = as_bytes(buf, writable=False, rank=dest, tag=tag)
+                if len(view) < _LANE_RENDEZVOUS_MAX and self._send_rendezvous(
+                    dest, tag, view, rget, timeout
+                ):
                     return
-            else:
-                lock = self._bml.lock
-                lock.acquire()
-                try:
-                    if (
-                        not self._closed
-                        and self._peers[dest].failed is None
-                        and dest not in self.gone
-                    ):
-                        data = buf
-                        stage = lane.stage
-                        if stage is not None and kind is not bytes:
-                            # copied where the native call takes it as it is (under the
-                            # lock: the lanes of a btl share it), not into a new bytes
-                            stage[:size] = buf
-                            data = lane.staged
-                        sequence = self._seq_out[dest]
-                        if lane.send(sequence, tag & _LOW, tag >> 32, data, size) == 0:
-                            self._seq_out[dest] = (sequence + 1) & _LOW
-                            return
-                finally:
-                    lock.release()
         dest, tag = self._checked(dest, tag, "p2p send", wildcard=False)
         view = as_bytes(buf, writable=False, rank=dest, tag=tag)
         request = self._start_send(dest, tag, view)
@@ -307,16 +300,8 @@ class Blocking:
             timeout = check_timeout(timeout, "p2p recv")
         lane = self._lanes.get(source) if type(source) is int else None
         if lane is not None and type(tag) is int and 0 <= tag <= TAG_UB:
-            into = buf
-            if type(buf) is not bytearray:
-                into = as_bytes(buf, writable=True, rank=source, tag=tag)
             low, high = tag & _LOW, tag >> 32
-            capacity = len(into)
-            target = None
-            address = 0
-            if capacity > lane.payload_limit:  # only a rendezvous fills it: land in place
-                target = memoryview(into) if type(into) is bytearray else into
-                address = address_of(target)
+            into = _boxed(buf)
             stash, posted, seq_in = self._stash[source], self._posted, self._seq_in
             # the queues' own containers (changed in place): no method call per round
             unexpected, streams, wild = self._unexpected.streams, posted.streams, posted.wild
@@ -333,24 +318,15 @@ class Blocking:
                     or stash
                 ):
                     sequence = seq_in[source]
-                    if target is None:
-                        landed = lane.receive(sequence, low, high)
-                    else:
-                        landed = lane.receive_into(sequence, low, high, address, capacity)
+                    landed = lane.receive_buffer(sequence, low, high, into)
                     if landed >= _LANDED:
                         seq_in[source] = (sequence + 1) & _LOW
                         size = landed - _LANDED
-                        if target is not None:
+                        if size > lane.payload_limit:  # a rendezvous the lane read itself
                             owed = lane.owed_fin()
                             if owed:
                                 fin = proto.FIN_MSG.pack(proto.FIN, proto.STATUS_OK, owed)
                                 self._control_to(source, fin)
-                            return Status(source, tag, size) if status else size
-                        if size > capacity:
-                            raise truncation(size, source, tag, capacity)
-                        # a bytearray copies a memoryview assigned to it: a view of it does not
-                        view = into if type(into) is memoryview else memoryview(into)
-                        view[:size] = lane.landing[:size]
                         return Status(source, tag, size) if status else size
                     if landed != _OTHER:
                         lane.check(landed)
@@ -374,4 +350,4 @@ class Blocking:
             lane.set_spin(seconds, yielding)
 
 
-__all__ = ["LANE_SPIN", "Blocking", "Lane"]
+__all__ = ["LANE_SPIN", "LARGE", "Blocking", "Lane"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from ..btl.base._buffers import flat_bytes
+
 
 class _PyBuffer(ctypes.Structure):
     _fields_ = [
@@ -51,7 +53,7 @@ def as_bytes(buffer: Any, *, writable: bool, rank: int, tag: int) -> memoryview:
     if writable and view.readonly:
         what = _what(writable, rank, tag)
         raise TypeError(f"{what}: the receive buffer is read-only ({type(buffer).__name__})")
-    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+    return flat_bytes(view)
 
 
 def _what(writable: bool, rank: int, tag: int) -> str:

@@ -109,6 +109,10 @@ _PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...], bool]] = {
     # bytes object or a prebuilt ctypes object (see lane.c and _lane.py).
     "pmca_sm_lane_send": (_int, (), True),
     "pmca_sm_lane_receive": (_int, (), True),
+    # take the caller's buffer object (a ctypes.py_object): the GIL is theirs
+    # to give up (lane_buffers.c)
+    "pmca_sm_lane_send_buffer": (_int, (), True),
+    "pmca_sm_lane_receive_buffer": (_i64, (), True),
     # may read a whole rendezvous payload with CMA: without the GIL
     "pmca_sm_lane_receive_into": (_i64, (_ptr, _ptr, _u32, _u32, _u32, _u32, _ptr, _u64), False),
     # a blocking rendezvous send polls for its FIN as long as a CMA read may take

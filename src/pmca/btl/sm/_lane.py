@@ -69,6 +69,8 @@ OTHER = 1
 #: ``receive`` at least this: the awaited message arrived, ``status - LANDED``
 #: bytes now in :attr:`SmLane.landing`.
 LANDED = 2
+#: ``send_buffer``: the body is larger than an eager message (nothing was sent).
+LARGE = 1
 
 
 def _unusable(*_: object) -> int:
@@ -104,8 +106,10 @@ class SmLane:
         "landing",
         "payload_limit",
         "receive",
+        "receive_buffer",
         "receive_into",
         "send",
+        "send_buffer",
         "send_rget",
         "stage",
         "staged",
@@ -154,6 +158,20 @@ class SmLane:
         self.staged = calls.staging.pointer
         #: The largest payload that goes in one eager message.
         self.payload_limit = min(module.limits.eager_limit - MATCH_HEADER_BYTES, len(self.landing))
+        #: ``send_buffer(sequence, tag_low, tag_high, ctypes.py_object(body))``: as
+        #: :attr:`send`, with ``body`` any C-contiguous buffer read where it is:
+        #: 0 when sent, :data:`LARGE` (nothing sent) when it holds more than
+        #: :attr:`payload_limit` bytes, anything else when it goes the general way.
+        self.send_buffer: Callable[[int, int, int, Any], int] = functools.partial(
+            calls.send_buffer, context, lane, self.payload_limit
+        )
+        #: ``receive_buffer(sequence, tag_low, tag_high, ctypes.py_object(into))``: as
+        #: :attr:`receive_into`, landing in ``into`` (a writable C-contiguous buffer;
+        #: :data:`NOTHING` for any other object). A message larger than ``into`` is
+        #: handed on (:data:`OTHER`): the general path reports the truncation.
+        self.receive_buffer: Callable[[int, int, int, Any], int] = functools.partial(
+            calls.receive_buffer, context, delivery, lane
+        )
         transport.on_close(self.close)
 
     def register(self, address: int, size: int) -> tuple[int, bytes] | None:
@@ -210,6 +228,7 @@ class SmLane:
     def close(self) -> None:
         """The peer is detached or the transport closed: every call answers "go the general way"."""
         self.send = self.send_rget = self.receive = self.receive_into = _unusable
+        self.send_buffer = self.receive_buffer = _unusable
         self.await_fin = _unusable
         self.landing = memoryview(b"")
 
@@ -218,4 +237,4 @@ class SmLane:
         return f"<sm lane to rank {self._rank}, {state}>"
 
 
-__all__ = ["LANDED", "NOTHING", "OTHER", "LaneOwner", "SmLane"]
+__all__ = ["LANDED", "LARGE", "NOTHING", "OTHER", "LaneOwner", "SmLane"]

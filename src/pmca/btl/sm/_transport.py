@@ -144,6 +144,8 @@ class LaneCalls(Record):
     send_rget: Any
     receive: Any
     receive_into: Any
+    send_buffer: Any
+    receive_buffer: Any
     await_fin: Any
     landing: memoryview
     staging: Staging
@@ -402,6 +404,8 @@ class Transport:
             fn.lane_send_rget,
             fn.lane_receive,
             fn.lane_receive_into,
+            fn.lane_send_buffer,
+            fn.lane_receive_buffer,
             fn.lane_await_fin,
             self._view(int(landing), size.value),
             self.staging,

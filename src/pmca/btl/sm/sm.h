@@ -331,5 +331,13 @@ void sm_release_delivered(struct sm_ctx *ctx);
 EXPORT int pmca_sm_peer_alive(const struct sm_ctx *ctx, uint32_t id);
 /* cma.c: see pmca_sm_cma. */
 int64_t pmca_sm_cma(int32_t pid, int write, uint64_t local, uint64_t remote, uint64_t length);
+/* lane.c, shared with lane_buffers.c (see there). */
+EXPORT int pmca_sm_lane_send(struct sm_ctx *ctx, uint32_t lane, uint32_t sequence, uint32_t tag_low,
+                             uint32_t tag_high, const void *body, uint32_t length);
+EXPORT int64_t pmca_sm_lane_receive_into(struct sm_ctx *ctx, struct pmca_sm_delivery *out,
+                                         uint32_t lane, uint32_t sequence, uint32_t tag_low,
+                                         uint32_t tag_high, void *target, uint64_t capacity);
+/* lane_buffers.c: a body above the lane's limit, not sent (a rendezvous). */
+#define PMCA_SM_LANE_LARGE 1
 
 #endif

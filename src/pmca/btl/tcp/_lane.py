@@ -25,8 +25,9 @@ lane only moves bytes. Every call needs the bml's lock held, as progress does.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..base._buffers import flat_bytes
 from ..base._pvars import (
     BYTES_RECEIVED,
     BYTES_SENT,
@@ -50,6 +51,8 @@ NOTHING = 0
 OTHER = 1
 #: ``receive`` at least this: the awaited message arrived, ``status - LANDED`` bytes.
 LANDED = 2
+#: ``send_buffer``: the body is larger than an eager message (nothing was sent).
+LARGE = 1
 #: ``send``: the message must go the general way (nothing was sent).
 _GENERAL = 1
 
@@ -61,6 +64,18 @@ _pack_head = wire.LANE_HEAD.pack
 _unpack_frame = wire.FRAME.unpack_from
 _unpack_match = wire.MATCH.unpack_from
 _monotonic = time.monotonic
+
+
+def _flat(body: object, *, writable: bool) -> memoryview | None:
+    """``body``'s bytes as a flat view, ``None`` when it exports no C-contiguous
+    buffer (or no writable one, when ``writable``)."""
+    try:
+        view = memoryview(body)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+    if not view.c_contiguous or (writable and view.readonly):
+        return None
+    return flat_bytes(view)
 
 
 class _Rail(Protocol):
@@ -97,10 +112,6 @@ class TcpLane:
     #: A blocking rendezvous send goes the general way: the receiver's get
     #: travels on the connection as a frame the lane would hand on anyway.
     rendezvous = False
-    #: :meth:`send` takes any buffer as it is (what the socket does not take is
-    #: copied then): nothing is staged.
-    stage: memoryview | None = None
-    staged: object = None
 
     def __init__(self, rail: _Rail, connection: Connection, am_tag: int) -> None:
         self._rail = rail
@@ -152,6 +163,21 @@ class TcpLane:
             connection.keep_rest(buffers, sent, am_tag, total, cost)
         return 0
 
+    def send_buffer(self, sequence: int, tag_low: int, tag_high: int, boxed: Any) -> int:
+        """:meth:`send` of the buffer ``boxed`` holds (a ``ctypes.py_object``): 0
+        when the connection took it, :data:`LARGE` when it is larger than an eager
+        message, :data:`_GENERAL` otherwise (also for an object that exports no
+        C-contiguous buffer: the general way names why)."""
+        body = boxed.value
+        if type(body) is not bytes and type(body) is not bytearray:
+            body = _flat(body, writable=False)
+            if body is None:
+                return _GENERAL
+        size = len(body)
+        if size > self.payload_limit:
+            return LARGE
+        return self.send(sequence, tag_low, tag_high, body, size)
+
     # a blocking rendezvous send always goes the general way over tcp
     def send_rget(
         self, sequence: int, tag: int, send_id: int, address: int, size: int, h: bytes, n: int
@@ -179,7 +205,23 @@ class TcpLane:
         a rendezvous, which the general path matches as it arrives."""
         return NOTHING
 
-    def receive(self, sequence: int, tag_low: int, tag_high: int) -> int:
+    def receive_buffer(self, sequence: int, tag_low: int, tag_high: int, boxed: Any) -> int:
+        """:meth:`receive` landing the awaited payload in the buffer ``boxed`` holds (a
+        ``ctypes.py_object``; :data:`NOTHING` for an object that exports no writable
+        C-contiguous buffer). A message larger than the buffer is handed on
+        (:data:`OTHER`): the general path reports the truncation. A buffer larger
+        than an eager message may wait for a rendezvous: :data:`NOTHING` at once."""
+        into = _flat(boxed.value, writable=True)
+        if into is None or len(into) > self.payload_limit:
+            return NOTHING
+        status = self.receive(sequence, tag_low, tag_high, len(into))
+        if status >= LANDED:
+            into[: status - LANDED] = self.landing
+        return status
+
+    def receive(self, sequence: int, tag_low: int, tag_high: int, capacity: int = -1) -> int:
+        """The awaited eager message's payload into :attr:`landing`; one larger than
+        ``capacity`` (when not -1) is another message (:data:`OTHER`)."""
         tag = tag_high << 32 | tag_low
         connection = self._connection
         view = connection.view
@@ -199,6 +241,7 @@ class TcpLane:
                             and seq == sequence
                             and user_tag == tag
                             and size == length - _MATCH_SIZE
+                            and (capacity < 0 or size <= capacity)
                         ):
                             body += _MATCH_SIZE
                             connection.start = body + size
@@ -264,4 +307,4 @@ class TcpLane:
         return f"<tcp lane to rank {self._connection.rank}, {state}>"
 
 
-__all__ = ["LANDED", "NOTHING", "OTHER", "TcpLane"]
+__all__ = ["LANDED", "LARGE", "NOTHING", "OTHER", "TcpLane"]

@@ -1,0 +1,160 @@
+"""Blocking ``send``/``recv`` through a lane take the caller's buffer object as it is.
+
+A lane's native call reads the sender's buffer where it lies and lands the
+receiver's message straight in the receiver's buffer, whatever exports it.
+Each case runs a ping-pong between two real processes, every message
+checked byte for byte, and counts through the btl's own counters that the
+eager messages went through the lanes (so a lane that stopped taking a
+kind of buffer fails here, not only slows down). Buffers a lane cannot use
+go the general way, which names what is wrong with them; a message larger
+than the receive buffer is reported as truncated and the stream goes on.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ._pairs import BTLS
+from ._pairs import pair as _pair
+
+pytest.importorskip("numpy")
+
+_KINDS = """
+import array
+import numpy as np
+from pmca.p2p import TruncationError
+
+NAME = BTL.split(",")[1]
+PEER = 1 - RANK
+
+def pattern(size, mark):
+    return bytes((mark * 7 + i) % 251 for i in range(size))
+
+def receivers(size):
+    # (label, a buffer of `size` bytes of that kind, its bytes)
+    kinds = [
+        ("bytes", bytearray(size), lambda b: bytes(b)),
+        ("bytearray", bytearray(size), lambda b: bytes(b)),
+        ("memoryview", memoryview(bytearray(size)), lambda b: b.tobytes()),
+        ("array B", array.array("B", bytes(size)), lambda b: b.tobytes()),
+        ("numpy uint8", np.zeros(size, np.uint8), lambda b: b.tobytes()),
+        ("numpy slice", np.zeros(size + 16, np.uint8)[8 : 8 + size], lambda b: b.tobytes()),
+    ]
+    if size % 16 == 0:
+        kinds += [
+            ("array d", array.array("d", bytes(size)), lambda b: b.tobytes()),
+            ("numpy float64 2-D", np.zeros((2, size // 16)), lambda b: b.tobytes()),
+            ("memoryview I", memoryview(bytearray(size)).cast("I"), lambda b: b.tobytes()),
+        ]
+    return kinds
+
+def as_kind(label, data):
+    # the same kind of object as the receiver's, holding `data` (read-only where it can be)
+    if label == "bytes":
+        return data
+    if label == "bytearray":
+        return bytearray(data)
+    if label == "memoryview":
+        return memoryview(data)  # read-only
+    if label in ("array B", "array d"):
+        return array.array(label[-1], data)
+    if label == "numpy uint8":
+        return np.frombuffer(data, np.uint8)  # read-only
+    if label == "numpy slice":
+        return np.frombuffer(bytes(8) + data + bytes(8), np.uint8)[8 : 8 + len(data)]
+    if label == "numpy float64 2-D":
+        return np.frombuffer(data, np.float64).reshape(2, -1).copy()
+    return memoryview(bytearray(data)).cast("I")
+
+def lane_counts(s):
+    ps = s.pvar_session()
+    names = ("lane_messages_sent", "lane_messages_received")
+    handles = [ps.handle(f"btl_{NAME}_{n}", obj=PEER) for n in names]
+    return lambda: [h.read() for h in handles]
+
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    s.p2p._set_lane_spin(0.05)  # what is counted is under test, not the spin
+    warm = bytearray(1)
+    if RANK == 0:
+        s.p2p.send(PEER, 1, b"w"); s.p2p.recv(PEER, 1, warm)
+    else:
+        s.p2p.recv(PEER, 1, warm); s.p2p.send(PEER, 1, b"w")
+    WORLD.barrier(timeout=60)
+    counts = lane_counts(s)
+    before = counts()
+    wrong, messages, mark = [], 0, 0
+    for size in SIZES:
+        for label, into, got in receivers(size):
+            mark += 1
+            data = pattern(size, mark)
+            if RANK == 0:
+                s.p2p.send(PEER, 2, as_kind(label, data))
+                n = s.p2p.recv(PEER, 3, into)
+            else:
+                n = s.p2p.recv(PEER, 2, into)
+                s.p2p.send(PEER, 3, into)  # back from the receiver's own buffer
+            messages += 1
+            if n != size or got(into) != data:
+                wrong.append([label, size, n])
+    WORLD.barrier(timeout=60)
+    after = counts()
+    out(wrong=wrong, messages=messages, lanes=[a - b for a, b in zip(after, before)])
+    WORLD.barrier(timeout=60)
+
+    # a message larger than the receive buffer, then the stream goes on
+    if RANK == 0:
+        s.p2p.send(PEER, 4, np.arange(100, dtype=np.uint8))
+        s.p2p.send(PEER, 4, np.arange(5, dtype=np.uint8))
+    else:
+        small = np.zeros(10, np.uint8)
+        try:
+            s.p2p.recv(PEER, 4, small)
+            out(truncated="no error")
+        except TruncationError as error:
+            out(truncated=str(error))
+        n = s.p2p.recv(PEER, 4, small)
+        out(after_truncation=[n, small[:n].tolist()])
+    WORLD.barrier(timeout=60)
+
+    # buffers a lane cannot use: the general way names them; the stream goes on
+    if RANK == 0:
+        try:
+            s.p2p.send(PEER, 5, np.arange(20, dtype=np.uint8)[::2])
+        except ValueError as error:
+            out(strided=str(error))
+        s.p2p.send(PEER, 5, b"next")
+    else:
+        try:
+            s.p2p.recv(PEER, 5, b"read-only")
+        except TypeError as error:
+            out(read_only=str(error))
+        into = np.zeros(4, np.uint8)
+        out(after_refusals=[s.p2p.recv(PEER, 5, into), into.tobytes().decode()])
+    WORLD.barrier(timeout=60)
+"""
+
+#: Eager on every lane (the lanes' own path), counted.
+_EAGER_SIZES = [0, 1, 16, 1000]  # 1000 is no multiple of 16
+
+
+@pytest.mark.parametrize("btl", BTLS)
+def test_every_buffer_kind_goes_through_the_lane_as_it_is(pmca_env, tmp_path, btl) -> None:
+    """bytes, bytearray, memoryviews (read-only, cast), arrays and numpy arrays (read-only,
+    sliced, 2-D float) are sent and received through the lane, each byte in place."""
+    body = f"SIZES = {_EAGER_SIZES!r}\n" + _KINDS
+    sender, receiver = _pair(tmp_path, body, btl, timeout=180)
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+    for side in (sender, receiver):
+        assert side["wrong"] == [], side
+        # six kinds of every size, three more of sizes that are multiples of 16
+        assert side["messages"] == 9 + 6 + 9 + 6, side
+        sent, received = side["lanes"]
+        # nothing is ever queued ahead in a ping-pong: every send takes its lane
+        assert sent == side["messages"], side
+        # a receive that waited past the spin becomes a request; most land in the lane
+        assert received > side["messages"] // 2, side
+    assert "does not fit the 10-byte receive buffer" in receiver["truncated"], receiver
+    assert receiver["after_truncation"] == [5, [0, 1, 2, 3, 4]], receiver
+    assert "not C-contiguous" in sender["strided"], sender
+    assert "read-only" in receiver["read_only"], receiver
+    assert receiver["after_refusals"] == [4, "next"], receiver
