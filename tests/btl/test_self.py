@@ -52,6 +52,16 @@ def test_buffer_kinds(session) -> None:
     assert out_ints == ints
 
 
+def test_empty_buffers_of_any_shape(session) -> None:
+    """A zero in the shape makes an empty buffer, not an error (``cast`` refuses it)."""
+    numpy = pytest.importorskip("numpy")
+    out = numpy.zeros((3, 0))
+    request = session.p2p.irecv(0, 3, out)
+    session.p2p.isend(0, 3, numpy.zeros((0, 4), numpy.int32)).wait(timeout=10)
+    assert request.wait(timeout=10) == 0
+    assert session.p2p.iprobe(0, 3) is None
+
+
 def test_unusable_buffers_are_named(session) -> None:
     numpy = pytest.importorskip("numpy")
     with pytest.raises(ValueError, match="not C-contiguous"):
