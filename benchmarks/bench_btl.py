@@ -227,7 +227,7 @@ def _compare(
 
 
 def main() -> None:
-    args = sm_bench.parser().parse_args()
+    args = sm_bench.parser(__doc__ or "").parse_args()
     roles = {"mpi4py": _role_mpi4py, "pmca": _role_pmca, "yardstick": yardstick.role}
     if common.serve_child(args, roles):
         return

@@ -253,9 +253,10 @@ def _role_pmca(args: dict[str, Any]) -> None:
 # -- the parent ------------------------------------------------------------------------
 
 
-def parser() -> Any:
-    """The common options, and this benchmark's (``bench_btl.py`` shares them)."""
-    result = common.parser(__doc__ or "")
+def parser(description: str = __doc__ or "") -> Any:
+    """The common options, and this benchmark's (``bench_btl.py`` shares them, with
+    its own ``description``)."""
+    result = common.parser(description)
     result.add_argument(
         "--sizes",
         type=_size_list,
