@@ -99,19 +99,38 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
     WORLD.barrier(timeout=60)
     after = counts()
     out(wrong=wrong, messages=messages, lanes=[a - b for a, b in zip(after, before)])
+
+    # exactly the lane's eager payload each way (a long spin: nothing may miss the lane)
+    limit = s.p2p._lanes[PEER].payload_limit
+    s.p2p._set_lane_spin(1.0)
+    edge = np.zeros(limit, np.uint8)
+    WORLD.barrier(timeout=60)
+    before = counts()
+    if RANK == 0:
+        s.p2p.send(PEER, 6, np.full(limit, 7, np.uint8))
+        n = s.p2p.recv(PEER, 6, edge)
+    else:
+        n = s.p2p.recv(PEER, 6, edge)
+        s.p2p.send(PEER, 6, edge)
+    after = counts()
+    out(edge=[n == limit, bool((edge == 7).all()), [a - b for a, b in zip(after, before)]])
     WORLD.barrier(timeout=60)
 
     # a message larger than the receive buffer, then the stream goes on
     if RANK == 0:
         s.p2p.send(PEER, 4, np.arange(100, dtype=np.uint8))
+        s.p2p.send(PEER, 4, np.arange(3, dtype=np.uint8))
         s.p2p.send(PEER, 4, np.arange(5, dtype=np.uint8))
     else:
         small = np.zeros(10, np.uint8)
-        try:
-            s.p2p.recv(PEER, 4, small)
-            out(truncated="no error")
-        except TruncationError as error:
-            out(truncated=str(error))
+        truncated = []
+        for into in (small, np.zeros(0, np.uint8)):
+            try:
+                s.p2p.recv(PEER, 4, into)
+                truncated.append("no error")
+            except TruncationError as error:
+                truncated.append(str(error))
+        out(truncated=truncated)
         n = s.p2p.recv(PEER, 4, small)
         out(after_truncation=[n, small[:n].tolist()])
     WORLD.barrier(timeout=60)
@@ -153,7 +172,11 @@ def test_every_buffer_kind_goes_through_the_lane_as_it_is(pmca_env, tmp_path, bt
         assert sent == side["messages"], side
         # a receive that waited past the spin becomes a request; most land in the lane
         assert received > side["messages"] // 2, side
-    assert "does not fit the 10-byte receive buffer" in receiver["truncated"], receiver
+        # the exact eager payload goes through the lanes both ways, whole
+        assert side["edge"] == [True, True, [1, 1]], side
+    too_large, into_empty = receiver["truncated"]
+    assert "100 bytes" in too_large and "the 10-byte receive buffer" in too_large, receiver
+    assert "3 bytes" in into_empty and "the 0-byte receive buffer" in into_empty, receiver
     assert receiver["after_truncation"] == [5, [0, 1, 2, 3, 4]], receiver
     assert "not C-contiguous" in sender["strided"], sender
     assert "read-only" in receiver["read_only"], receiver
