@@ -181,3 +181,62 @@ def test_every_buffer_kind_goes_through_the_lane_as_it_is(pmca_env, tmp_path, bt
     assert "not C-contiguous" in sender["strided"], sender
     assert "read-only" in receiver["read_only"], receiver
     assert receiver["after_refusals"] == [4, "next"], receiver
+
+
+_OWED_FIN = """
+import numpy as np
+
+SIZE = 1 << 16  # a rendezvous the receiving lane reads itself (CMA)
+# rank 1's fragments: four eager ones, then (a smaller message takes a larger one) one more
+MCA["btl_sm_eager_fragments"] = "4"
+MCA["btl_sm_max_fragments"] = "1"
+FRAGMENTS = 5
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    warm = bytearray(1)
+    if RANK == 0:
+        s.p2p.send(1, 1, b"w"); s.p2p.recv(1, 1, warm)
+        s.p2p.iprobe(1, 9)  # a poll: hands rank 1's fragment of that "w" back
+    else:
+        s.p2p.recv(0, 1, warm); s.p2p.send(0, 1, b"w")
+    WORLD.barrier(timeout=60)
+    if RANK == 0:
+        pending = s.p2p.isend(1, 2, np.full(SIZE, 5, np.uint8))
+        WORLD.barrier(timeout=60)  # rank 1 fills our FIFO with its fragments, reads, owes the FIN
+        WORLD.barrier(timeout=60)
+        try:
+            pending.wait(timeout=30)
+            out(sent="completed")
+        except TimeoutError:
+            out(sent="no FIN")
+        s.p2p.send(1, 3, b"done")
+        for _ in range(FRAGMENTS):
+            s.p2p.recv(1, 4, bytearray(1), timeout=30)
+    else:
+        WORLD.barrier(timeout=60)
+        for _ in range(FRAGMENTS):  # every fragment of ours, left unread in rank 0's FIFO
+            s.p2p.send(0, 4, b"x")
+        into = np.zeros(SIZE, np.uint8)
+        ps = s.pvar_session()
+        names = ("lane_messages_received", "rdma_operations", "messages_sent")
+        counts = [ps.handle(f"btl_sm_{name}", obj=0) for name in names]
+        n = s.p2p.recv(0, 2, into, timeout=30)  # the lane reads it; its FIN finds no fragment
+        out(lane=[h.read() for h in counts])
+        WORLD.barrier(timeout=60)
+        done = bytearray(4)
+        s.p2p.recv(0, 3, done, timeout=60)
+        out(received=[n, bool((into == 5).all()), bytes(done).decode()])
+    WORLD.barrier(timeout=60)
+"""
+
+
+@pytest.mark.skipif("self,sm" not in BTLS, reason="needs btl sm")
+def test_a_fin_the_lane_could_not_send_is_sent_by_the_message_layer(pmca_env, tmp_path) -> None:
+    """A rendezvous the receiving lane read while every fragment of the receiver's was
+    in the sender's FIFO: the lane cannot send the FIN, the message layer queues it, and
+    the sender's send completes once it takes its FIFO's messages."""
+    sender, receiver = _pair(tmp_path, _OWED_FIN, "self,sm", timeout=180)
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+    assert receiver["received"] == [1 << 16, True, "done"], receiver
+    # the lane landed it and read its payload, and sent nothing: the FIN went later
+    assert receiver["lane"] == [1, 1, 0], receiver
+    assert sender["sent"] == "completed", sender
