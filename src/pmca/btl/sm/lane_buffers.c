@@ -12,12 +12,38 @@
  * like the rest of btl/sm and called with the GIL held (PYFUNCTYPE), which
  * pmca_sm_lane_receive_buffer gives up while a large receive may wait or
  * read a rendezvous payload.
+ *
+ * The few declarations are written out here rather than taken from
+ * Python.h, so that building pmca still needs no Python headers (the rest of
+ * its C does not either); they are CPython's stable ABI (PEP 384, the buffer
+ * protocol since 3.11, laid out the same since 3.3), as pmca.p2p._buffers
+ * also relies on from ctypes.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#undef _GNU_SOURCE /* sm.h asks for it as well */
 #include "sm.h"
+
+typedef struct py_object py_object; /* opaque */
+typedef struct py_thread_state py_thread_state;
+typedef struct {
+    void *buf;
+    py_object *obj;
+    ssize_t len;
+    ssize_t itemsize;
+    int readonly;
+    int ndim;
+    char *format;
+    ssize_t *shape;
+    ssize_t *strides;
+    ssize_t *suboffsets;
+    void *internal;
+} py_buffer;
+#define PY_BUF_SIMPLE 0
+#define PY_BUF_WRITABLE 0x0001
+/* Resolved in the interpreter that loads this library (it links no libpython). */
+extern int PyObject_GetBuffer(py_object *exporter, py_buffer *view, int flags);
+extern void PyBuffer_Release(py_buffer *view);
+extern void PyErr_Clear(void);
+extern py_thread_state *PyEval_SaveThread(void);
+extern void PyEval_RestoreThread(py_thread_state *thread);
 
 /* Send `body` (any C-contiguous buffer) as pmca_sm_lane_send sends bytes,
  * when it holds at most `limit` bytes.  0 when sent; PMCA_SM_LANE_LARGE when
@@ -26,10 +52,10 @@
  * pmca_sm_lane_send's other statuses. */
 EXPORT int pmca_sm_lane_send_buffer(struct sm_ctx *ctx, uint32_t lane, uint32_t limit,
                                     uint32_t sequence, uint32_t tag_low, uint32_t tag_high,
-                                    PyObject *body)
+                                    py_object *body)
 {
-    Py_buffer view;
-    if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) != 0) {
+    py_buffer view;
+    if (PyObject_GetBuffer(body, &view, PY_BUF_SIMPLE) != 0) {
         PyErr_Clear();
         return -EINVAL;
     }
@@ -49,10 +75,10 @@ EXPORT int pmca_sm_lane_send_buffer(struct sm_ctx *ctx, uint32_t lane, uint32_t 
  * lane spin, as pmca_sm_lane_receive does with the GIL held. */
 EXPORT int64_t pmca_sm_lane_receive_buffer(struct sm_ctx *ctx, struct pmca_sm_delivery *out,
                                            uint32_t lane, uint32_t sequence, uint32_t tag_low,
-                                           uint32_t tag_high, PyObject *into)
+                                           uint32_t tag_high, py_object *into)
 {
-    Py_buffer view;
-    if (PyObject_GetBuffer(into, &view, PyBUF_WRITABLE) != 0) {
+    py_buffer view;
+    if (PyObject_GetBuffer(into, &view, PY_BUF_WRITABLE) != 0) {
         PyErr_Clear();
         return 0;
     }
@@ -61,7 +87,7 @@ EXPORT int64_t pmca_sm_lane_receive_buffer(struct sm_ctx *ctx, struct pmca_sm_de
     uint64_t capacity = (uint64_t)view.len;
     int64_t status;
     if (capacity > ctx->landing_size) {
-        PyThreadState *thread = PyEval_SaveThread();
+        py_thread_state *thread = PyEval_SaveThread();
         status = pmca_sm_lane_receive_into(ctx, out, lane, sequence, tag_low, tag_high, target,
                                            capacity);
         PyEval_RestoreThread(thread);
