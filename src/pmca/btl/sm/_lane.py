@@ -87,7 +87,7 @@ class SmLane:
     :attr:`send` and :attr:`receive` are the native calls themselves, bound
     to this lane (a Python method around them would cost as much as the
     rest of the fast path): ``send(sequence, tag_low, tag_high, data, size)``
-    with ``data`` a ``bytes`` (or :attr:`staged`) of at most
+    with ``data`` a ``bytes`` of at most
     :attr:`payload_limit` bytes answers
     0 when sent, another value when the message must go the general way
     (sends queued ahead of it, no fragment or FIFO slot free, peer gone);
@@ -111,8 +111,6 @@ class SmLane:
         "send",
         "send_buffer",
         "send_rget",
-        "stage",
-        "staged",
     )
 
     #: A blocking rendezvous send may go through the lane (:meth:`register`).
@@ -151,11 +149,6 @@ class SmLane:
         )
         #: Where :attr:`receive` copies the awaited payload (valid until the next receive).
         self.landing = calls.landing
-        #: Where a payload that is not bytes is copied for :attr:`send` (at least
-        #: :attr:`payload_limit` bytes: the transport's, shared under its lock), and
-        #: what :attr:`send` then takes as its ``data``.
-        self.stage: memoryview | None = calls.staging.view
-        self.staged = calls.staging.pointer
         #: The largest payload that goes in one eager message.
         self.payload_limit = min(module.limits.eager_limit - MATCH_HEADER_BYTES, len(self.landing))
         #: ``send_buffer(sequence, tag_low, tag_high, ctypes.py_object(body))``: as

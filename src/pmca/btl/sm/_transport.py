@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 
 from ..._records import FrozenValue, Record
+from ..base._buffers import flat_bytes
 from ._bindings import COUNT_INDEX, COUNTS
 from ._bindings import STAT_NAMES as _STAT_NAMES
 from ._bindings import Closed as _Closed
@@ -135,8 +136,7 @@ def buffer_address(data: Any) -> tuple[int, int, Any]:
 class LaneCalls(Record):
     """What :meth:`Transport.lane_calls` hands a lane: the context, the lane's
     number and lane.c's entry points (called with ``context`` and ``lane`` first,
-    see ``_lane.py``), the landing buffer of its receives and the staging area of
-    its sends of buffers other than bytes."""
+    see ``_lane.py``) and the landing buffer of its receives."""
 
     context: Any
     lane: int
@@ -148,7 +148,6 @@ class LaneCalls(Record):
     receive_buffer: Any
     await_fin: Any
     landing: memoryview
-    staging: Staging
 
 
 class Transport:
@@ -318,7 +317,7 @@ class Transport:
         size = view.nbytes
         if size <= STAGED_MAX and view.c_contiguous:
             staging = self.staging
-            staging.view[:size] = view if view.format == "B" and view.ndim == 1 else view.cast("B")
+            staging.view[:size] = flat_bytes(view)
             return staging.pointer, size
         return buffer_pointer(view)
 
@@ -393,8 +392,6 @@ class Transport:
         if not landing:
             raise _error(errno.ENOMEM, "cannot allocate the sm lanes' landing buffer")
         fn = self._fn
-        if len(self.staging.view) < size.value:
-            self.staging = Staging(size.value)
         return LaneCalls(
             # a reference to the context's first byte passes its address as it is; a
             # c_void_p would be converted anew at every call
@@ -408,7 +405,6 @@ class Transport:
             fn.lane_receive_buffer,
             fn.lane_await_fin,
             self._view(int(landing), size.value),
-            self.staging,
         )
 
     def block_lanes(self, blocked: bool) -> None:
