@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import importlib
-import importlib.util
 import os
 import sys
 import threading
@@ -109,6 +108,8 @@ def distribution_label(entry_point: EntryPointLike) -> str | None:
 
 def _import_drop_in(module_name: str, path: str | os.PathLike[str]) -> ModuleType:
     """Import the drop-in file or package directory at ``path`` (a ``str`` or a path)."""
+    import importlib.util  # only drop-ins need it: most starts have none
+
     package = os.path.isdir(path)
     location = os.path.join(path, "__init__.py") if package else os.fspath(path)
     spec = importlib.util.spec_from_file_location(

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import math
-import numbers
-from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    NamedTuple,
+    Protocol,
+    SupportsFloat,
+    TypeGuard,
+    runtime_checkable,
+)
 
 from .._public import public
 from ..mca._errors import PmcaError
@@ -101,9 +107,18 @@ class Closing:
         return self.timeout if timeout is None else checked_timeout(timeout, what)
 
 
+def _real(value: object) -> TypeGuard[SupportsFloat]:
+    """Whether ``value`` is a real number (never a bool)."""
+    if type(value) in (int, float):
+        return True
+    import numbers  # only for other kinds of numbers: most starts never import it
+
+    return not isinstance(value, bool) and isinstance(value, numbers.Real)
+
+
 def checked_timeout(timeout: object, what: str) -> float:
     """``timeout`` as seconds (more than 0, finite), or an error naming ``what``."""
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+    if not _real(timeout):
         raise TypeError(f"{what}: timeout {timeout!r} is a {type(timeout).__name__}, not seconds")
     try:
         seconds = float(timeout)
