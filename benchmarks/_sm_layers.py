@@ -7,6 +7,7 @@ informative only (nothing here is judged).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import statistics
 import time
@@ -110,8 +111,6 @@ def lane_pingpong(rank: int, lane: Any, n: int) -> float:
 
 def copies(rank: int, s: Any, transport: Any, peer_pid: int) -> dict[str, float]:
     """MB/s of one 64 MiB CMA read from the peer and of one local memmove."""
-    import ctypes
-
     from pmca.btl.sm._transport import buffer_address
 
     peer = 1 - rank
@@ -158,13 +157,15 @@ def mid_layers(rank: int, s: Any, sizes: Sequence[int], quick: bool, barrier: An
         data, into = bytes(os.urandom(size)), bytearray(size)
         address, _, keep = buffer_address(data)
         target, _, keep_into = buffer_address(into)
-        registration = lane.register(address, size) if size > lane.payload_limit else None
-        send, recv = lane_exchange(lane, data, address, target, registration)
+        key = lane.reserve() if size > lane.payload_limit else None
+        if key is not None:
+            lane.mark(key, address, size)
+        send, recv = lane_exchange(lane, data, target, key)
         barrier()
         n = iterations(size, quick) // 5 or 1
         lanes[str(size)] = common.pingpong(rank, send, recv, into, into, n) * 1e6
-        if registration is not None:
-            lane.deregister(registration[0])
+        if key is not None:
+            lane.deregister(key)
         theirs = bytearray(8)
         request = s.p2p.irecv(peer, 5, theirs)
         s.p2p.send(peer, 5, address.to_bytes(8, "little"))
@@ -182,22 +183,20 @@ def mid_layers(rank: int, s: Any, sizes: Sequence[int], quick: bool, barrier: An
     return {"lane_us": lanes, "cma_us": reads}
 
 
-def lane_exchange(
-    lane: Any, data: bytes, address: int, target: int, registration: tuple[int, bytes] | None
-) -> tuple[Any, Any]:
-    """A lane's send and receive of ``data`` alone: eager, or (``registration``) a
+def lane_exchange(lane: Any, data: bytes, target: int, key: int | None) -> tuple[Any, Any]:
+    """A lane's send and receive of ``data`` alone: eager, or (registration ``key``) a
     rendezvous: header, the receiver's CMA read and FIN. Their own sequence numbers."""
     size = len(data)
     counts = [0, 0]  # messages sent, received
+    body = ctypes.py_object(data)
 
     def send(_: bytearray) -> None:
         sequence = counts[0]
-        if registration is None:
+        if key is None:
             while lane.send(sequence, 1, 0, data, size) != 0:
                 pass
         else:
-            _, handle = registration
-            while lane.send_rget(sequence, 1, sequence + 1, address, size, handle, len(handle)):
+            while lane.send_rget_buffer(sequence, 1, 0, sequence + 1, 0, key, 0, body) <= 0:
                 pass
             while lane.await_fin(sequence + 1) < 2:
                 pass

@@ -19,7 +19,8 @@ from ._pairs import pair as _pair
 
 pytest.importorskip("numpy")
 
-_KINDS = """
+#: Buffers of every kind, and the receivers' counters of the lanes (shared by the cases).
+_BUFFERS = """
 import array
 import numpy as np
 from pmca.p2p import TruncationError
@@ -71,7 +72,11 @@ def lane_counts(s):
     names = ("lane_messages_sent", "lane_messages_received")
     handles = [ps.handle(f"btl_{NAME}_{n}", obj=PEER) for n in names]
     return lambda: [h.read() for h in handles]
+"""
 
+_KINDS = (
+    _BUFFERS
+    + """
 with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
     s.p2p._set_lane_spin(0.05)  # what is counted is under test, not the spin
     warm = bytearray(1)
@@ -151,6 +156,7 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
         out(after_refusals=[s.p2p.recv(PEER, 5, into), into.tobytes().decode()])
     WORLD.barrier(timeout=60)
 """
+)
 
 #: Eager on every lane (the lanes' own path), counted.
 _EAGER_SIZES = [0, 1, 16, 1000]  # 1000 is no multiple of 16
@@ -240,3 +246,75 @@ def test_a_fin_the_lane_could_not_send_is_sent_by_the_message_layer(pmca_env, tm
     # the lane landed it and read its payload, and sent nothing: the FIN went later
     assert receiver["lane"] == [1, 1, 0], receiver
     assert sender["sent"] == "completed", sender
+
+
+_RENDEZVOUS = (
+    _BUFFERS
+    + """
+MCA["btl_sm_single_copy_mechanism"] = MECHANISM
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    s.p2p._set_lane_spin(0.05)
+    warm = bytearray(1)
+    if RANK == 0:
+        s.p2p.send(PEER, 1, b"w"); s.p2p.recv(PEER, 1, warm)
+    else:
+        s.p2p.recv(PEER, 1, warm); s.p2p.send(PEER, 1, b"w")
+    WORLD.barrier(timeout=60)
+    sm = next(m for m in s.modules("btl") if m.name == "sm")
+    limit = s.p2p._lanes[PEER].payload_limit
+    counts = lane_counts(s)
+    before = counts()
+    wrong, messages, mark = [], 0, 0
+    for size in SIZES:
+        assert size > limit, (size, limit)
+        for label, into, got in receivers(size):
+            mark += 1
+            data = pattern(size, mark)
+            if RANK == 0:
+                s.p2p.send(PEER, 2, as_kind(label, data))
+                n = s.p2p.recv(PEER, 3, into, timeout=60)
+            else:
+                n = s.p2p.recv(PEER, 2, into, timeout=60)
+                s.p2p.send(PEER, 3, into)
+            messages += 1
+            if n != size or got(into) != data:
+                wrong.append([label, size, n])
+    WORLD.barrier(timeout=60)
+    after = counts()
+    out(
+        wrong=wrong,
+        messages=messages,
+        lanes=[a - b for a, b in zip(after, before)],
+        live=len(sm._registrations._live),  # every rendezvous's registration ended
+        mechanism=sm.mechanism,
+    )
+    WORLD.barrier(timeout=60)
+"""
+)
+
+#: Rendezvous sizes (above the lanes' eager payload): one byte over 64 KiB, 256 KiB.
+_RENDEZVOUS_SIZES = [(1 << 16) + 16, 1 << 18]
+
+
+@pytest.mark.skipif("self,sm" not in BTLS, reason="needs btl sm")
+@pytest.mark.parametrize("mechanism", ["cma", "emulated"])
+def test_a_rendezvous_send_announces_every_buffer_kind_where_it_lies(
+    pmca_env, tmp_path, mechanism: str
+) -> None:
+    """A blocking send above the eager payload sends its rendezvous header through the
+    lane, naming the caller's buffer where it lies (address and size packed natively
+    with its registration key): the receiver reads it with CMA, or (emulated) asks the
+    sender, whose registration of that key must cover exactly that range. Every kind
+    of buffer, every byte checked; each registration ends with its FIN."""
+    body = f"SIZES = {_RENDEZVOUS_SIZES!r}\nMECHANISM = {mechanism!r}\n" + _RENDEZVOUS
+    sender, receiver = _pair(tmp_path, body, "self,sm", timeout=180)
+    assert sender["returncode"] == 0 and receiver["returncode"] == 0, (sender, receiver)
+    for side in (sender, receiver):
+        assert side["wrong"] == [], side
+        assert side["messages"] == 2 * 9, side
+        assert side["mechanism"] == mechanism, side
+        sent, received = side["lanes"]
+        assert sent == side["messages"], side  # every header went through the lane
+        # (received: the FINs the lanes took, and with CMA the rendezvous they read)
+        assert received > side["messages"] // 2, side
+        assert side["live"] == 0, side

@@ -30,8 +30,9 @@ import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, overload
 
+from ..btl.base._buffers import flat_bytes
 from . import _protocol as proto
-from ._buffers import address_of, as_bytes
+from ._buffers import as_bytes
 from ._checks import check_timeout
 from ._matching import TAG_UB, Posted, Unexpected
 from ._requests import Request, Status, fin_error
@@ -79,12 +80,18 @@ class Lane(Protocol):
     ``payload_limit``): :meth:`owed_fin` then names a FIN the lane could not
     send. The tag travels as its low and high 32 bits.
     ``send_rget(sequence, tag, send_id, address, size, handle, len(handle))``
-    sends a rendezvous header whose payload only this btl's ``handle`` reads,
-    ``register(address, size)`` makes that ``(key, handle)`` (``None``: the
-    btl reads nothing) and ``deregister(key)`` ends it; ``await_fin(send_id)``
-    polls as ``receive_buffer`` does for the FIN of that send: ``2 + status`` when
-    it came. ``rendezvous`` says whether those four may carry a rendezvous at
-    all (``False``: a large blocking send never tries the lane).
+    sends a rendezvous header whose payload only this btl's ``handle`` reads.
+    A blocking rendezvous send takes a key with ``reserve()`` (``None``: the
+    btl reads nothing), sends its header with ``send_rget_buffer(sequence,
+    tag_low, tag_high, id_low, id_high, key_low, key_high, body)`` (the send
+    id and the key as 32-bit halves too, ``body`` a ``py_object`` holding the
+    buffer, which the btl's handle names where it lies): the payload's
+    address when sent, else <= 0 and nothing was sent; ``mark(key, address,
+    size)`` then lets the peer read it and ``deregister(key)`` ends that;
+    ``await_fin(send_id)`` polls as ``receive_buffer`` does for the FIN of that
+    send: ``2 + status`` when it came. ``rendezvous`` says whether these may
+    carry a rendezvous at all (``False``: a large blocking send never tries
+    the lane).
     ``set_spin(seconds, yielding)``: how long a receive polls at most, and
     whether the processor is yielded between polls (``mpi_yield_when_idle``;
     a lane whose poll cannot yield then does not poll).
@@ -104,7 +111,10 @@ class Lane(Protocol):
     # a blocking rendezvous send's registration, header and FIN
     await_fin: Callable[[int], int]
 
-    def register(self, address: int, size: int) -> tuple[int, bytes] | None: ...
+    send_rget_buffer: Callable[[int, int, int, int, int, int, int, ctypes.py_object[Any]], int]
+
+    def reserve(self) -> int | None: ...
+    def mark(self, key: int, address: int, size: int) -> None: ...
     def deregister(self, key: int) -> None: ...
 
 
@@ -172,8 +182,10 @@ class Blocking:
                 lock.release()
             rget = self._rget_lanes.get(dest) if sent == LARGE else None
             if rget is not None:
-                view = as_bytes(buf, writable=False, rank=dest, tag=tag)
-                if len(view) < _LANE_RENDEZVOUS_MAX and self._send_rendezvous(
+                # LARGE: the lane took the buffer as C-contiguous; this view pins a
+                # bytearray's storage until the FIN
+                view = flat_bytes(memoryview(buf))
+                if view.nbytes < _LANE_RENDEZVOUS_MAX and self._send_rendezvous(
                     dest, tag, view, rget, timeout
                 ):
                     return
@@ -184,7 +196,7 @@ class Blocking:
             request.wait(timeout)
 
     def _send_rendezvous(
-        self, dest: int, tag: int, buf: Any, lane: Lane, timeout: float | None
+        self, dest: int, tag: int, view: memoryview, lane: Lane, timeout: float | None
     ) -> bool:
         """A blocking rendezvous send through ``lane``: its header, then its FIN polled
         for natively; ``False`` when it must go the general way (nothing was sent).
@@ -193,23 +205,32 @@ class Blocking:
         the general path) the send becomes a request the FIN completes, so
         ``timeout``, peer failures and finalize reach it as they reach ``isend``.
         """
-        view = memoryview(buf)  # pins a bytearray's storage until the FIN
         size = view.nbytes
-        address = address_of(view)
         lock = self._bml.lock
         lock.acquire()
         try:
             if self._closed or self._peers[dest].failed is not None or dest in self.gone:
                 return False  # the general way says why
-            registration = lane.register(address, size)
-            if registration is None:
+            key = lane.reserve()
+            if key is None:
                 return False
-            key, handle = registration
             send_id = next(self._ids)
             sequence = self._seq_out[dest]
-            if lane.send_rget(sequence, tag, send_id, address, size, handle, len(handle)) != 0:
-                lane.deregister(key)
-                return False
+            address = lane.send_rget_buffer(
+                sequence,
+                tag & _LOW,
+                tag >> 32,
+                send_id & _LOW,
+                send_id >> 32,
+                key & _LOW,
+                key >> 32,
+                _boxed(view),
+            )
+            if address <= 0:
+                return False  # nothing was sent (the key is never used)
+            # before the FIN is awaited: a peer that cannot read with CMA asks for the
+            # payload through the lane's btl, which checks this registration
+            lane.mark(key, address, size)
             self._seq_out[dest] = (sequence + 1) & _LOW
             try:
                 status = self._await_fin(dest, lane, send_id, size)

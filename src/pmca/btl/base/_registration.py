@@ -114,9 +114,10 @@ class Registrations:
             self._live[key] = (base, size, token)
         return MemoryHandle(base, size, pack(key, base, size), (key, token))
 
-    def mark(self, base: int, size: int) -> int:
+    def mark(self, base: int, size: int, key: int | None = None) -> int:
         """A registration that is bookkeeping only, for a backend that pins nothing
-        and no cache: its key, which :meth:`check` accepts until :meth:`forget`.
+        and no cache: its key (``key``, from :meth:`reserve`, or a new one), which
+        :meth:`check` accepts until :meth:`forget`.
 
         What a rendezvous of a few hundred KiB costs instead of
         :meth:`register`'s handle and token.
@@ -124,9 +125,16 @@ class Registrations:
         if self._cache is not None or not isinstance(self._backend, NoPinBackend):
             raise BtlError(f"btl {self.owner}: mark() is for registrations that pin nothing")
         with self._lock:
-            key = next(self._ids)
+            if key is None:
+                key = next(self._ids)
             self._live[key] = (base, size, None)
         return key
+
+    def reserve(self) -> int:
+        """A key no registration has, for a :meth:`mark` made once the range is known
+        (a native call that reads the buffer's address also packs the key)."""
+        with self._lock:
+            return next(self._ids)
 
     def forget(self, key: int) -> None:
         """End a :meth:`mark` (a key already gone is ignored: ``release_all`` ran)."""

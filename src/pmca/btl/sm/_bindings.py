@@ -113,6 +113,7 @@ _PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...], bool]] = {
     # to give up (lane_buffers.c)
     "pmca_sm_lane_send_buffer": (_int, (), True),
     "pmca_sm_lane_receive_buffer": (_i64, (), True),
+    "pmca_sm_lane_send_rget_buffer": (_i64, (), True),
     # may read a whole rendezvous payload with CMA: without the GIL
     "pmca_sm_lane_receive_into": (_i64, (_ptr, _ptr, _u32, _u32, _u32, _u32, _ptr, _u64), False),
     # a blocking rendezvous send polls for its FIN as long as a CMA read may take

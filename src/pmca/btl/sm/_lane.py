@@ -57,7 +57,9 @@ class LaneOwner(Protocol):
 
     def segment_overwritten(self, exc: SegmentOverwritten) -> None: ...
 
-    def lane_registration(self, base: int, size: int) -> tuple[int, bytes] | None: ...
+    def lane_key(self) -> int | None: ...
+
+    def lane_mark(self, key: int, base: int, size: int) -> None: ...
 
     def lane_release(self, key: int) -> None: ...
 
@@ -111,6 +113,7 @@ class SmLane:
         "send",
         "send_buffer",
         "send_rget",
+        "send_rget_buffer",
     )
 
     #: A blocking rendezvous send may go through the lane (:meth:`register`).
@@ -131,6 +134,15 @@ class SmLane:
         #: ``handle`` alone, as the message layer packs it (0 when sent).
         self.send_rget: Callable[[int, int, int, int, int, bytes, int], int] = functools.partial(
             calls.send_rget, context, lane
+        )
+        #: ``send_rget_buffer(sequence, tag_low, tag_high, id_low, id_high, key_low,
+        #: key_high, ctypes.py_object(body))``: :attr:`send_rget` for ``body`` (a
+        #: C-contiguous buffer) where it lies, its handle packed natively from
+        #: registration key ``key`` (:meth:`reserve`), for send id ``send_id`` (both
+        #: as 32-bit halves): the payload's address (> 0) when sent, which
+        #: :meth:`mark` then records; <= 0 when nothing was sent.
+        self.send_rget_buffer: Callable[[int, int, int, int, int, int, int, Any], int] = (
+            functools.partial(calls.send_rget_buffer, context, lane)
         )
         self.receive: Callable[[int, int, int], int] = functools.partial(
             calls.receive, context, delivery, lane
@@ -167,16 +179,20 @@ class SmLane:
         )
         transport.on_close(self.close)
 
-    def register(self, address: int, size: int) -> tuple[int, bytes] | None:
-        """Let the peer read ``size`` bytes at ``address`` (a :attr:`send_rget`'s
-        payload): ``(key, handle)``, ``None`` when this btl offers no put/get.
-        Bookkeeping only (sm pins nothing); :meth:`deregister` ends it."""
+    def reserve(self) -> int | None:
+        """The registration key of a rendezvous send's payload (packed by
+        :attr:`send_rget_buffer`), ``None`` when this btl offers no put/get."""
         if self.send is _unusable:
             return None
-        return self._module.lane_registration(address, size)
+        return self._module.lane_key()
+
+    def mark(self, key: int, address: int, size: int) -> None:
+        """Let the peer read ``size`` bytes at ``address`` through ``key`` (bookkeeping
+        only: sm pins nothing); :meth:`deregister` ends it."""
+        self._module.lane_mark(key, address, size)
 
     def deregister(self, key: int) -> None:
-        """End a :meth:`register` once the peer answered FIN (or failed)."""
+        """End a :meth:`mark` once the peer answered FIN (or failed)."""
         self._module.lane_release(key)
 
     def hand_on(self) -> None:
@@ -221,6 +237,7 @@ class SmLane:
     def close(self) -> None:
         """The peer is detached or the transport closed: every call answers "go the general way"."""
         self.send = self.send_rget = self.receive = self.receive_into = _unusable
+        self.send_rget_buffer = _unusable
         self.send_buffer = self.receive_buffer = _unusable
         self.await_fin = _unusable
         self.landing = memoryview(b"")

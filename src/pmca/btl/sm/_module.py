@@ -395,12 +395,14 @@ class SmModule(FaultReports, ModuleBase):
     def deregister_mem(self, handle: MemoryHandle) -> None:
         self._registrations.deregister(handle)
 
-    def lane_registration(self, base: int, size: int) -> tuple[int, bytes] | None:
-        """What a lane's rendezvous send registers (see :meth:`SmLane.register`)."""
+    def lane_key(self) -> int | None:
+        """The key of a lane's rendezvous send (see :meth:`SmLane.reserve`)."""
         if self.mechanism == "none":
             return None
-        key = self._registrations.mark(base, size)
-        return key, pack_remote(key, base, size)
+        return self._registrations.reserve()
+
+    def lane_mark(self, key: int, base: int, size: int) -> None:
+        self._registrations.mark(base, size, key)
 
     def lane_release(self, key: int) -> None:
         self._registrations.forget(key)

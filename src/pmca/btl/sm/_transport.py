@@ -146,6 +146,7 @@ class LaneCalls(Record):
     receive_into: Any
     send_buffer: Any
     receive_buffer: Any
+    send_rget_buffer: Any
     await_fin: Any
     landing: memoryview
 
@@ -403,6 +404,7 @@ class Transport:
             fn.lane_receive_into,
             fn.lane_send_buffer,
             fn.lane_receive_buffer,
+            fn.lane_send_rget_buffer,
             fn.lane_await_fin,
             self._view(int(landing), size.value),
         )

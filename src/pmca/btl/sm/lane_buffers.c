@@ -6,7 +6,8 @@
  * Python on each side of the native call.  These two take the object
  * itself (passed as ctypes.py_object) and read its buffer here: a send
  * copies the body straight into its fragment, a receive lands the payload
- * straight in the caller's buffer.  Only functions and the Py_buffer
+ * straight in the caller's buffer; a rendezvous send announces the
+ * buffer where it lies.  Only functions and the Py_buffer
  * layout that are part of CPython's stable ABI are used, so the library
  * still serves every Python 3 the wheel names; it is loaded with ctypes
  * like the rest of btl/sm and called with the GIL held (PYFUNCTYPE), which
@@ -94,6 +95,51 @@ EXPORT int64_t pmca_sm_lane_receive_buffer(struct sm_ctx *ctx, struct pmca_sm_de
     } else {
         status = pmca_sm_lane_receive_into(ctx, out, lane, sequence, tag_low, tag_high, target,
                                            capacity);
+    }
+    PyBuffer_Release(&view);
+    return status;
+}
+
+static void put_le64(unsigned char *out, uint64_t value)
+{
+    for (int i = 0; i < 8; i++)
+        out[i] = (unsigned char)(value >> (8 * i));
+}
+
+/* Send the rendezvous (RGET) header of message `sequence` for `body` (any
+ * C-contiguous buffer of at least one byte), as pmca_sm_lane_send_rget does:
+ * its payload readable where it lies through btl/sm registration `key`
+ * alone, for the sender's request `send_id`.  The handle is packed here as
+ * pmca.btl.base._remote packs a remote key (key, address, size: three
+ * little-endian 64-bit words).  Tag, send id and key travel as their 32-bit
+ * halves, C ints all (the call takes no argtypes).  The payload's address
+ * (> 0) when sent; -EINVAL when `body` exports no such buffer; else
+ * pmca_sm_lane_send_rget's other statuses.  The caller keeps the buffer
+ * alive and unmoved until the FIN: its Py_buffer is released here. */
+EXPORT int64_t pmca_sm_lane_send_rget_buffer(struct sm_ctx *ctx, uint32_t lane, uint32_t sequence,
+                                             uint32_t tag_low, uint32_t tag_high, uint32_t id_low,
+                                             uint32_t id_high, uint32_t key_low, uint32_t key_high,
+                                             py_object *body)
+{
+    py_buffer view;
+    if (PyObject_GetBuffer(body, &view, PY_BUF_SIMPLE) != 0) {
+        PyErr_Clear();
+        return -EINVAL;
+    }
+    int64_t status = -EINVAL;
+    if (view.len > 0) {
+        uint64_t address = (uint64_t)(uintptr_t)view.buf;
+        uint64_t size = (uint64_t)view.len;
+        unsigned char handle[24];
+        put_le64(handle, ((uint64_t)key_high << 32) | key_low);
+        put_le64(handle + 8, address);
+        put_le64(handle + 16, size);
+        int64_t tag = (int64_t)(((uint64_t)tag_high << 32) | tag_low);
+        uint64_t send_id = ((uint64_t)id_high << 32) | id_low;
+        status = pmca_sm_lane_send_rget(ctx, lane, sequence, tag, send_id, address, size, handle,
+                                        sizeof handle);
+        if (status == 0)
+            status = (int64_t)address;
     }
     PyBuffer_Release(&view);
     return status;

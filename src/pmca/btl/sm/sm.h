@@ -337,6 +337,9 @@ EXPORT int pmca_sm_lane_send(struct sm_ctx *ctx, uint32_t lane, uint32_t sequenc
 EXPORT int64_t pmca_sm_lane_receive_into(struct sm_ctx *ctx, struct pmca_sm_delivery *out,
                                          uint32_t lane, uint32_t sequence, uint32_t tag_low,
                                          uint32_t tag_high, void *target, uint64_t capacity);
+EXPORT int pmca_sm_lane_send_rget(struct sm_ctx *ctx, uint32_t lane, uint32_t sequence,
+                                  int64_t tag, uint64_t send_id, uint64_t address, uint64_t size,
+                                  const void *handle, uint32_t handle_length);
 /* lane_buffers.c: a body above the lane's limit, not sent (a rendezvous). */
 #define PMCA_SM_LANE_LARGE 1
 

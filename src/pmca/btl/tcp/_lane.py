@@ -184,7 +184,15 @@ class TcpLane:
     ) -> int:
         return _GENERAL
 
-    def register(self, address: int, size: int) -> tuple[int, bytes] | None:
+    def send_rget_buffer(
+        self, sequence: int, tl: int, th: int, il: int, ih: int, kl: int, kh: int, body: Any
+    ) -> int:
+        return -_GENERAL
+
+    def reserve(self) -> int | None:
+        return None
+
+    def mark(self, key: int, address: int, size: int) -> None:
         return None
 
     def deregister(self, key: int) -> None:
