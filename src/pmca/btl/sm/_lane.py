@@ -116,7 +116,7 @@ class SmLane:
         "send_rget_buffer",
     )
 
-    #: A blocking rendezvous send may go through the lane (:meth:`register`).
+    #: A blocking rendezvous send may go through the lane (:meth:`reserve`).
     rendezvous = True
 
     def __init__(self, module: LaneOwner, rank: int, am_tag: int) -> None:
