@@ -7,6 +7,7 @@ the general way."""
 
 from __future__ import annotations
 
+import ctypes
 import select
 import socket
 import threading
@@ -21,7 +22,7 @@ from pmca.btl.tcp import DEFAULTS
 from pmca.btl.tcp import _wire as wire
 from pmca.btl.tcp._bulk import STREAM_MIN
 from pmca.btl.tcp._connection import QUEUED_COST, Connection
-from pmca.btl.tcp._lane import LANDED, NOTHING, OTHER, TcpLane
+from pmca.btl.tcp._lane import _GENERAL, LANDED, LARGE, NOTHING, OTHER, TcpLane
 from pmca.p2p import _protocol as proto
 
 _AM_TAG = 9
@@ -220,7 +221,7 @@ def test_a_lost_peer_sends_the_receive_the_general_way(pair: _Pair) -> None:
     assert _receive(pair.lane, 0) == NOTHING
     assert pair.connection.closed is not None
     assert pair.rail.lost
-    assert pair.lane.send(0, 0, 0, b"x", 1) == 1  # and a send
+    assert pair.lane.send(0, 0, 0, b"x", 1) == _GENERAL  # and a send
 
 
 def test_input_on_another_socket_ends_the_wait(pair: _Pair) -> None:
@@ -281,7 +282,11 @@ def test_a_send_the_socket_takes_in_part_is_queued_and_arrives(pair: _Pair) -> N
         assert lane.send(sequence, 1, 0, payload, len(payload)) == 0
         sequence += 1
         assert sequence < 1000
-    assert lane.send(sequence, 1, 0, b"x", 1) == 1  # behind the queue: the general way
+    assert lane.send(sequence, 1, 0, b"x", 1) == _GENERAL  # behind the queue: the general way
+    # the buffer call too; a body above the eager payload is LARGE whatever is queued
+    assert lane.send_buffer(sequence, 1, 0, ctypes.py_object(b"x")) == _GENERAL
+    too_large = bytes(lane.payload_limit + 1)
+    assert lane.send_buffer(sequence, 1, 0, ctypes.py_object(too_large)) == LARGE
     receiver = pair.lane
     receiver.set_spin(0.01)
     received = 0
@@ -341,7 +346,7 @@ def test_a_send_whose_copy_could_pass_the_queue_limit_goes_the_general_way(
     sending = _peer_of(pair, queue_limit=limit)
     lane = TcpLane(_Rail(), sending, _AM_TAG)  # type: ignore[arg-type]
     fits = limit - QUEUED_COST - proto.MATCH.size
-    assert lane.send(0, 1, 0, bytes(fits + 1), fits + 1) == 1
+    assert lane.send(0, 1, 0, bytes(fits + 1), fits + 1) == _GENERAL
     assert sending.traffic[MESSAGES_SENT] == 0
     assert lane.send(0, 1, 0, bytes(fits), fits) == 0
     _arrived(pair, fits)
@@ -354,7 +359,7 @@ def test_a_frame_longer_than_one_write_may_carry_goes_the_general_way(pair: _Pai
     sending = _peer_of(pair, bulk_chunk=1024)
     lane = TcpLane(_Rail(), sending, _AM_TAG)  # type: ignore[arg-type]
     exact = sending.write_max - wire.FRAME.size - proto.MATCH.size
-    assert lane.send(0, 1, 0, bytes(exact + 1), exact + 1) == 1
+    assert lane.send(0, 1, 0, bytes(exact + 1), exact + 1) == _GENERAL
     assert sending.traffic[MESSAGES_SENT] == 0
     assert lane.send(0, 1, 0, bytes(exact), exact) == 0
     _arrived(pair, exact)
@@ -382,7 +387,7 @@ def test_a_send_after_the_writes_ended_goes_the_general_way(pair: _Pair) -> None
     assert sending.queue
     sending.drop_queued(RuntimeError("finalize gave up"))
     assert sending.writes_ended and not sending.queue
-    assert lane.send(sequence, 1, 0, b"x", 1) == 1
+    assert lane.send(sequence, 1, 0, b"x", 1) == _GENERAL
     assert sending.closed is None and not lost
 
 

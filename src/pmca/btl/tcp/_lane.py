@@ -53,8 +53,9 @@ OTHER = 1
 LANDED = 2
 #: ``send_buffer``: the body is larger than an eager message (nothing was sent).
 LARGE = 1
-#: ``send``: the message must go the general way (nothing was sent).
-_GENERAL = 1
+#: ``send``, ``send_buffer``: the message must go the general way (nothing was sent);
+#: negative, unlike :data:`LARGE`, as btl/sm's lanes answer.
+_GENERAL = -1
 
 _FRAME = wire.FRAME
 _FRAME_SIZE = wire.FRAME.size
@@ -187,7 +188,7 @@ class TcpLane:
     def send_rget_buffer(
         self, sequence: int, tl: int, th: int, il: int, ih: int, kl: int, kh: int, body: Any
     ) -> int:
-        return -_GENERAL
+        return _GENERAL
 
     def reserve(self) -> int | None:
         return None
