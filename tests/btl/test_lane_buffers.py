@@ -72,12 +72,9 @@ def lane_counts(s):
     names = ("lane_messages_sent", "lane_messages_received")
     handles = [ps.handle(f"btl_{NAME}_{n}", obj=PEER) for n in names]
     return lambda: [h.read() for h in handles]
-"""
 
-_KINDS = (
-    _BUFFERS
-    + """
-with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+def warm_up(s):
+    # one message each way: both lanes are open before anything is counted
     s.p2p._set_lane_spin(0.05)  # what is counted is under test, not the spin
     warm = bytearray(1)
     if RANK == 0:
@@ -85,22 +82,35 @@ with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
     else:
         s.p2p.recv(PEER, 1, warm); s.p2p.send(PEER, 1, b"w")
     WORLD.barrier(timeout=60)
-    counts = lane_counts(s)
-    before = counts()
+
+def every_kind(s, sizes):
+    # a ping-pong of every kind of buffer of every size, each message checked:
+    # (what arrived wrong, how many messages each side sent)
     wrong, messages, mark = [], 0, 0
-    for size in SIZES:
+    for size in sizes:
         for label, into, got in receivers(size):
             mark += 1
             data = pattern(size, mark)
             if RANK == 0:
                 s.p2p.send(PEER, 2, as_kind(label, data))
-                n = s.p2p.recv(PEER, 3, into)
+                n = s.p2p.recv(PEER, 3, into, timeout=60)
             else:
-                n = s.p2p.recv(PEER, 2, into)
+                n = s.p2p.recv(PEER, 2, into, timeout=60)
                 s.p2p.send(PEER, 3, into)  # back from the receiver's own buffer
             messages += 1
             if n != size or got(into) != data:
                 wrong.append([label, size, n])
+    return wrong, messages
+"""
+
+_KINDS = (
+    _BUFFERS
+    + """
+with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
+    warm_up(s)
+    counts = lane_counts(s)
+    before = counts()
+    wrong, messages = every_kind(s, SIZES)
     WORLD.barrier(timeout=60)
     after = counts()
     out(wrong=wrong, messages=messages, lanes=[a - b for a, b in zip(after, before)])
@@ -253,32 +263,13 @@ _RENDEZVOUS = (
     + """
 MCA["btl_sm_single_copy_mechanism"] = MECHANISM
 with pmca.Session(mca=MCA, frameworks=["btl"], world=WORLD) as s:
-    s.p2p._set_lane_spin(0.05)
-    warm = bytearray(1)
-    if RANK == 0:
-        s.p2p.send(PEER, 1, b"w"); s.p2p.recv(PEER, 1, warm)
-    else:
-        s.p2p.recv(PEER, 1, warm); s.p2p.send(PEER, 1, b"w")
-    WORLD.barrier(timeout=60)
+    warm_up(s)
     sm = next(m for m in s.modules("btl") if m.name == "sm")
     limit = s.p2p._lanes[PEER].payload_limit
+    assert min(SIZES) > limit, (SIZES, limit)
     counts = lane_counts(s)
     before = counts()
-    wrong, messages, mark = [], 0, 0
-    for size in SIZES:
-        assert size > limit, (size, limit)
-        for label, into, got in receivers(size):
-            mark += 1
-            data = pattern(size, mark)
-            if RANK == 0:
-                s.p2p.send(PEER, 2, as_kind(label, data))
-                n = s.p2p.recv(PEER, 3, into, timeout=60)
-            else:
-                n = s.p2p.recv(PEER, 2, into, timeout=60)
-                s.p2p.send(PEER, 3, into)
-            messages += 1
-            if n != size or got(into) != data:
-                wrong.append([label, size, n])
+    wrong, messages = every_kind(s, SIZES)
     WORLD.barrier(timeout=60)
     after = counts()
     out(

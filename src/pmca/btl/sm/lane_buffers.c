@@ -46,6 +46,16 @@ extern void PyErr_Clear(void);
 extern py_thread_state *PyEval_SaveThread(void);
 extern void PyEval_RestoreThread(py_thread_state *thread);
 
+/* The buffer `object` exports with `flags` in *view: 0, or -1 with Python's
+ * error cleared (the caller answers "the general way", which names why). */
+static int acquire(py_object *object, py_buffer *view, int flags)
+{
+    if (PyObject_GetBuffer(object, view, flags) == 0)
+        return 0;
+    PyErr_Clear();
+    return -1;
+}
+
 /* Send `body` (any C-contiguous buffer) as pmca_sm_lane_send sends bytes,
  * when it holds at most `limit` bytes.  0 when sent; PMCA_SM_LANE_LARGE when
  * the body holds more (a rendezvous, not sent); -EINVAL when `body` exports
@@ -56,10 +66,8 @@ EXPORT int pmca_sm_lane_send_buffer(struct sm_ctx *ctx, uint32_t lane, uint32_t 
                                     py_object *body)
 {
     py_buffer view;
-    if (PyObject_GetBuffer(body, &view, PY_BUF_SIMPLE) != 0) {
-        PyErr_Clear();
+    if (acquire(body, &view, PY_BUF_SIMPLE) != 0)
         return -EINVAL;
-    }
     int status = PMCA_SM_LANE_LARGE;
     if ((uint64_t)view.len <= limit)
         status = pmca_sm_lane_send(ctx, lane, sequence, tag_low, tag_high, view.buf,
@@ -79,10 +87,8 @@ EXPORT int64_t pmca_sm_lane_receive_buffer(struct sm_ctx *ctx, struct pmca_sm_de
                                            uint32_t tag_high, py_object *into)
 {
     py_buffer view;
-    if (PyObject_GetBuffer(into, &view, PY_BUF_WRITABLE) != 0) {
-        PyErr_Clear();
+    if (acquire(into, &view, PY_BUF_WRITABLE) != 0)
         return 0;
-    }
     char nothing;
     void *target = view.len > 0 ? view.buf : &nothing;
     uint64_t capacity = (uint64_t)view.len;
@@ -122,10 +128,8 @@ EXPORT int64_t pmca_sm_lane_send_rget_buffer(struct sm_ctx *ctx, uint32_t lane, 
                                              py_object *body)
 {
     py_buffer view;
-    if (PyObject_GetBuffer(body, &view, PY_BUF_SIMPLE) != 0) {
-        PyErr_Clear();
+    if (acquire(body, &view, PY_BUF_SIMPLE) != 0)
         return -EINVAL;
-    }
     int64_t status = -EINVAL;
     if (view.len > 0) {
         uint64_t address = (uint64_t)(uintptr_t)view.buf;
