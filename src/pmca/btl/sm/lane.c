@@ -23,7 +23,7 @@ static inline uint32_t lane_peer(uint32_t lane) { return lane & MAX_ID; }
 static inline uint32_t lane_tag(uint32_t lane) { return lane >> 24; }
 static inline int64_t join_tag(uint32_t low, uint32_t high)
 {
-    return (int64_t)(((uint64_t)high << 32) | low);
+    return (int64_t)join_halves(low, high);
 }
 
 /* Send the eager message `sequence` with user tag (tag_high, tag_low) and

@@ -135,12 +135,12 @@ EXPORT int64_t pmca_sm_lane_send_rget_buffer(struct sm_ctx *ctx, uint32_t lane, 
         uint64_t address = (uint64_t)(uintptr_t)view.buf;
         uint64_t size = (uint64_t)view.len;
         unsigned char handle[24];
-        put_le64(handle, ((uint64_t)key_high << 32) | key_low);
+        put_le64(handle, join_halves(key_low, key_high));
         put_le64(handle + 8, address);
         put_le64(handle + 16, size);
-        int64_t tag = (int64_t)(((uint64_t)tag_high << 32) | tag_low);
-        uint64_t send_id = ((uint64_t)id_high << 32) | id_low;
-        status = pmca_sm_lane_send_rget(ctx, lane, sequence, tag, send_id, address, size, handle,
+        status = pmca_sm_lane_send_rget(ctx, lane, sequence,
+                                        (int64_t)join_halves(tag_low, tag_high),
+                                        join_halves(id_low, id_high), address, size, handle,
                                         sizeof handle);
         if (status == 0)
             status = (int64_t)address;

@@ -306,6 +306,12 @@ _Static_assert(sizeof(struct pmca_rget_body) == 17, "rget body size");
 _Static_assert(sizeof(struct pmca_sm_handle) == 28, "sm handle size");
 _Static_assert(sizeof(struct pmca_fin) == 16, "fin size");
 
+/* A 64-bit value the Python side passes as two C ints (lanes take no argtypes). */
+static inline uint64_t join_halves(uint32_t low, uint32_t high)
+{
+    return ((uint64_t)high << 32) | low;
+}
+
 static inline uint64_t encode(uint32_t owner, uint64_t offset)
 {
     return ((uint64_t)(owner + 1) << OFFSET_BITS) | offset;
